@@ -1,0 +1,123 @@
+//! `clean_orders`: a stateless transform. Keeps orders whose `amount` is at
+//! least the `min_amount` parameter (rows with a null amount are dropped) and
+//! adds a derived column `total = amount * quantity`.
+//!
+//! Params: `{"min_amount": 10.0}` (default 0).
+
+use std::sync::Arc;
+
+use idem_guest::arrow::array::{Array, ArrayRef, Float64Array, RecordBatch};
+use idem_guest::arrow::compute::kernels::{cmp, numeric};
+use idem_guest::arrow::compute::{cast, filter_record_batch};
+use idem_guest::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use idem_guest::{Context, Error, Result, Transform};
+
+/// State: only the parameters and the output schema.
+#[derive(Default)]
+pub struct CleanOrders {
+    min_amount: f64,
+    schema: Option<SchemaRef>,
+}
+
+impl Transform for CleanOrders {
+    fn open(&mut self, ctx: &Context) -> Result<()> {
+        self.min_amount = ctx.param_f64("min_amount")?.unwrap_or(0.0);
+        let input = &ctx.input_schema;
+        for (col, ty) in [("amount", DataType::Float64), ("quantity", DataType::Int64)] {
+            match input.field_with_name(col) {
+                Ok(f) if f.data_type() == &ty => {}
+                Ok(f) => {
+                    return Err(Error(format!(
+                        "column `{col}` must be {ty}, the input has {}",
+                        f.data_type()
+                    )));
+                }
+                Err(_) => return Err(Error(format!("input has no `{col}` column"))),
+            }
+        }
+        let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.push(Field::new("total", DataType::Float64, true));
+        self.schema = Some(Arc::new(Schema::new(fields)));
+        Ok(())
+    }
+
+    fn push(&mut self, batch: RecordBatch) -> Result<Option<RecordBatch>> {
+        let schema = self.schema.clone().ok_or("push before open")?;
+        let amount = batch.column_by_name("amount").ok_or("no `amount` column")?;
+        let threshold = Float64Array::new_scalar(self.min_amount);
+        // Null amounts compare as null, which the filter drops.
+        let keep = cmp::gt_eq(amount, &threshold)?;
+        let kept = filter_record_batch(&batch, &keep)?;
+        if kept.num_rows() == 0 {
+            return Ok(None);
+        }
+        let amount = kept.column_by_name("amount").ok_or("no `amount` column")?;
+        let quantity = cast(kept.column_by_name("quantity").ok_or("no `quantity` column")?, &DataType::Float64)?;
+        let total: ArrayRef = numeric::mul(amount, &quantity)?;
+        let mut columns: Vec<ArrayRef> = kept.columns().to_vec();
+        debug_assert_eq!(total.len(), kept.num_rows());
+        columns.push(total);
+        Ok(Some(RecordBatch::try_new(schema, columns)?))
+    }
+}
+
+idem_guest::export!(CleanOrders);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use idem_guest::arrow::array::{Int64Array, StringArray};
+    use idem_guest::native;
+
+    fn input() -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("customer", DataType::Utf8, false),
+            Field::new("amount", DataType::Float64, true),
+            Field::new("quantity", DataType::Int64, false),
+        ]));
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(vec!["a", "b", "c", "d"])),
+                Arc::new(Float64Array::from(vec![Some(5.0), Some(20.0), None, Some(10.0)])),
+                Arc::new(Int64Array::from(vec![1, 3, 1, 2])),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn ctx(params: serde_json::Value) -> Context {
+        Context {
+            slice_id: "test".into(),
+            logical_date: None,
+            params,
+            input_schema: input().schema(),
+            batch_rows: 4,
+        }
+    }
+
+    use idem_guest::serde_json;
+
+    #[test]
+    fn filters_by_min_amount_and_adds_total() {
+        let out = native::run::<CleanOrders>(&ctx(serde_json::json!({"min_amount": 10})), [input()]).unwrap();
+        assert_eq!(out.len(), 1);
+        let b = &out[0];
+        let customers = b.column_by_name("customer").unwrap().as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(customers.iter().flatten().collect::<Vec<_>>(), vec!["b", "d"]);
+        let total = b.column_by_name("total").unwrap().as_any().downcast_ref::<Float64Array>().unwrap();
+        assert_eq!(total.values().to_vec(), vec![60.0, 20.0]);
+    }
+
+    #[test]
+    fn null_amounts_are_dropped_even_without_threshold() {
+        let out = native::run::<CleanOrders>(&ctx(serde_json::json!({})), [input()]).unwrap();
+        assert_eq!(out[0].num_rows(), 3);
+    }
+
+    #[test]
+    fn wrong_param_type_is_a_clear_error() {
+        let err = native::run::<CleanOrders>(&ctx(serde_json::json!({"min_amount": "ten"})), [input()]).unwrap_err();
+        assert!(err.0.contains("min_amount"), "{err}");
+    }
+}

@@ -1,0 +1,129 @@
+//! `daily_revenue`: a group-by aggregate emitted in `finish`. For every
+//! customer in the slice: order count and revenue (sum of `amount *
+//! quantity`, null amounts skipped), tagged with the day (the logical date,
+//! or the slice id when the scheduler gave none). Rows come out sorted by
+//! customer: a BTreeMap, never hash order, so every build emits the same.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use idem_guest::arrow::array::{Array, AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use idem_guest::arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema};
+use idem_guest::{Context, Error, Result, Transform};
+
+/// Running totals per customer.
+#[derive(Default)]
+pub struct DailyRevenue {
+    day: String,
+    groups: BTreeMap<String, (i64, f64)>,
+}
+
+impl Transform for DailyRevenue {
+    fn open(&mut self, ctx: &Context) -> Result<()> {
+        self.day = ctx.logical_date.clone().unwrap_or_else(|| ctx.slice_id.clone());
+        for (col, ty) in [
+            ("customer", DataType::Utf8),
+            ("amount", DataType::Float64),
+            ("quantity", DataType::Int64),
+        ] {
+            let f = ctx
+                .input_schema
+                .field_with_name(col)
+                .map_err(|_| Error(format!("input has no `{col}` column")))?;
+            if f.data_type() != &ty {
+                return Err(Error(format!("column `{col}` must be {ty}, not {}", f.data_type())));
+            }
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, batch: RecordBatch) -> Result<Option<RecordBatch>> {
+        let col = |n: &str| batch.column_by_name(n).ok_or_else(|| Error(format!("batch has no `{n}` column")));
+        let customer = col("customer")?.as_string::<i32>().clone();
+        let amount = col("amount")?.as_primitive::<Float64Type>().clone();
+        let quantity = col("quantity")?.as_primitive::<Int64Type>().clone();
+        for i in 0..batch.num_rows() {
+            if customer.is_null(i) || amount.is_null(i) || quantity.is_null(i) {
+                continue;
+            }
+            let value = amount.value(i) * quantity.value(i) as f64;
+            match self.groups.get_mut(customer.value(i)) {
+                Some(g) => {
+                    g.0 += 1;
+                    g.1 += value;
+                }
+                None => {
+                    self.groups.insert(customer.value(i).to_string(), (1, value));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn finish(&mut self) -> Result<Option<RecordBatch>> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("day", DataType::Utf8, false),
+            Field::new("customer", DataType::Utf8, false),
+            Field::new("orders", DataType::Int64, false),
+            Field::new("revenue", DataType::Float64, false),
+        ]));
+        let n = self.groups.len();
+        let groups = std::mem::take(&mut self.groups);
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(vec![self.day.as_str(); n])),
+                Arc::new(StringArray::from_iter_values(groups.keys())),
+                Arc::new(Int64Array::from_iter_values(groups.values().map(|g| g.0))),
+                Arc::new(Float64Array::from_iter_values(groups.values().map(|g| g.1))),
+            ],
+        )?;
+        Ok(Some(batch))
+    }
+}
+
+idem_guest::export!(DailyRevenue);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use idem_guest::{native, serde_json};
+
+    fn batch(rows: &[(&str, Option<f64>, i64)]) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("customer", DataType::Utf8, false),
+            Field::new("amount", DataType::Float64, true),
+            Field::new("quantity", DataType::Int64, false),
+        ]));
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+                Arc::new(Float64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn aggregates_across_batches_sorted_by_customer() {
+        let b1 = batch(&[("zed", Some(2.0), 3), ("amy", Some(1.5), 2)]);
+        let b2 = batch(&[("amy", Some(10.0), 1), ("zed", None, 1)]);
+        let ctx = Context {
+            slice_id: "date=2026-10-01".into(),
+            logical_date: Some("2026-10-01".into()),
+            params: serde_json::json!({}),
+            input_schema: b1.schema(),
+            batch_rows: 2,
+        };
+        let out = native::run::<DailyRevenue>(&ctx, [b1, b2]).unwrap();
+        assert_eq!(out.len(), 1);
+        let b = &out[0];
+        let cust: Vec<&str> = b.column(1).as_string::<i32>().iter().flatten().collect();
+        assert_eq!(cust, vec!["amy", "zed"]);
+        assert_eq!(b.column(2).as_primitive::<Int64Type>().values().to_vec(), vec![2, 1]);
+        assert_eq!(b.column(3).as_primitive::<Float64Type>().values().to_vec(), vec![13.0, 6.0]);
+        assert_eq!(b.column(0).as_string::<i32>().value(0), "2026-10-01");
+    }
+}

@@ -1,0 +1,74 @@
+//! Support code for [`crate::export!`]; not a stable API.
+
+#[cfg(target_arch = "wasm32")]
+pub use wit_bindgen;
+
+#[cfg(target_arch = "wasm32")]
+mod wasm {
+    use std::cell::RefCell;
+    use std::sync::Once;
+
+    use crate::bindings::exports::idem::transform::transform::Context as WitContext;
+    use crate::{Context, Error, Level, Transform, ipc, log};
+
+    static PANIC_HOOK: Once = Once::new();
+
+    /// With panic=abort a panic is a bare `unreachable` trap; send the
+    /// message to the host first so it can show it next to the trap.
+    pub fn install_panic_hook() {
+        PANIC_HOOK.call_once(|| {
+            std::panic::set_hook(Box::new(|info| {
+                log(Level::Error, &format!("guest panicked: {info}"));
+            }));
+        });
+    }
+
+    fn err(e: Error) -> String {
+        e.0
+    }
+
+    pub fn open<T: Transform>(
+        state: &RefCell<Option<T>>,
+        ctx: WitContext,
+    ) -> Result<(), String> {
+        install_panic_hook();
+        let params = if ctx.params.trim().is_empty() {
+            serde_json::Value::Object(Default::default())
+        } else {
+            serde_json::from_str(&ctx.params).map_err(|e| format!("params are not JSON: {e}"))?
+        };
+        let input_schema = ipc::decode_schema(&ctx.input_schema)
+            .map_err(|e| format!("input schema: {e}"))?;
+        let ctx = Context {
+            slice_id: ctx.slice_id,
+            logical_date: ctx.logical_date,
+            params,
+            input_schema,
+            batch_rows: ctx.batch_rows,
+        };
+        let mut t = T::default();
+        t.open(&ctx).map_err(err)?;
+        *state.borrow_mut() = Some(t);
+        Ok(())
+    }
+
+    pub fn push<T: Transform>(state: &RefCell<Option<T>>, batch: &[u8]) -> Result<Vec<u8>, String> {
+        let mut guard = state.borrow_mut();
+        let t = guard.as_mut().ok_or("push before open")?;
+        let Some(batch) = ipc::decode(batch).map_err(|e| format!("input batch: {e}"))? else {
+            return Ok(Vec::new());
+        };
+        let out = t.push(batch).map_err(err)?;
+        ipc::encode(out.as_ref()).map_err(|e| format!("output batch: {e}"))
+    }
+
+    pub fn finish<T: Transform>(state: &RefCell<Option<T>>) -> Result<Vec<u8>, String> {
+        let mut guard = state.borrow_mut();
+        let t = guard.as_mut().ok_or("finish before open")?;
+        let out = t.finish().map_err(err)?;
+        ipc::encode(out.as_ref()).map_err(|e| format!("output batch: {e}"))
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+pub use wasm::*;

@@ -1,0 +1,48 @@
+//! Arrow IPC stream glue shared by guest and host: how batches cross the
+//! sandbox boundary. An empty byte string means "no rows".
+
+use std::io::Cursor;
+
+use arrow::datatypes::SchemaRef;
+use arrow::error::ArrowError;
+use arrow::ipc::reader::StreamReader;
+use arrow::ipc::writer::StreamWriter;
+use arrow::record_batch::RecordBatch;
+
+/// Encode a batch as one IPC stream. `None` and zero-row batches encode to
+/// nothing, which the other side reads as "no rows".
+pub fn encode(batch: Option<&RecordBatch>) -> Result<Vec<u8>, ArrowError> {
+    let Some(batch) = batch.filter(|b| b.num_rows() > 0) else {
+        return Ok(Vec::new());
+    };
+    let mut w = StreamWriter::try_new(Vec::new(), &batch.schema())?;
+    w.write(batch)?;
+    w.into_inner()
+}
+
+/// Encode a schema as an IPC stream without batches.
+pub fn encode_schema(schema: &SchemaRef) -> Result<Vec<u8>, ArrowError> {
+    let w = StreamWriter::try_new(Vec::new(), schema)?;
+    w.into_inner()
+}
+
+/// Decode a schema written by [`encode_schema`].
+pub fn decode_schema(bytes: &[u8]) -> Result<SchemaRef, ArrowError> {
+    Ok(StreamReader::try_new(Cursor::new(bytes), None)?.schema())
+}
+
+/// Decode one IPC stream into a single batch (several batches in one stream
+/// are concatenated). Empty bytes decode to `None`.
+pub fn decode(bytes: &[u8]) -> Result<Option<RecordBatch>, ArrowError> {
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    let reader = StreamReader::try_new(Cursor::new(bytes), None)?;
+    let schema = reader.schema();
+    let batches = reader.collect::<Result<Vec<_>, _>>()?;
+    match batches.len() {
+        0 => Ok(None),
+        1 => Ok(batches.into_iter().next()),
+        _ => arrow::compute::concat_batches(&schema, &batches).map(Some),
+    }
+}

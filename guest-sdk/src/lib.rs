@@ -1,0 +1,142 @@
+//! `idem-guest`: write an idem transform as plain Rust over Arrow
+//! [`RecordBatch`]es, then export it to the `idem:transform` WIT world with
+//! [`export!`].
+//!
+//! ```ignore
+//! #[derive(Default)]
+//! struct Passthrough;
+//! impl idem_guest::Transform for Passthrough {
+//!     fn push(&mut self, batch: RecordBatch) -> idem_guest::Result<Option<RecordBatch>> {
+//!         Ok(Some(batch))
+//!     }
+//! }
+//! idem_guest::export!(Passthrough);
+//! ```
+//!
+//! The same crate builds natively (as an `rlib`) so a transform can be unit
+//! tested and benchmarked without a sandbox: see [`native`].
+
+// Lets the generated bindings name this crate by its public path.
+extern crate self as idem_guest;
+
+pub use arrow;
+pub use serde_json;
+
+mod context;
+mod error;
+pub mod ipc;
+pub mod native;
+
+#[doc(hidden)]
+pub mod __private;
+
+pub use context::Context;
+pub use error::{Error, Result};
+
+use arrow::record_batch::RecordBatch;
+
+/// A data transform. One value lives for one run: `open` once, `push` for
+/// every input batch in a fixed order, `finish` once.
+///
+/// State kept across batches (dedup sets, aggregates) is deterministic
+/// because batches always arrive in the same order and size. Anything
+/// emitted from a hash map must be emitted in a defined (sorted) order: hash
+/// iteration order differs between builds.
+pub trait Transform: Default + 'static {
+    /// Called once before the first batch; read parameters here.
+    fn open(&mut self, ctx: &Context) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// Transform one input batch. `None` (or a batch with no rows) emits nothing.
+    fn push(&mut self, batch: RecordBatch) -> Result<Option<RecordBatch>>;
+
+    /// Called once after the last batch; emit buffered rows or aggregates.
+    fn finish(&mut self) -> Result<Option<RecordBatch>> {
+        Ok(None)
+    }
+}
+
+/// Severity of a [`log`] line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Verbose detail.
+    Debug,
+    /// Normal progress.
+    Info,
+    /// Something odd that did not stop the run.
+    Warn,
+    /// Something failed; the host shows error lines next to a trap.
+    Error,
+}
+
+/// Write a line to the host's run log. It is never hashed: logging does not
+/// change a run's output digest.
+pub fn log(level: Level, message: &str) {
+    #[cfg(target_arch = "wasm32")]
+    {
+        use bindings::idem::transform::host;
+        let level = match level {
+            Level::Debug => host::Level::Debug,
+            Level::Info => host::Level::Info,
+            Level::Warn => host::Level::Warn,
+            Level::Error => host::Level::Error,
+        };
+        host::log(level, message);
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    native::log(level, message);
+}
+
+/// Make a guest panic visible: with panic=abort a panic is a bare
+/// `unreachable` trap, so the hook sends the message to the host log first.
+/// [`export!`] installs it; raw guests call it from `open`.
+pub fn install_panic_hook() {
+    #[cfg(target_arch = "wasm32")]
+    __private::install_panic_hook();
+}
+
+/// Raw bindings of the `idem:transform` world (wasm32 only). Most guests
+/// never touch these; [`export!`] wires a [`Transform`] to them.
+#[cfg(target_arch = "wasm32")]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "transform-world",
+        pub_export_macro: true,
+        export_macro_name: "export_world",
+        default_bindings_module: "idem_guest::bindings",
+        runtime_path: "idem_guest::__private::wit_bindgen::rt",
+    });
+}
+
+/// Export a [`Transform`] as the guest's `idem:transform/transform`
+/// implementation. On native targets it expands to nothing, so the same
+/// crate also builds as a plain library for tests and benchmarks.
+#[macro_export]
+macro_rules! export {
+    ($t:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            use $crate::bindings::exports::idem::transform::transform as __idem_world;
+            ::std::thread_local! {
+                static __IDEM_STATE: ::core::cell::RefCell<::core::option::Option<$t>> =
+                    const { ::core::cell::RefCell::new(::core::option::Option::None) };
+            }
+            struct __IdemGuest;
+            impl __idem_world::Guest for __IdemGuest {
+                fn open(ctx: __idem_world::Context) -> ::core::result::Result<(), ::std::string::String> {
+                    __IDEM_STATE.with(|s| $crate::__private::open::<$t>(s, ctx))
+                }
+                fn push(batch: ::std::vec::Vec<u8>) -> ::core::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
+                    __IDEM_STATE.with(|s| $crate::__private::push::<$t>(s, &batch))
+                }
+                fn finish() -> ::core::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
+                    __IDEM_STATE.with(|s| $crate::__private::finish::<$t>(s))
+                }
+            }
+            $crate::bindings::export_world!(__IdemGuest with_types_in $crate::bindings);
+        };
+    };
+}

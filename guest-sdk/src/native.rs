@@ -1,0 +1,40 @@
+//! Run a [`Transform`] natively, without a sandbox: for unit tests and as
+//! the baseline that benchmarks compare the wasm build against.
+
+use arrow::record_batch::RecordBatch;
+
+use crate::{Context, Result, Transform};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::Level;
+
+#[cfg(not(target_arch = "wasm32"))]
+/// Native log sink: lines go to stderr when `IDEM_GUEST_LOG` is set.
+pub(crate) fn log(level: Level, message: &str) {
+    if std::env::var_os("IDEM_GUEST_LOG").is_some() {
+        eprintln!("[guest {level:?}] {message}");
+    }
+}
+
+/// Run `T` over `batches` exactly as the host drives a guest: `open`, one
+/// `push` per batch in order, `finish`. Returns the non-empty outputs.
+pub fn run<T: Transform>(
+    ctx: &Context,
+    batches: impl IntoIterator<Item = RecordBatch>,
+) -> Result<Vec<RecordBatch>> {
+    let mut t = T::default();
+    t.open(ctx)?;
+    let mut out = Vec::new();
+    for b in batches {
+        if let Some(o) = t.push(b)? {
+            if o.num_rows() > 0 {
+                out.push(o);
+            }
+        }
+    }
+    if let Some(o) = t.finish()? {
+        if o.num_rows() > 0 {
+            out.push(o);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,167 @@
+//! Drive one transform over a stream of input batches: open, push each
+//! batch in order, finish; digest the output and hand it to a sink. The same
+//! driver runs a sandboxed guest or the native build of the same crate.
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use thiserror::Error;
+
+use crate::digest::{Digest, OutputDigester};
+use crate::sandbox::{GuestContext, Instance, SandboxError};
+use crate::slice::SliceError;
+
+/// Why an execution failed. Nothing is committed after any of these.
+#[derive(Debug, Error)]
+pub enum ExecError {
+    /// Reading the input failed.
+    #[error(transparent)]
+    Slice(#[from] SliceError),
+    /// The guest failed or broke a limit.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// The native build of a transform failed.
+    #[error("transform failed: {0}")]
+    Native(String),
+    /// Writing the output failed.
+    #[error("writing output: {0}")]
+    Sink(String),
+}
+
+/// Something that transforms batches: a sandboxed [`Instance`] or a native
+/// [`Native`] build.
+pub trait Transformer {
+    /// Start the run.
+    fn open(&mut self, ctx: &GuestContext) -> Result<(), ExecError>;
+    /// One input batch in, output rows (if any) out.
+    fn push(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>, ExecError>;
+    /// End of input.
+    fn finish(&mut self) -> Result<Option<RecordBatch>, ExecError>;
+    /// Fuel consumed, when metered.
+    fn fuel_consumed(&self) -> Option<u64> {
+        None
+    }
+}
+
+impl Transformer for Instance {
+    fn open(&mut self, ctx: &GuestContext) -> Result<(), ExecError> {
+        Ok(Instance::open(self, ctx)?)
+    }
+    fn push(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>, ExecError> {
+        Ok(Instance::push(self, batch)?)
+    }
+    fn finish(&mut self) -> Result<Option<RecordBatch>, ExecError> {
+        Ok(Instance::finish(self)?)
+    }
+    fn fuel_consumed(&self) -> Option<u64> {
+        Instance::fuel_consumed(self)
+    }
+}
+
+/// The native build of an `idem_guest::Transform`: the baseline for tests
+/// (same digest as the wasm build) and benchmarks (same work, no sandbox).
+pub struct Native<T: idem_guest::Transform> {
+    inner: T,
+    schema: Option<SchemaRef>,
+}
+
+impl<T: idem_guest::Transform> Default for Native<T> {
+    fn default() -> Self {
+        Native { inner: T::default(), schema: None }
+    }
+}
+
+impl<T: idem_guest::Transform> Native<T> {
+    fn check(&mut self, out: Option<RecordBatch>) -> Result<Option<RecordBatch>, ExecError> {
+        let Some(b) = out.filter(|b| b.num_rows() > 0) else { return Ok(None) };
+        match &self.schema {
+            None => self.schema = Some(b.schema()),
+            Some(s) if s == &b.schema() => {}
+            Some(s) => {
+                return Err(ExecError::Native(format!("output schema changed from {s} to {}", b.schema())));
+            }
+        }
+        Ok(Some(b))
+    }
+}
+
+impl<T: idem_guest::Transform> Transformer for Native<T> {
+    fn open(&mut self, ctx: &GuestContext) -> Result<(), ExecError> {
+        let params = if ctx.params.trim().is_empty() {
+            serde_json::json!({})
+        } else {
+            serde_json::from_str(&ctx.params).map_err(|e| ExecError::Native(format!("params: {e}")))?
+        };
+        let c = idem_guest::Context {
+            slice_id: ctx.slice_id.clone(),
+            logical_date: ctx.logical_date.clone(),
+            params,
+            input_schema: ctx.input_schema.clone(),
+            batch_rows: ctx.batch_rows,
+        };
+        self.inner.open(&c).map_err(|e| ExecError::Native(e.0))
+    }
+    fn push(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>, ExecError> {
+        let out = self.inner.push(batch.clone()).map_err(|e| ExecError::Native(e.0))?;
+        self.check(out)
+    }
+    fn finish(&mut self) -> Result<Option<RecordBatch>, ExecError> {
+        let out = self.inner.finish().map_err(|e| ExecError::Native(e.0))?;
+        self.check(out)
+    }
+}
+
+/// What one execution produced.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Logical digest of all output rows, in order.
+    pub output_digest: Digest,
+    /// Input rows read.
+    pub rows_in: u64,
+    /// Output rows produced.
+    pub rows_out: u64,
+    /// Input batches pushed.
+    pub batches_in: u64,
+    /// Output schema (`None` when the transform emitted no rows).
+    pub output_schema: Option<SchemaRef>,
+    /// Fuel consumed, when metered.
+    pub fuel: Option<u64>,
+}
+
+/// Run `t` over `input`: every output batch is digested, then given to
+/// `sink`. Any error stops the run; the caller commits nothing.
+pub fn execute<I, S>(t: &mut dyn Transformer, ctx: &GuestContext, input: I, mut sink: S) -> Result<Outcome, ExecError>
+where
+    I: IntoIterator<Item = Result<RecordBatch, SliceError>>,
+    S: FnMut(&RecordBatch) -> Result<(), ExecError>,
+{
+    let mut digester = OutputDigester::new();
+    let mut schema: Option<SchemaRef> = None;
+    let (mut rows_in, mut batches_in) = (0u64, 0u64);
+    let mut emit = |out: Option<RecordBatch>, digester: &mut OutputDigester| -> Result<(), ExecError> {
+        if let Some(b) = out.filter(|b| b.num_rows() > 0) {
+            schema.get_or_insert_with(|| b.schema());
+            digester.update(&b);
+            sink(&b)?;
+        }
+        Ok(())
+    };
+    t.open(ctx)?;
+    for batch in input {
+        let batch = batch?;
+        rows_in += batch.num_rows() as u64;
+        batches_in += 1;
+        let out = t.push(&batch)?;
+        emit(out, &mut digester)?;
+    }
+    let out = t.finish()?;
+    emit(out, &mut digester)?;
+    let rows_out = digester.rows();
+    Ok(Outcome {
+        output_digest: digester.finish(),
+        rows_in,
+        rows_out,
+        batches_in,
+        output_schema: schema,
+        fuel: t.fuel_consumed(),
+    })
+}

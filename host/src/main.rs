@@ -1,0 +1,62 @@
+//! The `idem` command: parse arguments, call the library, print, exit.
+//! Exit codes: 0 success; 1 a check did not pass (verify mismatch);
+//! 2 an error (bad input, a rejected module, a failed run).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result};
+use clap::{Parser, Subcommand};
+
+mod cli;
+
+#[derive(Parser)]
+#[command(name = "idem", version, about = "Deterministic, idempotent host for WebAssembly data transforms")]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build a guest crate to a component .wasm and print its digest.
+    Build(cli::BuildArgs),
+    /// Show a module's digest, imports, exports and admission verdict.
+    Inspect {
+        /// The .wasm (component or wit-bindgen core module) or .wat file.
+        module: PathBuf,
+    },
+    /// Run a transform over Parquet files into a Parquet file (no table).
+    Exec(cli::ExecArgs),
+    /// Write deterministic sample orders, partitioned by date.
+    Sample(cli::SampleArgs),
+    /// The quick start: build an example, generate data, run it.
+    Demo(cli::DemoArgs),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("IDEM_LOG"))
+        .with_writer(std::io::stderr)
+        .init();
+    match try_main(Args::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn try_main(args: Args) -> Result<ExitCode> {
+    match args.command {
+        Command::Build(a) => cli::build(a),
+        Command::Inspect { module } => {
+            let bytes = std::fs::read(&module).with_context(|| format!("reading {}", module.display()))?;
+            cli::inspect(&bytes)
+        }
+        Command::Exec(a) => cli::exec(a),
+        Command::Sample(a) => cli::sample(a),
+        Command::Demo(a) => cli::demo(a),
+    }
+}

@@ -1,0 +1,124 @@
+//! Every way a module or a run can fail in the sandbox, each with the cause
+//! and what to do about it.
+
+use thiserror::Error;
+
+/// A sandbox failure. Each variant is one kind of cause, so callers and tests
+/// can tell a deadline from a memory limit from a bad import.
+#[derive(Debug, Error)]
+pub enum SandboxError {
+    /// The module imports something the profile forbids.
+    #[error(
+        "module rejected: it imports `{import}` ({reason}). idem runs transforms without clocks, entropy, network or filesystem so that reruns are identical; remove the import (for Rust, build for wasm32-unknown-unknown with idem-guest)"
+    )]
+    Forbidden {
+        /// The import's full name.
+        import: String,
+        /// Why it is forbidden (clock, entropy, socket, filesystem, http, ...).
+        reason: String,
+    },
+    /// The module does not export the `idem:transform/transform` interface.
+    #[error(
+        "module is not an idem transform: {0}. Export a Transform with `idem_guest::export!(YourType)` and build with `idem build`"
+    )]
+    NotATransform(String),
+    /// The bytes are not a valid wasm module or component.
+    #[error("module does not compile: {0}")]
+    Compile(String),
+    /// Instantiation failed (e.g. an import has the wrong type).
+    #[error("module could not be instantiated: {0}")]
+    Instantiate(String),
+    /// The run exceeded its wall-clock budget.
+    #[error(
+        "guest exceeded its wall-clock deadline of {ms} ms and was stopped (an infinite loop, or a slice too big for the budget: raise --deadline-ms)"
+    )]
+    Deadline {
+        /// The budget in milliseconds.
+        ms: u64,
+    },
+    /// The run used up its deterministic CPU budget.
+    #[error("guest ran out of fuel ({fuel} units): raise --fuel or make the transform cheaper")]
+    FuelExhausted {
+        /// The budget.
+        fuel: u64,
+    },
+    /// The guest tried to grow its memory past the limit.
+    #[error(
+        "guest tried to grow its memory to {requested} bytes, over the limit of {limit} bytes, and was stopped (unbounded state? raise --max-memory-mb if the transform really needs it)"
+    )]
+    MemoryLimit {
+        /// The limit in bytes.
+        limit: usize,
+        /// The size the guest asked for.
+        requested: usize,
+    },
+    /// The guest returned more output than allowed.
+    #[error(
+        "guest returned {produced} bytes of output, over the limit of {limit} bytes: raise --max-output-mb or check the transform"
+    )]
+    OutputLimit {
+        /// The limit in bytes.
+        limit: usize,
+        /// Bytes returned so far.
+        produced: usize,
+    },
+    /// The guest trapped (a panic, an `unreachable`, a stack overflow...).
+    #[error("guest trapped in `{call}`: {trap}{}", fmt_log(guest_log))]
+    Trap {
+        /// Which export was running.
+        call: &'static str,
+        /// The trap's description.
+        trap: String,
+        /// Error lines the guest logged before trapping (its panic message).
+        guest_log: Vec<String>,
+    },
+    /// The guest returned an error of its own.
+    #[error("transform failed in `{call}`: {message}")]
+    Guest {
+        /// Which export returned the error.
+        call: &'static str,
+        /// The guest's message.
+        message: String,
+    },
+    /// The guest returned bytes that are not an Arrow IPC stream.
+    #[error(
+        "guest returned {len} bytes that are not an Arrow IPC stream (output batch {batch}): {detail}. Guests must return batches encoded by idem_guest::ipc::encode"
+    )]
+    BadOutput {
+        /// Index of the output batch.
+        batch: usize,
+        /// The decoder's complaint.
+        detail: String,
+        /// How many bytes came back.
+        len: usize,
+    },
+    /// Output batches of one run disagree on their schema.
+    #[error(
+        "guest output batch {batch} has schema {got}, but earlier batches had {expected}: every output batch of a run must have the same schema"
+    )]
+    SchemaMismatch {
+        /// Index of the offending output batch.
+        batch: usize,
+        /// The first batch's schema.
+        expected: String,
+        /// This batch's schema.
+        got: String,
+    },
+    /// A call on an instance that already failed.
+    #[error("this guest instance already failed; start a new run")]
+    Poisoned,
+    /// The engine could not be set up.
+    #[error("wasm engine: {0}")]
+    Engine(String),
+    /// A host-side failure around the guest call.
+    #[error("host: {0}")]
+    Host(String),
+}
+
+fn fmt_log(lines: &[String]) -> String {
+    if lines.is_empty() {
+        String::new()
+    } else {
+        format!("\n  guest said: {}", lines.join("\n  guest said: "))
+    }
+}

@@ -1,0 +1,289 @@
+//! One guest instance for one run: the store, the limits and the three
+//! calls of the `idem:transform` world, with Arrow IPC on the boundary.
+
+use std::time::{Duration, Instant};
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Engine, Store, Trap};
+
+use super::error::SandboxError;
+use super::limits::{GuestLimiter, Limits};
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "transform-world",
+});
+
+use exports::idem::transform::transform as wit;
+use idem::transform::host;
+
+/// Most log lines kept per run; the log is for people, not for hashing.
+const MAX_LOG_LINES: usize = 1_000;
+/// Most bytes of one log line kept.
+const MAX_LOG_LINE_BYTES: usize = 4_096;
+
+/// What a guest is told about its run.
+#[derive(Debug, Clone)]
+pub struct GuestContext {
+    /// Name of the input slice.
+    pub slice_id: String,
+    /// Scheduler's logical date, if any.
+    pub logical_date: Option<String>,
+    /// Parameters as JSON text.
+    pub params: String,
+    /// Schema of every input batch.
+    pub input_schema: SchemaRef,
+    /// Rows per input batch.
+    pub batch_rows: u32,
+}
+
+/// A line the guest logged through `host.log`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// `debug`, `info`, `warn` or `error`.
+    pub level: &'static str,
+    /// The text, truncated to a few KiB.
+    pub message: String,
+}
+
+struct HostState {
+    limiter: GuestLimiter,
+    log: Vec<LogLine>,
+    log_dropped: usize,
+}
+
+impl host::Host for HostState {
+    fn log(&mut self, level: host::Level, message: String) {
+        if self.log.len() >= MAX_LOG_LINES {
+            self.log_dropped += 1;
+            return;
+        }
+        let level = match level {
+            host::Level::Debug => "debug",
+            host::Level::Info => "info",
+            host::Level::Warn => "warn",
+            host::Level::Error => "error",
+        };
+        let mut message = message;
+        if message.len() > MAX_LOG_LINE_BYTES {
+            let mut cut = MAX_LOG_LINE_BYTES;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+        }
+        tracing::debug!(target: "idem::guest", level, "{message}");
+        self.log.push(LogLine { level, message });
+    }
+}
+
+/// A live guest. Calls go open -> push* -> finish; any error poisons it.
+pub struct Instance {
+    store: Store<HostState>,
+    world: TransformWorld,
+    limits: Limits,
+    tick: Duration,
+    started: Instant,
+    output_bytes: usize,
+    output_schema: Option<SchemaRef>,
+    batches_out: usize,
+    poisoned: bool,
+}
+
+impl Instance {
+    pub(super) fn new(
+        engine: &Engine,
+        component: &Component,
+        limits: &Limits,
+        tick: Duration,
+    ) -> Result<Self, SandboxError> {
+        let state = HostState {
+            limiter: GuestLimiter::new(limits.max_memory_bytes),
+            log: Vec::new(),
+            log_dropped: 0,
+        };
+        let mut store = Store::new(engine, state);
+        store.limiter(|s| &mut s.limiter);
+        // With fuel or epochs on, a store without a budget traps at once.
+        if let Some(fuel) = limits.fuel {
+            store.set_fuel(fuel).map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+        }
+        store.set_epoch_deadline(ticks(limits.deadline_ms, tick));
+        store.epoch_deadline_trap();
+        let mut linker: Linker<HostState> = Linker::new(engine);
+        host::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+        let started = Instant::now();
+        let world = TransformWorld::instantiate(&mut store, component, &linker)
+            .map_err(|e| SandboxError::Instantiate(format!("{e:#}")))?;
+        Ok(Instance {
+            store,
+            world,
+            limits: limits.clone(),
+            tick,
+            started,
+            output_bytes: 0,
+            output_schema: None,
+            batches_out: 0,
+            poisoned: false,
+        })
+    }
+
+    /// Give the guest its context. Must be called once, first.
+    pub fn open(&mut self, ctx: &GuestContext) -> Result<(), SandboxError> {
+        let input_schema = idem_guest::ipc::encode_schema(&ctx.input_schema)
+            .map_err(|e| SandboxError::Host(format!("encoding input schema: {e}")))?;
+        let wctx = wit::Context {
+            slice_id: ctx.slice_id.clone(),
+            logical_date: ctx.logical_date.clone(),
+            params: ctx.params.clone(),
+            input_schema,
+            batch_rows: ctx.batch_rows,
+        };
+        self.enter()?;
+        let r = self.world.idem_transform_transform().call_open(&mut self.store, &wctx);
+        self.settle("open", r)
+    }
+
+    /// Push one input batch; returns the guest's output rows, if any.
+    pub fn push(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>, SandboxError> {
+        let bytes = idem_guest::ipc::encode(Some(batch))
+            .map_err(|e| SandboxError::Host(format!("encoding input batch: {e}")))?;
+        self.enter()?;
+        let r = self.world.idem_transform_transform().call_push(&mut self.store, &bytes);
+        let out = self.settle("push", r)?;
+        self.accept_output(out)
+    }
+
+    /// Tell the guest the input is done; returns its last output rows.
+    pub fn finish(&mut self) -> Result<Option<RecordBatch>, SandboxError> {
+        self.enter()?;
+        let r = self.world.idem_transform_transform().call_finish(&mut self.store);
+        let out = self.settle("finish", r)?;
+        self.accept_output(out)
+    }
+
+    /// Lines the guest logged so far.
+    pub fn log(&self) -> &[LogLine] {
+        &self.store.data().log
+    }
+
+    /// Fuel consumed so far, when the run is metered.
+    pub fn fuel_consumed(&self) -> Option<u64> {
+        let budget = self.limits.fuel?;
+        self.store.get_fuel().ok().map(|left| budget - left)
+    }
+
+    /// The schema of the guest's output, once it produced rows.
+    pub fn output_schema(&self) -> Option<&SchemaRef> {
+        self.output_schema.as_ref()
+    }
+
+    /// Refuse calls after a failure and re-arm the deadline with what is
+    /// left of the run's wall-clock budget.
+    fn enter(&mut self) -> Result<(), SandboxError> {
+        if self.poisoned {
+            return Err(SandboxError::Poisoned);
+        }
+        let elapsed = self.started.elapsed().as_millis() as u64;
+        let left = self.limits.deadline_ms.saturating_sub(elapsed);
+        if left == 0 {
+            self.poisoned = true;
+            return Err(SandboxError::Deadline { ms: self.limits.deadline_ms });
+        }
+        self.store.set_epoch_deadline(ticks(left, self.tick));
+        Ok(())
+    }
+
+    /// Turn a call's outcome into a typed error, naming what went wrong.
+    fn settle<T>(
+        &mut self,
+        call: &'static str,
+        r: wasmtime::Result<Result<T, String>>,
+    ) -> Result<T, SandboxError> {
+        match r {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(message)) => {
+                self.poisoned = true;
+                Err(SandboxError::Guest { call, message })
+            }
+            Err(e) => {
+                self.poisoned = true;
+                Err(self.classify(call, e))
+            }
+        }
+    }
+
+    fn classify(&self, call: &'static str, e: wasmtime::Error) -> SandboxError {
+        if let Some(bytes) = self.store.data().limiter.memory_denied {
+            return SandboxError::MemoryLimit {
+                limit: self.limits.max_memory_bytes,
+                requested: bytes,
+            };
+        }
+        let guest_log: Vec<String> = self
+            .store
+            .data()
+            .log
+            .iter()
+            .filter(|l| l.level == "error")
+            .map(|l| l.message.clone())
+            .collect();
+        match e.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) => SandboxError::Deadline { ms: self.limits.deadline_ms },
+            Some(Trap::OutOfFuel) => SandboxError::FuelExhausted { fuel: self.limits.fuel.unwrap_or(0) },
+            Some(Trap::StackOverflow) => SandboxError::Trap {
+                call,
+                trap: format!("stack overflow (limit {} bytes)", self.limits.max_stack_bytes),
+                guest_log,
+            },
+            Some(t) => SandboxError::Trap { call, trap: t.to_string(), guest_log },
+            None => SandboxError::Trap { call, trap: format!("{e:#}"), guest_log },
+        }
+    }
+
+    fn accept_output(&mut self, bytes: Vec<u8>) -> Result<Option<RecordBatch>, SandboxError> {
+        self.output_bytes += bytes.len();
+        if self.output_bytes > self.limits.max_output_bytes {
+            self.poisoned = true;
+            return Err(SandboxError::OutputLimit {
+                limit: self.limits.max_output_bytes,
+                produced: self.output_bytes,
+            });
+        }
+        let batch = match idem_guest::ipc::decode(&bytes) {
+            Ok(b) => b,
+            Err(e) => {
+                self.poisoned = true;
+                return Err(SandboxError::BadOutput {
+                    batch: self.batches_out,
+                    detail: format!("{e}"),
+                    len: bytes.len(),
+                });
+            }
+        };
+        let Some(batch) = batch.filter(|b| b.num_rows() > 0) else {
+            return Ok(None);
+        };
+        match &self.output_schema {
+            None => self.output_schema = Some(batch.schema()),
+            Some(s) if s.as_ref() == batch.schema().as_ref() => {}
+            Some(s) => {
+                self.poisoned = true;
+                return Err(SandboxError::SchemaMismatch {
+                    batch: self.batches_out,
+                    expected: s.to_string(),
+                    got: batch.schema().to_string(),
+                });
+            }
+        }
+        self.batches_out += 1;
+        Ok(Some(batch))
+    }
+}
+
+fn ticks(ms: u64, tick: Duration) -> u64 {
+    ms.div_ceil(tick.as_millis().max(1) as u64).max(1)
+}

@@ -1,0 +1,169 @@
+//! Everything wasmtime: the deterministic profile, admission of a module's
+//! imports, resource limits, the compiled-code cache and the guest calls.
+//! Nothing outside this module names a wasmtime type.
+
+mod admission;
+mod cache;
+mod error;
+mod guest;
+mod limits;
+mod profile;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+pub use admission::{Admission, ImportVerdict};
+pub use cache::CacheOutcome;
+pub use error::SandboxError;
+pub use guest::{GuestContext, Instance, LogLine};
+pub use limits::Limits;
+pub use profile::Profile;
+
+use crate::digest::Digest;
+
+/// How often the epoch ticker advances: the granularity of the deadline.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Settings of a [`Sandbox`].
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// Which imports are admitted and how the engine is configured.
+    pub profile: Profile,
+    /// Per-run resource limits.
+    pub limits: Limits,
+    /// Where compiled code is cached; `None` compiles every time.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            profile: Profile::Strict,
+            limits: Limits::default(),
+            cache_dir: default_cache_dir(),
+        }
+    }
+}
+
+/// The default compiled-code cache: `$IDEM_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/idem`, else `~/.cache/idem`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("IDEM_CACHE_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(d).join("idem"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("idem"))
+}
+
+/// A deterministic wasm engine plus its compiled-code cache. Cheap to share;
+/// one per process is enough.
+pub struct Sandbox {
+    engine: Engine,
+    config: SandboxConfig,
+    fingerprint: String,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+/// A module that passed admission and is compiled for this engine.
+#[derive(Clone)]
+pub struct GuestModule {
+    /// sha256 of the component bytes (after encoding a core module).
+    pub digest: Digest,
+    /// The component bytes the digest covers.
+    pub bytes: Arc<Vec<u8>>,
+    /// Whether compiled code came from the on-disk cache.
+    pub cache: CacheOutcome,
+    /// The admission report: every import with its verdict.
+    pub admission: Admission,
+    component: Component,
+}
+
+impl Sandbox {
+    /// Build the engine for `config.profile` and start the epoch ticker that
+    /// enforces wall-clock deadlines.
+    pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
+        let engine = Engine::new(&profile::engine_config(config.profile, &config.limits))
+            .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+        let fingerprint = profile::fingerprint(config.profile, config.limits.fuel.is_some());
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        let (weak, stop) = (engine.weak(), ticker_stop.clone());
+        std::thread::Builder::new()
+            .name("idem-epoch".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    match weak.upgrade() {
+                        Some(e) => e.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })
+            .map_err(|e| SandboxError::Engine(format!("epoch thread: {e}")))?;
+        Ok(Sandbox { engine, config, fingerprint, ticker_stop })
+    }
+
+    /// The engine fingerprint that goes into run keys: idem version,
+    /// wasmtime version and profile. Two hosts with the same fingerprint
+    /// produce the same output for the same module and inputs.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// The settings this sandbox was built with.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.config
+    }
+
+    /// Admit and compile a module (a component, or a wit-bindgen core module
+    /// that is encoded into one first). Compiled code is cached on disk keyed
+    /// by module digest + engine fingerprint.
+    pub fn load(&self, bytes: &[u8]) -> Result<GuestModule, SandboxError> {
+        let bytes = admission::to_component(bytes)?;
+        let digest = Digest::of_bytes(&bytes);
+        let (component, cache) = cache::load_or_compile(
+            &self.engine,
+            self.config.cache_dir.as_deref(),
+            &digest,
+            &self.fingerprint,
+            &bytes,
+        )?;
+        let admission = admission::admit(&self.engine, &component, self.config.profile);
+        admission.verdict()?;
+        Ok(GuestModule { digest, bytes: Arc::new(bytes), cache, admission, component })
+    }
+
+    /// Inspect a module without rejecting it: digest, imports, exports and
+    /// the admission verdict.
+    pub fn inspect(&self, bytes: &[u8]) -> Result<(Digest, Admission), SandboxError> {
+        let bytes = admission::to_component(bytes)?;
+        let digest = Digest::of_bytes(&bytes);
+        let component = Component::new(&self.engine, &bytes)
+            .map_err(|e| SandboxError::Compile(format!("{e:#}")))?;
+        Ok((digest, admission::admit(&self.engine, &component, self.config.profile)))
+    }
+
+    /// A fresh instance for one run. Never reuse an instance across runs or
+    /// after a trap.
+    pub fn instantiate(&self, module: &GuestModule) -> Result<Instance, SandboxError> {
+        Instance::new(&self.engine, &module.component, &self.config.limits, EPOCH_TICK)
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Component bytes for a module: components pass through, wit-bindgen core
+/// modules are encoded with wit-component, WAT text is parsed.
+pub fn encode(bytes: &[u8]) -> Result<Vec<u8>, SandboxError> {
+    admission::to_component(bytes)
+}
