@@ -27,18 +27,15 @@ mod wasm {
         e.0
     }
 
-    pub fn open<T: Transform>(
-        state: &RefCell<Option<T>>,
-        ctx: WitContext,
-    ) -> Result<(), String> {
+    pub fn open<T: Transform>(state: &RefCell<Option<T>>, ctx: WitContext) -> Result<(), String> {
         install_panic_hook();
         let params = if ctx.params.trim().is_empty() {
             serde_json::Value::Object(Default::default())
         } else {
             serde_json::from_str(&ctx.params).map_err(|e| format!("params are not JSON: {e}"))?
         };
-        let input_schema = ipc::decode_schema(&ctx.input_schema)
-            .map_err(|e| format!("input schema: {e}"))?;
+        let input_schema =
+            ipc::decode_schema(&ctx.input_schema).map_err(|e| format!("input schema: {e}"))?;
         let ctx = Context {
             slice_id: ctx.slice_id,
             logical_date: ctx.logical_date,

@@ -126,17 +126,21 @@ macro_rules! export {
             }
             struct __IdemGuest;
             impl __idem_world::Guest for __IdemGuest {
-                fn open(ctx: __idem_world::Context) -> ::core::result::Result<(), ::std::string::String> {
+                fn open(
+                    ctx: __idem_world::Context,
+                ) -> ::core::result::Result<(), ::std::string::String> {
                     __IDEM_STATE.with(|s| $crate::__private::open::<$t>(s, ctx))
                 }
-                fn push(batch: ::std::vec::Vec<u8>) -> ::core::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
+                fn push(
+                    batch: ::std::vec::Vec<u8>,
+                ) -> ::core::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
                     __IDEM_STATE.with(|s| $crate::__private::push::<$t>(s, &batch))
                 }
                 fn finish() -> ::core::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
                     __IDEM_STATE.with(|s| $crate::__private::finish::<$t>(s))
                 }
             }
-            $crate::bindings::export_world!(__IdemGuest with_types_in $crate::bindings);
+    $crate::bindings::export_world!(__IdemGuest with_types_in $crate::bindings);
         };
     };
 }

@@ -3,9 +3,9 @@
 
 use arrow::record_batch::RecordBatch;
 
-use crate::{Context, Result, Transform};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::Level;
+use crate::{Context, Result, Transform};
 
 #[cfg(not(target_arch = "wasm32"))]
 /// Native log sink: lines go to stderr when `IDEM_GUEST_LOG` is set.
@@ -25,16 +25,8 @@ pub fn run<T: Transform>(
     t.open(ctx)?;
     let mut out = Vec::new();
     for b in batches {
-        if let Some(o) = t.push(b)? {
-            if o.num_rows() > 0 {
-                out.push(o);
-            }
-        }
+        out.extend(t.push(b)?.filter(|o| o.num_rows() > 0));
     }
-    if let Some(o) = t.finish()? {
-        if o.num_rows() > 0 {
-            out.push(o);
-        }
-    }
+    out.extend(t.finish()?.filter(|o| o.num_rows() > 0));
     Ok(out)
 }

@@ -77,7 +77,13 @@ pub fn build_guest(
 ) -> Result<Built, BuildError> {
     let manifest = crate_dir.join("Cargo.toml");
     let mut child = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["build", "--release", "--lib", "--target", "wasm32-unknown-unknown"])
+        .args([
+            "build",
+            "--release",
+            "--lib",
+            "--target",
+            "wasm32-unknown-unknown",
+        ])
         .arg("--manifest-path")
         .arg(&manifest)
         .arg("--target-dir")
@@ -96,7 +102,9 @@ pub fn build_guest(
     let canonical = std::fs::canonicalize(&manifest).unwrap_or(manifest.clone());
     for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
         let Ok(line) = line else { break };
-        let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
         if msg["reason"] != "compiler-artifact" {
             continue;
         }
@@ -114,10 +122,17 @@ pub fn build_guest(
     let status = child.wait().map_err(BuildError::Cargo)?;
     let crate_name = crate_dir.display().to_string();
     if !status.success() {
-        return Err(BuildError::CompileFailed { crate_dir: crate_name });
+        return Err(BuildError::CompileFailed {
+            crate_dir: crate_name,
+        });
     }
-    let wasm = wasm.ok_or(BuildError::NoWasm { crate_dir: crate_name })?;
-    let core = std::fs::read(&wasm).map_err(|e| BuildError::Write { path: wasm.display().to_string(), source: e })?;
+    let wasm = wasm.ok_or(BuildError::NoWasm {
+        crate_dir: crate_name,
+    })?;
+    let core = std::fs::read(&wasm).map_err(|e| BuildError::Write {
+        path: wasm.display().to_string(),
+        source: e,
+    })?;
     let component = crate::sandbox::encode(&core)?;
     // Refuse to hand out a component the sandbox would reject.
     sandbox.inspect(&component)?.1.verdict()?;
@@ -125,13 +140,22 @@ pub fn build_guest(
     let path = match out {
         Some(p) => p.to_path_buf(),
         None => {
-            let stem = wasm.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+            let stem = wasm
+                .file_stem()
+                .map(|s| s.to_string_lossy().to_string())
+                .unwrap_or_default();
             target_dir.join("components").join(format!("{stem}.wasm"))
         }
     };
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| BuildError::Write { path: path.display().to_string(), source: e })?;
+        std::fs::create_dir_all(parent).map_err(|e| BuildError::Write {
+            path: path.display().to_string(),
+            source: e,
+        })?;
     }
-    std::fs::write(&path, &component).map_err(|e| BuildError::Write { path: path.display().to_string(), source: e })?;
+    std::fs::write(&path, &component).map_err(|e| BuildError::Write {
+        path: path.display().to_string(),
+        source: e,
+    })?;
     Ok(Built { path, digest })
 }

@@ -33,13 +33,15 @@ pub struct LimitArgs {
 
 impl LimitArgs {
     pub fn sandbox(&self) -> Result<Sandbox> {
-        let mut cfg = SandboxConfig::default();
-        cfg.limits = Limits {
-            max_memory_bytes: self.max_memory_mb << 20,
-            max_output_bytes: self.max_output_mb << 20,
-            deadline_ms: self.deadline_ms,
-            fuel: self.fuel,
-            ..Limits::default()
+        let mut cfg = SandboxConfig {
+            limits: Limits {
+                max_memory_bytes: self.max_memory_mb << 20,
+                max_output_bytes: self.max_output_mb << 20,
+                deadline_ms: self.deadline_ms,
+                fuel: self.fuel,
+                ..Limits::default()
+            },
+            ..SandboxConfig::default()
         };
         if let Some(d) = &self.cache_dir {
             cfg.cache_dir = Some(d.clone());
@@ -70,7 +72,10 @@ pub fn build(a: BuildArgs) -> Result<ExitCode> {
 }
 
 pub fn inspect(bytes: &[u8]) -> Result<ExitCode> {
-    let sandbox = Sandbox::new(SandboxConfig { cache_dir: None, ..SandboxConfig::default() })?;
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: None,
+        ..SandboxConfig::default()
+    })?;
     let (digest, adm) = sandbox.inspect(bytes)?;
     println!("digest:  {digest}");
     println!("imports:");
@@ -86,7 +91,10 @@ pub fn inspect(bytes: &[u8]) -> Result<ExitCode> {
     }
     match adm.verdict() {
         Ok(()) => {
-            println!("verdict: admitted (profile {})", sandbox.config().profile.name());
+            println!(
+                "verdict: admitted (profile {})",
+                sandbox.config().profile.name()
+            );
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
@@ -127,8 +135,11 @@ pub fn exec(a: ExecArgs) -> Result<ExitCode> {
     serde_json::from_str::<serde_json::Value>(&a.params)
         .with_context(|| format!("--params is not valid JSON: {}", a.params))?;
     let sandbox = a.limits.sandbox()?;
-    let bytes = std::fs::read(&a.module).with_context(|| format!("reading module {}", a.module.display()))?;
-    let module = sandbox.load(&bytes).with_context(|| format!("module {}", a.module.display()))?;
+    let bytes = std::fs::read(&a.module)
+        .with_context(|| format!("reading module {}", a.module.display()))?;
+    let module = sandbox
+        .load(&bytes)
+        .with_context(|| format!("module {}", a.module.display()))?;
     let slice = ResolvedSlice::from_files("files", &a.input)?;
     let reader = slice.reader(a.batch_rows as usize)?;
     let ctx = GuestContext {
@@ -141,7 +152,8 @@ pub fn exec(a: ExecArgs) -> Result<ExitCode> {
     let mut out = ParquetOutput::new(&a.output)?;
     let mut instance = sandbox.instantiate(&module)?;
     let outcome = execute(&mut instance as &mut dyn Transformer, &ctx, reader, |b| {
-        out.write(b).map_err(|e| idem::execute::ExecError::Sink(e.to_string()))
+        out.write(b)
+            .map_err(|e| idem::execute::ExecError::Sink(e.to_string()))
     })?;
     for line in instance.log() {
         eprintln!("[guest {}] {}", line.level, line.message);

@@ -65,8 +65,14 @@ impl Digest {
         let hexpart = s
             .strip_prefix(PREFIX)
             .ok_or_else(|| format!("digest `{s}` must start with `{PREFIX}`"))?;
-        if hexpart.len() != 64 || !hexpart.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) {
-            return Err(format!("digest `{s}` must be `{PREFIX}` and 64 lowercase hex digits"));
+        if hexpart.len() != 64
+            || !hexpart
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        {
+            return Err(format!(
+                "digest `{s}` must be `{PREFIX}` and 64 lowercase hex digits"
+            ));
         }
         Ok(Digest(s.to_string()))
     }
@@ -120,7 +126,9 @@ impl OutputDigester {
 
     /// The digest; no batches at all digest as an empty schema.
     pub fn finish(self) -> Digest {
-        let d = self.inner.unwrap_or_else(|| RecordDigestV0::new(&Schema::empty()));
+        let d = self
+            .inner
+            .unwrap_or_else(|| RecordDigestV0::new(&Schema::empty()));
         Digest::from_hash(d.finalize().as_slice())
     }
 }

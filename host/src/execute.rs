@@ -66,18 +66,26 @@ pub struct Native<T: idem_guest::Transform> {
 
 impl<T: idem_guest::Transform> Default for Native<T> {
     fn default() -> Self {
-        Native { inner: T::default(), schema: None }
+        Native {
+            inner: T::default(),
+            schema: None,
+        }
     }
 }
 
 impl<T: idem_guest::Transform> Native<T> {
     fn check(&mut self, out: Option<RecordBatch>) -> Result<Option<RecordBatch>, ExecError> {
-        let Some(b) = out.filter(|b| b.num_rows() > 0) else { return Ok(None) };
+        let Some(b) = out.filter(|b| b.num_rows() > 0) else {
+            return Ok(None);
+        };
         match &self.schema {
             None => self.schema = Some(b.schema()),
             Some(s) if s == &b.schema() => {}
             Some(s) => {
-                return Err(ExecError::Native(format!("output schema changed from {s} to {}", b.schema())));
+                return Err(ExecError::Native(format!(
+                    "output schema changed from {s} to {}",
+                    b.schema()
+                )));
             }
         }
         Ok(Some(b))
@@ -89,7 +97,8 @@ impl<T: idem_guest::Transform> Transformer for Native<T> {
         let params = if ctx.params.trim().is_empty() {
             serde_json::json!({})
         } else {
-            serde_json::from_str(&ctx.params).map_err(|e| ExecError::Native(format!("params: {e}")))?
+            serde_json::from_str(&ctx.params)
+                .map_err(|e| ExecError::Native(format!("params: {e}")))?
         };
         let c = idem_guest::Context {
             slice_id: ctx.slice_id.clone(),
@@ -101,7 +110,10 @@ impl<T: idem_guest::Transform> Transformer for Native<T> {
         self.inner.open(&c).map_err(|e| ExecError::Native(e.0))
     }
     fn push(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>, ExecError> {
-        let out = self.inner.push(batch.clone()).map_err(|e| ExecError::Native(e.0))?;
+        let out = self
+            .inner
+            .push(batch.clone())
+            .map_err(|e| ExecError::Native(e.0))?;
         self.check(out)
     }
     fn finish(&mut self) -> Result<Option<RecordBatch>, ExecError> {
@@ -129,7 +141,12 @@ pub struct Outcome {
 
 /// Run `t` over `input`: every output batch is digested, then given to
 /// `sink`. Any error stops the run; the caller commits nothing.
-pub fn execute<I, S>(t: &mut dyn Transformer, ctx: &GuestContext, input: I, mut sink: S) -> Result<Outcome, ExecError>
+pub fn execute<I, S>(
+    t: &mut dyn Transformer,
+    ctx: &GuestContext,
+    input: I,
+    mut sink: S,
+) -> Result<Outcome, ExecError>
 where
     I: IntoIterator<Item = Result<RecordBatch, SliceError>>,
     S: FnMut(&RecordBatch) -> Result<(), ExecError>,
@@ -137,14 +154,15 @@ where
     let mut digester = OutputDigester::new();
     let mut schema: Option<SchemaRef> = None;
     let (mut rows_in, mut batches_in) = (0u64, 0u64);
-    let mut emit = |out: Option<RecordBatch>, digester: &mut OutputDigester| -> Result<(), ExecError> {
-        if let Some(b) = out.filter(|b| b.num_rows() > 0) {
-            schema.get_or_insert_with(|| b.schema());
-            digester.update(&b);
-            sink(&b)?;
-        }
-        Ok(())
-    };
+    let mut emit =
+        |out: Option<RecordBatch>, digester: &mut OutputDigester| -> Result<(), ExecError> {
+            if let Some(b) = out.filter(|b| b.num_rows() > 0) {
+                schema.get_or_insert_with(|| b.schema());
+                digester.update(&b);
+                sink(&b)?;
+            }
+            Ok(())
+        };
     t.open(ctx)?;
     for batch in input {
         let batch = batch?;

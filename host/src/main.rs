@@ -11,7 +11,11 @@ use clap::{Parser, Subcommand};
 mod cli;
 
 #[derive(Parser)]
-#[command(name = "idem", version, about = "Deterministic, idempotent host for WebAssembly data transforms")]
+#[command(
+    name = "idem",
+    version,
+    about = "Deterministic, idempotent host for WebAssembly data transforms"
+)]
 struct Args {
     #[command(subcommand)]
     command: Command,
@@ -52,7 +56,8 @@ fn try_main(args: Args) -> Result<ExitCode> {
     match args.command {
         Command::Build(a) => cli::build(a),
         Command::Inspect { module } => {
-            let bytes = std::fs::read(&module).with_context(|| format!("reading {}", module.display()))?;
+            let bytes =
+                std::fs::read(&module).with_context(|| format!("reading {}", module.display()))?;
             cli::inspect(&bytes)
         }
         Command::Exec(a) => cli::exec(a),

@@ -19,24 +19,44 @@ pub struct ParquetOutput {
 impl ParquetOutput {
     /// Prepare to write `target`.
     pub fn new(target: &Path) -> std::io::Result<Self> {
-        let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let dir = target
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
-        let tmp = tempfile::Builder::new().prefix(".idem-").suffix(".tmp").tempfile_in(dir)?;
-        Ok(ParquetOutput { target: target.to_path_buf(), tmp: Some(tmp), writer: None })
+        let tmp = tempfile::Builder::new()
+            .prefix(".idem-")
+            .suffix(".tmp")
+            .tempfile_in(dir)?;
+        Ok(ParquetOutput {
+            target: target.to_path_buf(),
+            tmp: Some(tmp),
+            writer: None,
+        })
     }
 
     fn open(&mut self, schema: SchemaRef) -> std::io::Result<&mut ArrowWriter<std::fs::File>> {
         if self.writer.is_none() {
-            let file = self.tmp.as_ref().ok_or_else(|| std::io::Error::other("output already committed"))?.reopen()?;
+            let file = self
+                .tmp
+                .as_ref()
+                .ok_or_else(|| std::io::Error::other("output already committed"))?
+                .reopen()?;
             let props = WriterProperties::builder().build();
-            self.writer = Some(ArrowWriter::try_new(file, schema, Some(props)).map_err(std::io::Error::other)?);
+            self.writer = Some(
+                ArrowWriter::try_new(file, schema, Some(props)).map_err(std::io::Error::other)?,
+            );
         }
-        self.writer.as_mut().ok_or_else(|| std::io::Error::other("no writer"))
+        self.writer
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("no writer"))
     }
 
     /// Append a batch.
     pub fn write(&mut self, batch: &RecordBatch) -> std::io::Result<()> {
-        self.open(batch.schema())?.write(batch).map_err(std::io::Error::other)
+        self.open(batch.schema())?
+            .write(batch)
+            .map_err(std::io::Error::other)
     }
 
     /// Finish the file and move it into place. A run with no output rows
@@ -46,7 +66,10 @@ impl ParquetOutput {
         if let Some(w) = self.writer.take() {
             w.close().map_err(std::io::Error::other)?;
         }
-        let tmp = self.tmp.take().ok_or_else(|| std::io::Error::other("output already committed"))?;
+        let tmp = self
+            .tmp
+            .take()
+            .ok_or_else(|| std::io::Error::other("output already committed"))?;
         tmp.persist(&self.target).map_err(|e| e.error)?;
         Ok(self.target.clone())
     }

@@ -43,12 +43,20 @@ pub fn orders_batch(seed: u64, start: u64, n: usize) -> RecordBatch {
     for i in start..start + n as u64 {
         let r = mix(seed ^ mix(i));
         // A re-delivery repeats the event of a recent row.
-        let ev = if r % 20 == 0 && i > 0 { i - 1 - (r >> 8) % i.min(100) } else { i };
+        let ev = if r.is_multiple_of(20) && i > 0 {
+            i - 1 - (r >> 8) % i.min(100)
+        } else {
+            i
+        };
         let e = mix(seed ^ mix(ev));
         event_id.push(format!("evt-{seed:x}-{ev:010}"));
         order_id.push(ev as i64);
         customer.push(format!("c-{:04}", e % 1000));
-        amount.push(if (e >> 10) % 100 == 0 { None } else { Some(((e >> 20) % 100_000) as f64 / 100.0) });
+        amount.push(if (e >> 10).is_multiple_of(100) {
+            None
+        } else {
+            Some(((e >> 20) % 100_000) as f64 / 100.0)
+        });
         quantity.push(1 + ((e >> 40) % 5) as i64);
         status.push(["paid", "paid", "paid", "refunded", "pending"][((e >> 50) % 5) as usize]);
     }
@@ -68,29 +76,40 @@ pub fn orders_batch(seed: u64, start: u64, n: usize) -> RecordBatch {
 
 /// Seed of a partition value, so every day has its own rows.
 pub fn seed_of(value: &str) -> u64 {
-    value.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    value.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// Write `rows` orders for `date` under `root/date=<date>/` as `files`
 /// Parquet files. Returns the files written.
-pub fn write_day(root: &Path, date: &str, rows: u64, files: usize) -> std::io::Result<Vec<PathBuf>> {
+pub fn write_day(
+    root: &Path,
+    date: &str,
+    rows: u64,
+    files: usize,
+) -> std::io::Result<Vec<PathBuf>> {
     let dir = root.join(format!("date={date}"));
     std::fs::create_dir_all(&dir)?;
     let files = files.max(1);
     let per_file = rows.div_ceil(files as u64);
     let seed = seed_of(date);
-    let props = WriterProperties::builder().set_compression(Compression::SNAPPY).build();
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .build();
     let mut written = Vec::new();
     for f in 0..files {
         let start = f as u64 * per_file;
         let end = (start + per_file).min(rows);
         let path = dir.join(format!("part-{f:05}.parquet"));
         let file = std::fs::File::create(&path)?;
-        let mut w = ArrowWriter::try_new(file, orders_schema(), Some(props.clone())).map_err(std::io::Error::other)?;
+        let mut w = ArrowWriter::try_new(file, orders_schema(), Some(props.clone()))
+            .map_err(std::io::Error::other)?;
         let mut at = start;
         while at < end {
             let n = (end - at).min(65_536) as usize;
-            w.write(&orders_batch(seed, at, n)).map_err(std::io::Error::other)?;
+            w.write(&orders_batch(seed, at, n))
+                .map_err(std::io::Error::other)?;
             at += n as u64;
         }
         w.close().map_err(std::io::Error::other)?;

@@ -41,7 +41,9 @@ pub enum SliceError {
         detail: String,
     },
     /// Objects of one slice disagree on their schema.
-    #[error("input `{path}` has schema {got}, but `{first}` has {expected}: all files of a slice must share one schema")]
+    #[error(
+        "input `{path}` has schema {got}, but `{first}` has {expected}: all files of a slice must share one schema"
+    )]
     SchemaMismatch {
         /// The disagreeing object.
         path: String,
@@ -53,7 +55,9 @@ pub enum SliceError {
         got: String,
     },
     /// An object changed between resolving and reading.
-    #[error("input `{path}` changed while the run was reading it ({detail}); rerun to pin the new version")]
+    #[error(
+        "input `{path}` changed while the run was reading it ({detail}); rerun to pin the new version"
+    )]
     Changed {
         /// The object.
         path: String,
@@ -98,7 +102,8 @@ impl ResolvedSlice {
     pub fn from_files(id: &str, files: &[PathBuf]) -> Result<Self, SliceError> {
         let mut abs = Vec::with_capacity(files.len());
         for f in files {
-            let p = std::fs::canonicalize(f).map_err(|_| SliceError::NotFound(f.display().to_string()))?;
+            let p = std::fs::canonicalize(f)
+                .map_err(|_| SliceError::NotFound(f.display().to_string()))?;
             abs.push(p);
         }
         if abs.is_empty() {
@@ -116,7 +121,8 @@ impl ResolvedSlice {
     /// below `root/key=value/`, recursively, sorted.
     pub fn from_partition(root: &Path, key: &str, value: &str) -> Result<Self, SliceError> {
         let id = format!("{key}={value}");
-        let root = std::fs::canonicalize(root).map_err(|_| SliceError::NotFound(root.display().to_string()))?;
+        let root = std::fs::canonicalize(root)
+            .map_err(|_| SliceError::NotFound(root.display().to_string()))?;
         let dir = root.join(&id);
         if !dir.is_dir() {
             return Err(SliceError::Empty {
@@ -126,7 +132,10 @@ impl ResolvedSlice {
             });
         }
         let mut files = Vec::new();
-        walk_parquet(&dir, &mut files).map_err(|e| SliceError::Io { path: dir.display().to_string(), source: e })?;
+        walk_parquet(&dir, &mut files).map_err(|e| SliceError::Io {
+            path: dir.display().to_string(),
+            source: e,
+        })?;
         if files.is_empty() {
             return Err(SliceError::Empty {
                 slice: id,
@@ -142,12 +151,26 @@ impl ResolvedSlice {
         files.dedup();
         let mut inputs = Vec::with_capacity(files.len());
         for f in &files {
-            let (digest, size) =
-                Digest::of_file(f).map_err(|e| SliceError::Io { path: f.display().to_string(), source: e })?;
-            let rel = f.strip_prefix(&root).unwrap_or(f).to_string_lossy().replace('\\', "/");
-            inputs.push(InputObject { path: rel, size, digest });
+            let (digest, size) = Digest::of_file(f).map_err(|e| SliceError::Io {
+                path: f.display().to_string(),
+                source: e,
+            })?;
+            let rel = f
+                .strip_prefix(&root)
+                .unwrap_or(f)
+                .to_string_lossy()
+                .replace('\\', "/");
+            inputs.push(InputObject {
+                path: rel,
+                size,
+                digest,
+            });
         }
-        Ok(ResolvedSlice { id: id.to_string(), root, inputs })
+        Ok(ResolvedSlice {
+            id: id.to_string(),
+            root,
+            inputs,
+        })
     }
 
     /// Absolute path of an input.
@@ -191,9 +214,16 @@ impl ResolvedSlice {
         })
     }
 
-    fn open(&self, input: &InputObject, batch_rows: usize) -> Result<ParquetRecordBatchReaderBuilder<File>, SliceError> {
+    fn open(
+        &self,
+        input: &InputObject,
+        batch_rows: usize,
+    ) -> Result<ParquetRecordBatchReaderBuilder<File>, SliceError> {
         let path = self.path_of(input);
-        let f = File::open(&path).map_err(|e| SliceError::Io { path: input.path.clone(), source: e })?;
+        let f = File::open(&path).map_err(|e| SliceError::Io {
+            path: input.path.clone(),
+            source: e,
+        })?;
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
         if len != input.size {
             return Err(SliceError::Changed {
@@ -203,7 +233,10 @@ impl ResolvedSlice {
         }
         ParquetRecordBatchReaderBuilder::try_new(f)
             .map(|b| b.with_batch_size(batch_rows.max(1)))
-            .map_err(|e| SliceError::Malformed { path: input.path.clone(), detail: e.to_string() })
+            .map_err(|e| SliceError::Malformed {
+                path: input.path.clone(),
+                detail: e.to_string(),
+            })
     }
 }
 
@@ -265,7 +298,10 @@ impl SliceReader {
                 if self.next_input == self.slice.inputs.len() {
                     self.coalescer
                         .finish_buffered_batch()
-                        .map_err(|e| SliceError::Malformed { path: "(end of slice)".into(), detail: e.to_string() })?;
+                        .map_err(|e| SliceError::Malformed {
+                            path: "(end of slice)".into(),
+                            detail: e.to_string(),
+                        })?;
                     self.done = true;
                     return Ok(());
                 }
@@ -275,20 +311,36 @@ impl SliceReader {
                     .slice
                     .open(&input, self.batch_rows)?
                     .build()
-                    .map_err(|e| SliceError::Malformed { path: input.path.clone(), detail: e.to_string() })?;
+                    .map_err(|e| SliceError::Malformed {
+                        path: input.path.clone(),
+                        detail: e.to_string(),
+                    })?;
                 self.current = Some((input.path, reader));
             }
-            let Some((path, reader)) = self.current.as_mut() else { continue };
+            let Some((path, reader)) = self.current.as_mut() else {
+                continue;
+            };
             match reader.next() {
                 None => self.current = None,
-                Some(Err(e)) => return Err(SliceError::Malformed { path: path.clone(), detail: e.to_string() }),
+                Some(Err(e)) => {
+                    return Err(SliceError::Malformed {
+                        path: path.clone(),
+                        detail: e.to_string(),
+                    });
+                }
                 Some(Ok(batch)) => {
                     // Files may differ only in schema metadata: rebind.
                     let batch = RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())
-                        .map_err(|e| SliceError::Malformed { path: path.clone(), detail: e.to_string() })?;
+                        .map_err(|e| SliceError::Malformed {
+                            path: path.clone(),
+                            detail: e.to_string(),
+                        })?;
                     self.coalescer
                         .push_batch(batch)
-                        .map_err(|e| SliceError::Malformed { path: path.clone(), detail: e.to_string() })?;
+                        .map_err(|e| SliceError::Malformed {
+                            path: path.clone(),
+                            detail: e.to_string(),
+                        })?;
                 }
             }
         }

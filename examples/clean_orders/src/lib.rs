@@ -52,7 +52,11 @@ impl Transform for CleanOrders {
             return Ok(None);
         }
         let amount = kept.column_by_name("amount").ok_or("no `amount` column")?;
-        let quantity = cast(kept.column_by_name("quantity").ok_or("no `quantity` column")?, &DataType::Float64)?;
+        let quantity = cast(
+            kept.column_by_name("quantity")
+                .ok_or("no `quantity` column")?,
+            &DataType::Float64,
+        )?;
         let total: ArrayRef = numeric::mul(amount, &quantity)?;
         let mut columns: Vec<ArrayRef> = kept.columns().to_vec();
         debug_assert_eq!(total.len(), kept.num_rows());
@@ -79,7 +83,12 @@ mod tests {
             schema,
             vec![
                 Arc::new(StringArray::from(vec!["a", "b", "c", "d"])),
-                Arc::new(Float64Array::from(vec![Some(5.0), Some(20.0), None, Some(10.0)])),
+                Arc::new(Float64Array::from(vec![
+                    Some(5.0),
+                    Some(20.0),
+                    None,
+                    Some(10.0),
+                ])),
                 Arc::new(Int64Array::from(vec![1, 3, 1, 2])),
             ],
         )
@@ -100,12 +109,27 @@ mod tests {
 
     #[test]
     fn filters_by_min_amount_and_adds_total() {
-        let out = native::run::<CleanOrders>(&ctx(serde_json::json!({"min_amount": 10})), [input()]).unwrap();
+        let out =
+            native::run::<CleanOrders>(&ctx(serde_json::json!({"min_amount": 10})), [input()])
+                .unwrap();
         assert_eq!(out.len(), 1);
         let b = &out[0];
-        let customers = b.column_by_name("customer").unwrap().as_any().downcast_ref::<StringArray>().unwrap();
-        assert_eq!(customers.iter().flatten().collect::<Vec<_>>(), vec!["b", "d"]);
-        let total = b.column_by_name("total").unwrap().as_any().downcast_ref::<Float64Array>().unwrap();
+        let customers = b
+            .column_by_name("customer")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        assert_eq!(
+            customers.iter().flatten().collect::<Vec<_>>(),
+            vec!["b", "d"]
+        );
+        let total = b
+            .column_by_name("total")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap();
         assert_eq!(total.values().to_vec(), vec![60.0, 20.0]);
     }
 
@@ -117,7 +141,9 @@ mod tests {
 
     #[test]
     fn wrong_param_type_is_a_clear_error() {
-        let err = native::run::<CleanOrders>(&ctx(serde_json::json!({"min_amount": "ten"})), [input()]).unwrap_err();
+        let err =
+            native::run::<CleanOrders>(&ctx(serde_json::json!({"min_amount": "ten"})), [input()])
+                .unwrap_err();
         assert!(err.0.contains("min_amount"), "{err}");
     }
 }

@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use idem_guest::arrow::array::{Array, AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use idem_guest::arrow::array::{
+    Array, AsArray, Float64Array, Int64Array, RecordBatch, StringArray,
+};
 use idem_guest::arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema};
 use idem_guest::{Context, Error, Result, Transform};
 
@@ -20,7 +22,10 @@ pub struct DailyRevenue {
 
 impl Transform for DailyRevenue {
     fn open(&mut self, ctx: &Context) -> Result<()> {
-        self.day = ctx.logical_date.clone().unwrap_or_else(|| ctx.slice_id.clone());
+        self.day = ctx
+            .logical_date
+            .clone()
+            .unwrap_or_else(|| ctx.slice_id.clone());
         for (col, ty) in [
             ("customer", DataType::Utf8),
             ("amount", DataType::Float64),
@@ -31,14 +36,21 @@ impl Transform for DailyRevenue {
                 .field_with_name(col)
                 .map_err(|_| Error(format!("input has no `{col}` column")))?;
             if f.data_type() != &ty {
-                return Err(Error(format!("column `{col}` must be {ty}, not {}", f.data_type())));
+                return Err(Error(format!(
+                    "column `{col}` must be {ty}, not {}",
+                    f.data_type()
+                )));
             }
         }
         Ok(())
     }
 
     fn push(&mut self, batch: RecordBatch) -> Result<Option<RecordBatch>> {
-        let col = |n: &str| batch.column_by_name(n).ok_or_else(|| Error(format!("batch has no `{n}` column")));
+        let col = |n: &str| {
+            batch
+                .column_by_name(n)
+                .ok_or_else(|| Error(format!("batch has no `{n}` column")))
+        };
         let customer = col("customer")?.as_string::<i32>().clone();
         let amount = col("amount")?.as_primitive::<Float64Type>().clone();
         let quantity = col("quantity")?.as_primitive::<Int64Type>().clone();
@@ -53,7 +65,8 @@ impl Transform for DailyRevenue {
                     g.1 += value;
                 }
                 None => {
-                    self.groups.insert(customer.value(i).to_string(), (1, value));
+                    self.groups
+                        .insert(customer.value(i).to_string(), (1, value));
                 }
             }
         }
@@ -99,7 +112,9 @@ mod tests {
             schema,
             vec![
                 Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
-                Arc::new(Float64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+                Arc::new(Float64Array::from(
+                    rows.iter().map(|r| r.1).collect::<Vec<_>>(),
+                )),
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
             ],
         )
@@ -122,8 +137,14 @@ mod tests {
         let b = &out[0];
         let cust: Vec<&str> = b.column(1).as_string::<i32>().iter().flatten().collect();
         assert_eq!(cust, vec!["amy", "zed"]);
-        assert_eq!(b.column(2).as_primitive::<Int64Type>().values().to_vec(), vec![2, 1]);
-        assert_eq!(b.column(3).as_primitive::<Float64Type>().values().to_vec(), vec![13.0, 6.0]);
+        assert_eq!(
+            b.column(2).as_primitive::<Int64Type>().values().to_vec(),
+            vec![2, 1]
+        );
+        assert_eq!(
+            b.column(3).as_primitive::<Float64Type>().values().to_vec(),
+            vec![13.0, 6.0]
+        );
         assert_eq!(b.column(0).as_string::<i32>().value(0), "2026-10-01");
     }
 }

@@ -24,13 +24,18 @@ pub struct DedupEvents {
 impl Transform for DedupEvents {
     fn open(&mut self, ctx: &Context) -> Result<()> {
         self.key = ctx.param_str("key")?.unwrap_or("event_id").to_string();
-        let field = ctx
-            .input_schema
-            .field_with_name(&self.key)
-            .map_err(|_| Error(format!("input has no key column `{}` (set the `key` parameter)", self.key)))?;
+        let field = ctx.input_schema.field_with_name(&self.key).map_err(|_| {
+            Error(format!(
+                "input has no key column `{}` (set the `key` parameter)",
+                self.key
+            ))
+        })?;
         match field.data_type() {
             DataType::Utf8 | DataType::Int64 => Ok(()),
-            other => Err(Error(format!("key column `{}` must be Utf8 or Int64, not {other}", self.key))),
+            other => Err(Error(format!(
+                "key column `{}` must be Utf8 or Int64, not {other}",
+                self.key
+            ))),
         }
     }
 
@@ -90,14 +95,29 @@ mod tests {
             input_schema: batch(&[]).schema(),
             batch_rows: 3,
         };
-        let out = native::run::<DedupEvents>(&ctx, [batch(&["a", "b", "a"]), batch(&["c", "b", "d"])]).unwrap();
+        let out =
+            native::run::<DedupEvents>(&ctx, [batch(&["a", "b", "a"]), batch(&["c", "b", "d"])])
+                .unwrap();
         let ids: Vec<&str> = out
             .iter()
-            .flat_map(|b| b.column(0).as_string::<i32>().iter().flatten().collect::<Vec<_>>())
+            .flat_map(|b| {
+                b.column(0)
+                    .as_string::<i32>()
+                    .iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+            })
             .collect();
         assert_eq!(ids, vec!["a", "b", "c", "d"]);
         // first occurrence wins: the kept "a" is row n=0 of batch 1
-        assert_eq!(out[0].column(1).as_primitive::<Int64Type>().values().to_vec(), vec![0, 1]);
+        assert_eq!(
+            out[0]
+                .column(1)
+                .as_primitive::<Int64Type>()
+                .values()
+                .to_vec(),
+            vec![0, 1]
+        );
     }
 
     #[test]

@@ -38,10 +38,15 @@ impl Admission {
     pub fn verdict(&self) -> Result<(), SandboxError> {
         for (import, v) in &self.imports {
             if let ImportVerdict::Forbidden(reason) = v {
-                return Err(SandboxError::Forbidden { import: import.clone(), reason: reason.clone() });
+                return Err(SandboxError::Forbidden {
+                    import: import.clone(),
+                    reason: reason.clone(),
+                });
             }
         }
-        self.transform_export.clone().map_err(SandboxError::NotATransform)
+        self.transform_export
+            .clone()
+            .map_err(SandboxError::NotATransform)
     }
 }
 
@@ -64,14 +69,17 @@ pub fn to_component(bytes: &[u8]) -> Result<Vec<u8>, SandboxError> {
                 ))
             });
     }
-    let text = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'(');
-    if text {
-        let bin = wat::parse_bytes(bytes).map_err(|e| SandboxError::Compile(format!("WAT: {e}")))?;
-        return to_component(&bin);
+    // Anything else may be WAT text (handy for tests and tiny modules).
+    match wat::parse_bytes(bytes) {
+        Ok(bin) if bin.starts_with(&CORE_HEADER) || bin.starts_with(&COMPONENT_HEADER) => to_component(&bin),
+        Ok(_) => Err(SandboxError::Compile("WAT did not produce a module or component".into())),
+        Err(e) if bytes.starts_with(b"\0asm") => Err(SandboxError::Compile(format!(
+            "unsupported wasm version header ({e}): expected a core module or a component"
+        ))),
+        Err(_) => Err(SandboxError::Compile(
+            "not a wasm module, component or WAT text (bad magic header): pass the .wasm that `idem build` wrote".into(),
+        )),
     }
-    Err(SandboxError::Compile(
-        "not a wasm module or component (bad magic header): pass the .wasm that `idem build` wrote".into(),
-    ))
 }
 
 /// Check every import and the transform export of a compiled component.
@@ -103,7 +111,11 @@ pub fn admit(engine: &Engine, component: &Component, profile: Profile) -> Admiss
             _ => Err(format!("its {TRANSFORM_EXPORT} export is not an interface")),
         },
     };
-    Admission { imports, exports, transform_export }
+    Admission {
+        imports,
+        exports,
+        transform_export,
+    }
 }
 
 /// The verdict on one import name under `profile`.
@@ -116,7 +128,9 @@ pub fn classify(name: &str, profile: Profile) -> ImportVerdict {
     }
     let (ns, iface) = bare.split_once('/').unwrap_or((bare, ""));
     match ns {
-        "wasi:clocks" => forbid("clock: wall or monotonic time differs between runs; use the logical date from the context"),
+        "wasi:clocks" => forbid(
+            "clock: wall or monotonic time differs between runs; use the logical date from the context",
+        ),
         "wasi:random" if iface == "insecure-seed" => forbid(
             "entropy seed: the strict profile provides no WASI; build for wasm32-unknown-unknown",
         ),
@@ -127,9 +141,9 @@ pub fn classify(name: &str, profile: Profile) -> ImportVerdict {
         "wasi:io" | "wasi:cli" => forbid(
             "WASI: this host links no WASI (only idem:transform/host); build for wasm32-unknown-unknown with idem-guest",
         ),
-        _ if bare == "idem:transform/host" => {
-            forbid("idem:transform/host at another version than 0.1.0: rebuild against this host's WIT")
-        }
+        _ if bare == "idem:transform/host" => forbid(
+            "idem:transform/host at another version than 0.1.0: rebuild against this host's WIT",
+        ),
         _ => forbid("unknown import: the host provides only idem:transform/host@0.1.0"),
     }
 }
@@ -154,11 +168,17 @@ mod tests {
                 ImportVerdict::Allowed => panic!("{name} allowed"),
             }
         }
-        assert_eq!(classify(HOST_IMPORT, Profile::Strict), ImportVerdict::Allowed);
+        assert_eq!(
+            classify(HOST_IMPORT, Profile::Strict),
+            ImportVerdict::Allowed
+        );
     }
 
     #[test]
     fn rejects_bytes_that_are_not_wasm() {
-        assert!(matches!(to_component(b"PAR1 not wasm"), Err(SandboxError::Compile(_))));
+        assert!(matches!(
+            to_component(b"PAR1 not wasm"),
+            Err(SandboxError::Compile(_))
+        ));
     }
 }

@@ -44,9 +44,8 @@ pub fn load_or_compile(
     fingerprint: &str,
     bytes: &[u8],
 ) -> Result<(Component, CacheOutcome), SandboxError> {
-    let compile = || {
-        Component::new(engine, bytes).map_err(|e| SandboxError::Compile(format!("{e:#}")))
-    };
+    let compile =
+        || Component::new(engine, bytes).map_err(|e| SandboxError::Compile(format!("{e:#}")));
     let Some(dir) = dir else {
         return Ok((compile()?, CacheOutcome::Disabled));
     };
@@ -59,7 +58,10 @@ pub fn load_or_compile(
         // wasmtime still checks its header and refuses incompatible code.
         match unsafe { Component::deserialize_file(engine, &path) } {
             Ok(c) => return Ok((c, CacheOutcome::Hit)),
-            Err(e) => tracing::warn!("ignoring unreadable compiled cache {}: {e:#}", path.display()),
+            Err(e) => tracing::warn!(
+                "ignoring unreadable compiled cache {}: {e:#}",
+                path.display()
+            ),
         }
     }
     let component = compile()?;

@@ -108,7 +108,9 @@ impl Instance {
         store.limiter(|s| &mut s.limiter);
         // With fuel or epochs on, a store without a budget traps at once.
         if let Some(fuel) = limits.fuel {
-            store.set_fuel(fuel).map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+            store
+                .set_fuel(fuel)
+                .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
         }
         store.set_epoch_deadline(ticks(limits.deadline_ms, tick));
         store.epoch_deadline_trap();
@@ -143,7 +145,10 @@ impl Instance {
             batch_rows: ctx.batch_rows,
         };
         self.enter()?;
-        let r = self.world.idem_transform_transform().call_open(&mut self.store, &wctx);
+        let r = self
+            .world
+            .idem_transform_transform()
+            .call_open(&mut self.store, &wctx);
         self.settle("open", r)
     }
 
@@ -152,7 +157,10 @@ impl Instance {
         let bytes = idem_guest::ipc::encode(Some(batch))
             .map_err(|e| SandboxError::Host(format!("encoding input batch: {e}")))?;
         self.enter()?;
-        let r = self.world.idem_transform_transform().call_push(&mut self.store, &bytes);
+        let r = self
+            .world
+            .idem_transform_transform()
+            .call_push(&mut self.store, &bytes);
         let out = self.settle("push", r)?;
         self.accept_output(out)
     }
@@ -160,7 +168,10 @@ impl Instance {
     /// Tell the guest the input is done; returns its last output rows.
     pub fn finish(&mut self) -> Result<Option<RecordBatch>, SandboxError> {
         self.enter()?;
-        let r = self.world.idem_transform_transform().call_finish(&mut self.store);
+        let r = self
+            .world
+            .idem_transform_transform()
+            .call_finish(&mut self.store);
         let out = self.settle("finish", r)?;
         self.accept_output(out)
     }
@@ -191,7 +202,9 @@ impl Instance {
         let left = self.limits.deadline_ms.saturating_sub(elapsed);
         if left == 0 {
             self.poisoned = true;
-            return Err(SandboxError::Deadline { ms: self.limits.deadline_ms });
+            return Err(SandboxError::Deadline {
+                ms: self.limits.deadline_ms,
+            });
         }
         self.store.set_epoch_deadline(ticks(left, self.tick));
         Ok(())
@@ -232,15 +245,30 @@ impl Instance {
             .map(|l| l.message.clone())
             .collect();
         match e.downcast_ref::<Trap>() {
-            Some(Trap::Interrupt) => SandboxError::Deadline { ms: self.limits.deadline_ms },
-            Some(Trap::OutOfFuel) => SandboxError::FuelExhausted { fuel: self.limits.fuel.unwrap_or(0) },
+            Some(Trap::Interrupt) => SandboxError::Deadline {
+                ms: self.limits.deadline_ms,
+            },
+            Some(Trap::OutOfFuel) => SandboxError::FuelExhausted {
+                fuel: self.limits.fuel.unwrap_or(0),
+            },
             Some(Trap::StackOverflow) => SandboxError::Trap {
                 call,
-                trap: format!("stack overflow (limit {} bytes)", self.limits.max_stack_bytes),
+                trap: format!(
+                    "stack overflow (limit {} bytes)",
+                    self.limits.max_stack_bytes
+                ),
                 guest_log,
             },
-            Some(t) => SandboxError::Trap { call, trap: t.to_string(), guest_log },
-            None => SandboxError::Trap { call, trap: format!("{e:#}"), guest_log },
+            Some(t) => SandboxError::Trap {
+                call,
+                trap: t.to_string(),
+                guest_log,
+            },
+            None => SandboxError::Trap {
+                call,
+                trap: format!("{e:#}"),
+                guest_log,
+            },
         }
     }
 

@@ -39,7 +39,10 @@ pub(crate) struct GuestLimiter {
 
 impl GuestLimiter {
     pub(crate) fn new(max_memory: usize) -> Self {
-        GuestLimiter { max_memory, memory_denied: None }
+        GuestLimiter {
+            max_memory,
+            memory_denied: None,
+        }
     }
 }
 

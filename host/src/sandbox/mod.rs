@@ -106,7 +106,12 @@ impl Sandbox {
                 }
             })
             .map_err(|e| SandboxError::Engine(format!("epoch thread: {e}")))?;
-        Ok(Sandbox { engine, config, fingerprint, ticker_stop })
+        Ok(Sandbox {
+            engine,
+            config,
+            fingerprint,
+            ticker_stop,
+        })
     }
 
     /// The engine fingerprint that goes into run keys: idem version,
@@ -136,7 +141,13 @@ impl Sandbox {
         )?;
         let admission = admission::admit(&self.engine, &component, self.config.profile);
         admission.verdict()?;
-        Ok(GuestModule { digest, bytes: Arc::new(bytes), cache, admission, component })
+        Ok(GuestModule {
+            digest,
+            bytes: Arc::new(bytes),
+            cache,
+            admission,
+            component,
+        })
     }
 
     /// Inspect a module without rejecting it: digest, imports, exports and
@@ -146,13 +157,21 @@ impl Sandbox {
         let digest = Digest::of_bytes(&bytes);
         let component = Component::new(&self.engine, &bytes)
             .map_err(|e| SandboxError::Compile(format!("{e:#}")))?;
-        Ok((digest, admission::admit(&self.engine, &component, self.config.profile)))
+        Ok((
+            digest,
+            admission::admit(&self.engine, &component, self.config.profile),
+        ))
     }
 
     /// A fresh instance for one run. Never reuse an instance across runs or
     /// after a trap.
     pub fn instantiate(&self, module: &GuestModule) -> Result<Instance, SandboxError> {
-        Instance::new(&self.engine, &module.component, &self.config.limits, EPOCH_TICK)
+        Instance::new(
+            &self.engine,
+            &module.component,
+            &self.config.limits,
+            EPOCH_TICK,
+        )
     }
 }
 

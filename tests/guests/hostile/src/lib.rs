@@ -72,12 +72,18 @@ mod guest {
                 "fail" => Err(format!("hostile guest refuses batch {n}")),
                 "schema_flip" => ipc::encode(Some(&flip(n))).map_err(|e| e.to_string()),
                 "nan" => {
-                    let b = ipc::decode(&batch).map_err(|e| e.to_string())?.ok_or("empty")?;
-                    let x = b.column_by_name("x").ok_or("no x")?.as_primitive::<Float64Type>();
+                    let b = ipc::decode(&batch)
+                        .map_err(|e| e.to_string())?
+                        .ok_or("empty")?;
+                    let x = b
+                        .column_by_name("x")
+                        .ok_or("no x")?
+                        .as_primitive::<Float64Type>();
                     let one = core::hint::black_box(1.0f64);
                     let y: Float64Array = x.iter().map(|v| v.map(|v| v * one)).collect();
                     let s = Arc::new(Schema::new(vec![Field::new("y", DataType::Float64, true)]));
-                    let out = RecordBatch::try_new(s, vec![Arc::new(y)]).map_err(|e| e.to_string())?;
+                    let out =
+                        RecordBatch::try_new(s, vec![Arc::new(y)]).map_err(|e| e.to_string())?;
                     ipc::encode(Some(&out)).map_err(|e| e.to_string())
                 }
                 _ => Ok(batch),

@@ -1,0 +1,191 @@
+//! The `idem` command line, run as a user would: real binary, real files.
+
+mod common;
+
+use idem::digest::{Digest, of_batches};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+fn s(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The value after `label` on the line that starts with it.
+fn field<'a>(stdout: &'a str, label: &str) -> &'a str {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(label))
+        .unwrap_or_else(|| panic!("no `{label}` line in:\n{stdout}"))
+        .split_whitespace()
+        .next()
+        .unwrap()
+}
+
+#[test]
+fn inspect_reports_imports_exports_and_verdict() {
+    let clock = common::root().join("tests/wat/import-wall-clock.wat");
+    let (code, out, _) = common::idem(&["inspect", s(&clock)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("wasi:clocks/wall-clock@0.2.0  (FORBIDDEN: clock"),
+        "{out}"
+    );
+    assert!(out.contains("verdict: rejected"), "{out}");
+
+    let good = common::guest("examples/clean_orders");
+    let (code, out, err) = common::idem(&["inspect", s(&good)]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("idem:transform/host@0.1.0  (allowed)"),
+        "{out}"
+    );
+    assert!(out.contains("idem:transform/transform@0.1.0"), "{out}");
+    assert!(out.contains("verdict: admitted"), "{out}");
+    let digest = field(&out, "digest:");
+    assert_eq!(
+        digest,
+        Digest::of_bytes(&std::fs::read(&good).unwrap()).as_str()
+    );
+}
+
+#[test]
+fn build_writes_a_component_and_prints_its_digest() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("dedup.wasm");
+    let crate_dir = common::root().join("examples/dedup_events");
+    let target = common::guest_target();
+    let (code, out, err) = common::idem(&[
+        "build",
+        s(&crate_dir),
+        "--out",
+        s(&out_path),
+        "--target-dir",
+        s(&target),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let bytes = std::fs::read(&out_path).unwrap();
+    assert!(bytes.starts_with(b"\0asm\x0d\0\x01\0"), "not a component");
+    assert_eq!(
+        out.split_whitespace().next().unwrap(),
+        Digest::of_bytes(&bytes).as_str()
+    );
+}
+
+#[test]
+fn exec_streams_parquet_through_a_transform_and_prints_the_output_digest() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = common::orders(&dir.path().join("in"), "2026-10-02", 20_000, 2);
+    let out_path = dir.path().join("out/clean.parquet");
+    let module = common::guest("examples/clean_orders");
+    let mut args = vec![
+        "exec",
+        "--module",
+        s(&module),
+        "--output",
+        s(&out_path),
+        "--params",
+        r#"{"min_amount": 300}"#,
+    ];
+    args.push("--input");
+    args.extend(files.iter().map(|f| s(f)));
+    args.extend(["--batch-rows", "777"]);
+    let (code, out, err) = common::idem(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("rows:    20000 in,"), "{out}");
+    // The printed digest is the logical digest of what the file holds.
+    let file = std::fs::File::open(&out_path).unwrap();
+    let batches: Vec<_> = ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(batches.iter().map(|b| b.num_rows()).sum::<usize>() > 0);
+    assert_eq!(field(&out, "output:"), of_batches(&batches).as_str());
+    // Batch size changes the pushes, not the result of a stateless transform.
+    let out2 = dir.path().join("out/clean2.parquet");
+    let mut args2 = args.clone();
+    let n = args2.len();
+    args2[n - 1] = "5000";
+    args2[4] = s(&out2);
+    let (code, again, err) = common::idem(&args2);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(field(&again, "output:"), field(&out, "output:"));
+}
+
+#[test]
+fn exec_names_a_malformed_parquet_file_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = common::orders(dir.path(), "2026-10-01", 1_000, 1);
+    let bad = dir.path().join("date=2026-10-01/zz-broken.parquet");
+    std::fs::write(&bad, b"PAR1 this is not parquet PAR1").unwrap();
+    files.push(bad);
+    let out_path = dir.path().join("out.parquet");
+    let module = common::guest("examples/clean_orders");
+    let mut args = vec![
+        "exec",
+        "--module",
+        s(&module),
+        "--output",
+        s(&out_path),
+        "--input",
+    ];
+    args.extend(files.iter().map(|f| s(f)));
+    let (code, _, err) = common::idem(&args);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("zz-broken.parquet") && err.contains("not a readable Parquet file"),
+        "{err}"
+    );
+    assert!(!out_path.exists(), "half-written output left behind");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "temporary files left behind"
+    );
+}
+
+#[test]
+fn exec_stops_a_runaway_guest_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = common::orders(dir.path(), "2026-10-01", 1_000, 1);
+    let out_path = dir.path().join("out.parquet");
+    let module = common::guest("tests/guests/hostile");
+    let (code, _, err) = common::idem(&[
+        "exec",
+        "--module",
+        s(&module),
+        "--output",
+        s(&out_path),
+        "--input",
+        s(&files[0]),
+        "--params",
+        r#"{"mode": "spin"}"#,
+        "--deadline-ms",
+        "300",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("wall-clock deadline of 300 ms"), "{err}");
+    assert!(!out_path.exists());
+}
+
+#[test]
+fn exec_rejects_a_module_with_a_forbidden_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = common::orders(dir.path(), "2026-10-01", 100, 1);
+    let module = common::root().join("tests/wat/import-sockets.wat");
+    let out_path = dir.path().join("out.parquet");
+    let (code, _, err) = common::idem(&[
+        "exec",
+        "--module",
+        s(&module),
+        "--output",
+        s(&out_path),
+        "--input",
+        s(&files[0]),
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("imports `wasi:sockets/tcp@0.2.0` (socket"),
+        "{err}"
+    );
+}

@@ -1,0 +1,484 @@
+//! The sandbox end to end: real components built from `examples/` and
+//! `tests/guests/`, real Parquet input, native builds as the reference.
+
+mod common;
+
+use std::sync::Arc;
+
+use arrow::array::{AsArray, Float64Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Float64Type, Schema};
+use idem::digest::Digest;
+use idem::execute::{ExecError, Native, Outcome, Transformer, execute};
+use idem::sandbox::{CacheOutcome, GuestContext, Limits, Sandbox, SandboxConfig, SandboxError};
+use idem::slice::ResolvedSlice;
+
+const HOSTILE: &str = "tests/guests/hostile";
+
+fn ctx(
+    slice: &ResolvedSlice,
+    schema: arrow::datatypes::SchemaRef,
+    params: &str,
+    batch_rows: u32,
+) -> GuestContext {
+    GuestContext {
+        slice_id: slice.id.clone(),
+        logical_date: Some("2026-10-01".into()),
+        params: params.into(),
+        input_schema: schema,
+        batch_rows,
+    }
+}
+
+/// Run `t` over the slice, collecting output.
+fn run_over(
+    t: &mut dyn Transformer,
+    slice: &ResolvedSlice,
+    params: &str,
+) -> (Outcome, Vec<RecordBatch>) {
+    let reader = slice.reader(1000).unwrap();
+    let c = ctx(slice, reader.schema(), params, 1000);
+    let mut out = Vec::new();
+    let o = execute(t, &c, reader, |b| {
+        out.push(b.clone());
+        Ok(())
+    })
+    .unwrap();
+    (o, out)
+}
+
+fn wasm_run(sandbox: &Sandbox, rel: &str, slice: &ResolvedSlice, params: &str) -> Outcome {
+    let module = sandbox.load(&common::guest_bytes(rel)).unwrap();
+    let mut inst = sandbox.instantiate(&module).unwrap();
+    run_over(&mut inst, slice, params).0
+}
+
+fn sample_slice(dir: &std::path::Path) -> ResolvedSlice {
+    let files = common::orders(dir, "2026-10-01", 12_345, 3);
+    ResolvedSlice::from_files("date=2026-10-01", &files).unwrap()
+}
+
+#[test]
+fn each_example_gives_the_same_digest_in_wasm_and_native() {
+    let dir = tempfile::tempdir().unwrap();
+    let slice = sample_slice(dir.path());
+    let sandbox = common::sandbox_with(Limits::default());
+    let cases: Vec<(&str, &str, Box<dyn Transformer>)> = vec![
+        (
+            "examples/clean_orders",
+            r#"{"min_amount": 250}"#,
+            Box::new(Native::<clean_orders::CleanOrders>::default()),
+        ),
+        (
+            "examples/dedup_events",
+            "{}",
+            Box::new(Native::<dedup_events::DedupEvents>::default()),
+        ),
+        (
+            "examples/daily_revenue",
+            "{}",
+            Box::new(Native::<daily_revenue::DailyRevenue>::default()),
+        ),
+    ];
+    for (rel, params, mut native) in cases {
+        let wasm = wasm_run(&sandbox, rel, &slice, params);
+        let (nat, _) = run_over(native.as_mut(), &slice, params);
+        assert_eq!(wasm.rows_in, 12_345, "{rel}");
+        assert!(wasm.rows_out > 0, "{rel} produced no rows");
+        assert_eq!(wasm.rows_out, nat.rows_out, "{rel}: row counts differ");
+        assert_eq!(
+            wasm.output_digest, nat.output_digest,
+            "{rel}: wasm and native digests differ"
+        );
+    }
+}
+
+#[test]
+fn examples_do_what_they_say_on_sample_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let slice = sample_slice(dir.path());
+    // dedup: every event id appears once in the output, and some were dropped.
+    let (o, out) = run_over(
+        &mut Native::<dedup_events::DedupEvents>::default(),
+        &slice,
+        "{}",
+    );
+    let mut ids: Vec<String> = out
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_string::<i32>()
+                .iter()
+                .flatten()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "duplicates survived");
+    assert!(
+        o.rows_out < o.rows_in,
+        "sample data has re-deliveries to drop"
+    );
+    // clean_orders: every kept amount is >= the threshold.
+    let (_, out) = run_over(
+        &mut Native::<clean_orders::CleanOrders>::default(),
+        &slice,
+        r#"{"min_amount": 500}"#,
+    );
+    for b in &out {
+        let amount = b
+            .column_by_name("amount")
+            .unwrap()
+            .as_primitive::<Float64Type>();
+        assert!(amount.iter().all(|a| a.is_some_and(|a| a >= 500.0)));
+    }
+}
+
+#[test]
+fn three_fresh_engines_give_the_same_digest() {
+    let dir = tempfile::tempdir().unwrap();
+    let slice = sample_slice(dir.path());
+    let digests: Vec<Digest> = (0..3)
+        .map(|_| {
+            wasm_run(
+                &common::sandbox_with(Limits::default()),
+                "examples/daily_revenue",
+                &slice,
+                "{}",
+            )
+            .output_digest
+        })
+        .collect();
+    assert_eq!(digests[0], digests[1]);
+    assert_eq!(digests[1], digests[2]);
+}
+
+#[test]
+fn nans_with_different_payloads_come_out_canonical() {
+    let payloads: Vec<u64> = vec![
+        0x7ff8_0000_0000_0001,
+        0x7ff8_dead_beef_0000,
+        0xfff8_0000_0000_0042,
+        0x7ff4_0000_0000_0000,
+    ];
+    let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Float64, true)]));
+    let x = Float64Array::from(
+        payloads
+            .iter()
+            .map(|b| f64::from_bits(*b))
+            .collect::<Vec<_>>(),
+    );
+    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(x)]).unwrap();
+    let sandbox = common::sandbox_with(Limits::default());
+    let module = sandbox.load(&common::guest_bytes(HOSTILE)).unwrap();
+    let mut inst = sandbox.instantiate(&module).unwrap();
+    let c = GuestContext {
+        slice_id: "nan".into(),
+        logical_date: None,
+        params: r#"{"mode": "nan"}"#.into(),
+        input_schema: schema,
+        batch_rows: 4,
+    };
+    inst.open(&c).unwrap();
+    let out = inst.push(&batch).unwrap().unwrap();
+    let y = out.column(0).as_primitive::<Float64Type>();
+    for (i, v) in y.values().iter().enumerate() {
+        assert_eq!(
+            v.to_bits(),
+            0x7ff8_0000_0000_0000,
+            "row {i}: NaN payload leaked: {:#x}",
+            v.to_bits()
+        );
+    }
+    // The same arithmetic natively keeps payloads, so the check above is
+    // only true because the sandbox canonicalizes.
+    let one = std::hint::black_box(1.0f64);
+    let native: Vec<u64> = payloads
+        .iter()
+        .map(|b| (f64::from_bits(*b) * one).to_bits())
+        .collect();
+    assert!(
+        native.iter().any(|b| *b != 0x7ff8_0000_0000_0000),
+        "native NaNs: {native:x?}"
+    );
+}
+
+fn wat(name: &str) -> Vec<u8> {
+    std::fs::read(common::root().join("tests/wat").join(name)).unwrap()
+}
+
+#[test]
+fn forbidden_imports_are_rejected_before_anything_runs() {
+    let sandbox = common::sandbox_with(Limits::default());
+    for (file, import, word) in [
+        (
+            "import-wall-clock.wat",
+            "wasi:clocks/wall-clock@0.2.0",
+            "clock",
+        ),
+        ("import-random.wat", "wasi:random/random@0.2.0", "entropy"),
+        ("import-sockets.wat", "wasi:sockets/tcp@0.2.0", "socket"),
+        (
+            "import-filesystem.wat",
+            "wasi:filesystem/types@0.2.0",
+            "filesystem",
+        ),
+    ] {
+        match sandbox.load(&wat(file)) {
+            Err(SandboxError::Forbidden {
+                import: got,
+                reason,
+            }) => {
+                assert_eq!(got, import, "{file}");
+                assert!(reason.starts_with(word), "{file}: {reason}");
+            }
+            Err(e) => panic!("{file}: wrong error kind: {e}"),
+            Ok(_) => panic!("{file} was admitted"),
+        }
+    }
+}
+
+#[test]
+fn a_core_module_without_the_transform_export_is_not_a_transform() {
+    let sandbox = common::sandbox_with(Limits::default());
+    match sandbox.load(&wat("no-component-type.wat")) {
+        Err(SandboxError::NotATransform(why)) => assert!(why.contains("export"), "{why}"),
+        Err(e) => panic!("wrong error kind: {e}"),
+        Ok(_) => panic!("admitted a module with no transform export"),
+    }
+}
+
+/// Run the hostile guest in `mode` and return the error it must produce.
+fn hostile(mode: &str, extra: &str, limits: Limits) -> SandboxError {
+    let limits_fuel = limits.fuel.is_some();
+    let sandbox = common::sandbox_with(limits);
+    let module = sandbox.load(&common::guest_bytes(HOSTILE)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let files = common::orders(dir.path(), "2026-10-01", 3_000, 1);
+    let slice = ResolvedSlice::from_files("s", &files).unwrap();
+    let reader = slice.reader(1000).unwrap();
+    let c = ctx(
+        &slice,
+        reader.schema(),
+        &format!(r#"{{"mode": "{mode}"{extra}}}"#),
+        1000,
+    );
+    let mut inst = sandbox.instantiate(&module).unwrap();
+    let err = match execute(&mut inst, &c, reader, |_| Ok(())) {
+        Err(ExecError::Sandbox(e)) => e,
+        Err(e) => panic!("{mode}: not a sandbox error: {e}"),
+        Ok(o) => panic!("{mode}: run succeeded: {o:?}"),
+    };
+    // The instance is poisoned, never reused...
+    assert!(
+        matches!(inst.finish(), Err(SandboxError::Poisoned)),
+        "{mode}: instance reusable after failure"
+    );
+    // ...and the host, and the same sandbox, still work (a metered sandbox
+    // would rightly run out of fuel on it, so that case gets a fresh one).
+    let sandbox = if limits_fuel {
+        common::sandbox_with(Limits::default())
+    } else {
+        sandbox
+    };
+    let ok = wasm_run(&sandbox, "examples/dedup_events", &slice, "{}");
+    assert_eq!(ok.rows_in, 3_000);
+    err
+}
+
+#[test]
+fn an_infinite_loop_hits_the_deadline() {
+    let t = std::time::Instant::now();
+    let e = hostile(
+        "spin",
+        "",
+        Limits {
+            deadline_ms: 300,
+            ..Limits::default()
+        },
+    );
+    assert!(matches!(e, SandboxError::Deadline { ms: 300 }), "{e}");
+    assert!(e.to_string().contains("deadline"), "{e}");
+    assert!(t.elapsed().as_secs() < 60);
+}
+
+#[test]
+fn unbounded_memory_growth_hits_the_memory_limit() {
+    let e = hostile(
+        "oom",
+        "",
+        Limits {
+            max_memory_bytes: 64 << 20,
+            ..Limits::default()
+        },
+    );
+    match e {
+        SandboxError::MemoryLimit { limit, requested } => {
+            assert_eq!(limit, 64 << 20);
+            assert!(requested > limit);
+        }
+        e => panic!("wrong error kind: {e}"),
+    }
+}
+
+#[test]
+fn too_much_output_hits_the_output_limit() {
+    let e = hostile(
+        "big",
+        r#", "bytes": 4194304"#,
+        Limits {
+            max_output_bytes: 1 << 20,
+            ..Limits::default()
+        },
+    );
+    assert!(
+        matches!(
+            e,
+            SandboxError::OutputLimit {
+                limit: 1048576,
+                produced: 4194304
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_panic_is_a_trap_that_shows_the_panic_message() {
+    let e = hostile("panic", "", Limits::default());
+    match &e {
+        SandboxError::Trap {
+            call, guest_log, ..
+        } => {
+            assert_eq!(*call, "push");
+            assert!(
+                guest_log
+                    .iter()
+                    .any(|l| l.contains("deliberate panic in batch 1")),
+                "{guest_log:?}"
+            );
+        }
+        e => panic!("wrong error kind: {e}"),
+    }
+    assert!(
+        e.to_string().contains("deliberate panic"),
+        "message not shown: {e}"
+    );
+}
+
+#[test]
+fn bytes_that_are_not_arrow_ipc_are_bad_output() {
+    let e = hostile("garbage", "", Limits::default());
+    assert!(
+        matches!(
+            e,
+            SandboxError::BadOutput {
+                batch: 0,
+                len: 31,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn batches_with_disagreeing_schemas_are_rejected() {
+    let e = hostile("schema_flip", "", Limits::default());
+    match e {
+        SandboxError::SchemaMismatch {
+            batch,
+            expected,
+            got,
+        } => {
+            assert_eq!(batch, 1);
+            assert_ne!(expected, got);
+            assert!(
+                expected.contains("Utf8") && got.contains("Int64"),
+                "{expected} / {got}"
+            );
+        }
+        e => panic!("wrong error kind: {e}"),
+    }
+}
+
+#[test]
+fn a_guest_error_is_reported_as_the_transforms_own() {
+    let e = hostile("fail", "", Limits::default());
+    assert!(
+        matches!(&e, SandboxError::Guest { call: "push", message } if message.contains("refuses batch 1")),
+        "{e}"
+    );
+}
+
+#[test]
+fn fuel_bounds_cpu_deterministically() {
+    let e = hostile(
+        "spin",
+        "",
+        Limits {
+            fuel: Some(5_000_000),
+            ..Limits::default()
+        },
+    );
+    assert!(
+        matches!(e, SandboxError::FuelExhausted { fuel: 5_000_000 }),
+        "{e}"
+    );
+    // Metered runs of a real transform consume the same fuel every time.
+    let dir = tempfile::tempdir().unwrap();
+    let slice = sample_slice(dir.path());
+    let fuel: Vec<Option<u64>> = (0..2)
+        .map(|_| {
+            wasm_run(
+                &common::sandbox_with(Limits {
+                    fuel: Some(u64::MAX / 2),
+                    ..Limits::default()
+                }),
+                "examples/dedup_events",
+                &slice,
+                "{}",
+            )
+            .fuel
+        })
+        .collect();
+    assert!(fuel[0].is_some_and(|f| f > 0));
+    assert_eq!(fuel[0], fuel[1]);
+}
+
+#[test]
+fn compiled_code_is_loaded_from_the_cache_the_second_time() {
+    let cache = tempfile::tempdir().unwrap();
+    let cfg = SandboxConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..SandboxConfig::default()
+    };
+    let bytes = common::guest_bytes("examples/clean_orders");
+    let first = Sandbox::new(cfg.clone()).unwrap().load(&bytes).unwrap();
+    assert_eq!(first.cache, CacheOutcome::Miss);
+    // A new engine (as in a new process) finds the compiled code on disk.
+    let sandbox = Sandbox::new(cfg).unwrap();
+    let second = sandbox.load(&bytes).unwrap();
+    assert_eq!(second.cache, CacheOutcome::Hit);
+    assert_eq!(first.digest, second.digest);
+    // And the cached code runs.
+    let dir = tempfile::tempdir().unwrap();
+    let slice = sample_slice(dir.path());
+    let mut inst = sandbox.instantiate(&second).unwrap();
+    assert!(run_over(&mut inst, &slice, "{}").0.rows_out > 0);
+    // A different fingerprint (fuel metering) does not reuse it.
+    let metered = SandboxConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        limits: Limits {
+            fuel: Some(1 << 40),
+            ..Limits::default()
+        },
+        ..SandboxConfig::default()
+    };
+    assert_eq!(
+        Sandbox::new(metered).unwrap().load(&bytes).unwrap().cache,
+        CacheOutcome::Miss
+    );
+}

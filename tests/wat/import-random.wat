@@ -1,0 +1,6 @@
+;; A component that only imports wasi:random/random@0.2.0: admission must reject it
+;; before anything runs.
+(component
+  (import "wasi:random/random@0.2.0" (instance
+    (export "probe" (func (result u64)))))
+)
