@@ -8,8 +8,10 @@ use clap::Args;
 
 use idem::execute::{Transformer, execute};
 use idem::output::ParquetOutput;
+use idem::run::{Run, SliceSpec, Verdict, parse_partition};
 use idem::sandbox::{GuestContext, ImportVerdict, Limits, Sandbox, SandboxConfig};
 use idem::slice::ResolvedSlice;
+use idem::table::Mode;
 
 /// Sandbox limits a user can set on the command line.
 #[derive(Args, Debug, Clone)]
@@ -166,6 +168,166 @@ pub fn exec(a: ExecArgs) -> Result<ExitCode> {
 }
 
 #[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The transform (.wasm from `idem build`).
+    #[arg(long)]
+    pub module: PathBuf,
+    /// Input: a Parquet dataset root (with --partition), or a Delta table
+    /// (with --delta-version).
+    #[arg(long)]
+    pub input: Option<String>,
+    /// The slice: hive partition column=value (of the dataset, or of the
+    /// pinned Delta table); also the target partition for overwrite-partition.
+    #[arg(long)]
+    pub partition: Option<String>,
+    /// The slice: an explicit list of Parquet files.
+    #[arg(long, num_args = 1.., conflicts_with = "input")]
+    pub files: Vec<PathBuf>,
+    /// Slice id for --files (default: derived from the file names).
+    #[arg(long)]
+    pub slice_id: Option<String>,
+    /// The slice: the --input Delta table at this version.
+    #[arg(long)]
+    pub delta_version: Option<u64>,
+    /// The target Delta table (path or URL); created by the first commit.
+    #[arg(long)]
+    pub table: String,
+    /// overwrite-partition (default with --partition), merge or append.
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// Merge key columns, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub key: Vec<String>,
+    /// Transform parameters as JSON.
+    #[arg(long, default_value = "{}")]
+    pub params: String,
+    /// The scheduler's logical date (never the wall clock).
+    #[arg(long)]
+    pub logical_date: Option<String>,
+    /// Rows per input batch (part of the run key).
+    #[arg(long, default_value_t = 8192)]
+    pub batch_rows: u32,
+    /// Execute even if this exact run was already committed (still commits
+    /// only a new output digest).
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+pub fn run(a: RunArgs) -> Result<ExitCode> {
+    let partition = a.partition.as_deref().map(parse_partition).transpose()?;
+    let slice = match (&a.input, a.delta_version, &partition, a.files.is_empty()) {
+        (Some(table), Some(version), _, true) => SliceSpec::Delta {
+            table: table.clone(),
+            version,
+            partition: partition.clone(),
+        },
+        (Some(root), None, Some((column, value)), true) => SliceSpec::Partition {
+            root: PathBuf::from(root),
+            column: column.clone(),
+            value: value.clone(),
+        },
+        (None, None, _, false) => SliceSpec::Files {
+            files: a.files.clone(),
+            id: a.slice_id.clone().or(a.partition.clone()),
+        },
+        (Some(_), None, None, true) => bail!(
+            "--input needs --partition column=value (a dataset partition) or --delta-version N (a Delta table)"
+        ),
+        _ => bail!(
+            "give one slice: --input ROOT --partition K=V, --input TABLE --delta-version N [--partition K=V], or --files F..."
+        ),
+    };
+    let mode = match a.mode.as_deref() {
+        None => None,
+        Some("overwrite-partition") => {
+            let (column, value) = partition.clone().unwrap_or_default();
+            Some(Mode::OverwritePartition { column, value })
+        }
+        Some("merge") => Some(Mode::Merge {
+            keys: a.key.clone(),
+        }),
+        Some("append") => Some(Mode::Append),
+        Some(other) => bail!("unknown --mode `{other}`: use overwrite-partition, merge or append"),
+    };
+    let sandbox = a.limits.sandbox()?;
+    let mut run = Run::new(&a.module, slice, &a.table)
+        .params(a.params.clone())
+        .logical_date(a.logical_date.clone())
+        .batch_rows(a.batch_rows)
+        .force(a.force);
+    if let Some(m) = mode {
+        run = run.mode(m);
+    }
+    let r = run.execute(&sandbox)?;
+    println!("slice:    {}", r.manifest.spec.slice.id);
+    println!("run key:  {}", r.manifest.run_key);
+    println!(
+        "output:   {} ({} rows)",
+        r.manifest.result.output_digest, r.manifest.result.rows_out
+    );
+    println!("manifest: {}", r.manifest_url);
+    println!("result:   {}", r.outcome);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn verify(manifest: &std::path::Path, limits: &LimitArgs) -> Result<ExitCode> {
+    let bytes = std::fs::read(manifest)
+        .with_context(|| format!("reading manifest {}", manifest.display()))?;
+    let sandbox = limits.sandbox()?;
+    match idem::run::verify(&bytes, &sandbox)? {
+        Verdict::Match { output_digest } => {
+            println!("match: re-run produced {output_digest}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Verdict::Mismatch(why) => {
+            println!("MISMATCH: {why}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+pub fn log(table: &str) -> Result<ExitCode> {
+    let entries = idem::run::run_log(table)?;
+    if entries.is_empty() {
+        println!("no idem runs recorded in {table}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut by_slice: std::collections::BTreeMap<&str, Vec<&idem::run::LogEntry>> =
+        Default::default();
+    for e in &entries {
+        by_slice.entry(e.slice.as_str()).or_default().push(e);
+    }
+    println!(
+        "{:<24} {:<20} {:<20} {:<26} {:>10}",
+        "SLICE", "RUN KEY", "OUTPUT", "RESULT", "ROWS"
+    );
+    for (slice, runs) in by_slice {
+        for e in runs {
+            let v = e
+                .version
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "?".into());
+            let result = match e.outcome.as_str() {
+                "committed" => format!("committed v{v}"),
+                "memo" => format!("memo, unchanged since v{v}"),
+                _ => format!("unchanged since v{v}"),
+            };
+            println!(
+                "{:<24} {:<20} {:<20} {:<26} {:>10}",
+                slice,
+                &e.run_key.as_str()[..19],
+                &e.output_digest.as_str()[..19],
+                result,
+                e.rows
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
 pub struct SampleArgs {
     /// Dataset root; partitions go to <out>/date=YYYY-MM-DD/.
     #[arg(long)]
@@ -201,25 +363,37 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode> {
     let examples = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples"));
     let sandbox = Sandbox::new(SandboxConfig::default())?;
     let target = idem::build::default_target_dir();
-    eprintln!("building examples/clean_orders for wasm32-unknown-unknown ...");
-    let built = idem::build::build_guest(&examples.join("clean_orders"), &target, None, &sandbox)?;
-    println!("module:  {}  {}", built.digest, built.path.display());
+    eprintln!("building examples/daily_revenue for wasm32-unknown-unknown ...");
+    let built = idem::build::build_guest(&examples.join("daily_revenue"), &target, None, &sandbox)?;
+    println!("module:   {}  {}", built.digest, built.path.display());
     let data = a.dir.join("orders");
-    let files = idem::sample::write_day(&data, "2026-10-01", 100_000, 2)?;
-    println!("input:   {} files under {}", files.len(), data.display());
-    exec(ExecArgs {
-        module: built.path,
-        input: files,
-        output: a.dir.join("clean_orders-2026-10-01.parquet"),
-        params: r#"{"min_amount": 100}"#.into(),
-        batch_rows: 8192,
-        logical_date: Some("2026-10-01".into()),
-        limits: LimitArgs {
-            max_memory_mb: 512,
-            max_output_mb: 1024,
-            deadline_ms: 300_000,
-            fuel: None,
-            cache_dir: None,
-        },
-    })
+    let table = a.dir.join("daily_revenue");
+    let dates = ["2026-10-01", "2026-10-02", "2026-10-03"];
+    for d in dates {
+        idem::sample::write_day(&data, d, 100_000, 2)?;
+    }
+    println!("input:    {} (3 days x 100000 orders)", data.display());
+    println!("table:    {}", table.display());
+    // Every day twice: the second pass is a rerun and must change nothing.
+    for pass in ["run", "rerun"] {
+        for d in dates {
+            let r = Run::new(
+                &built.path,
+                SliceSpec::Partition {
+                    root: data.clone(),
+                    column: "date".into(),
+                    value: d.into(),
+                },
+                table.display().to_string(),
+            )
+            .logical_date(Some(d.into()))
+            .execute(&sandbox)?;
+            println!(
+                "{pass:<5}  date={d}  {} rows  {}",
+                r.manifest.result.rows_out, r.outcome
+            );
+        }
+    }
+    println!("history: idem log {}", table.display());
+    Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,10 @@
 pub mod build;
 pub mod digest;
 pub mod execute;
+pub mod manifest;
 pub mod output;
+pub mod run;
 pub mod sample;
 pub mod sandbox;
 pub mod slice;
+pub mod table;

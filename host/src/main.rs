@@ -32,6 +32,22 @@ enum Command {
     },
     /// Run a transform over Parquet files into a Parquet file (no table).
     Exec(cli::ExecArgs),
+    /// Run a transform over a slice and commit its output to a Delta table,
+    /// only when the output is new.
+    Run(cli::RunArgs),
+    /// Re-run a manifest from what it names and compare the output digest.
+    /// Exit 0 on a match, 1 on a difference, 2 on error.
+    Verify {
+        /// The manifest file (e.g. TABLE/_idem/manifests/<hex>.json).
+        manifest: PathBuf,
+        #[command(flatten)]
+        limits: cli::LimitArgs,
+    },
+    /// List the runs recorded for a table, per slice.
+    Log {
+        /// The table (path or URL).
+        table: String,
+    },
     /// Write deterministic sample orders, partitioned by date.
     Sample(cli::SampleArgs),
     /// The quick start: build an example, generate data, run it.
@@ -40,7 +56,13 @@ enum Command {
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("IDEM_LOG"))
+        // Quiet by default: libraries log expected conditions (a table that
+        // does not exist yet) as errors. IDEM_LOG=debug shows everything.
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("IDEM_LOG").unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("warn,buoyant_kernel=off,deltalake_core=error")
+            }),
+        )
         .with_writer(std::io::stderr)
         .init();
     match try_main(Args::parse()) {
@@ -61,6 +83,9 @@ fn try_main(args: Args) -> Result<ExitCode> {
             cli::inspect(&bytes)
         }
         Command::Exec(a) => cli::exec(a),
+        Command::Run(a) => cli::run(a),
+        Command::Verify { manifest, limits } => cli::verify(&manifest, &limits),
+        Command::Log { table } => cli::log(&table),
         Command::Sample(a) => cli::sample(a),
         Command::Demo(a) => cli::demo(a),
     }

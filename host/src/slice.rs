@@ -146,6 +146,19 @@ impl ResolvedSlice {
         Self::pin(&id, root, files)
     }
 
+    /// Pin `files` (absolute paths below `root`), e.g. the data files of a
+    /// Delta table version.
+    pub fn from_listed(id: &str, root: &Path, files: Vec<PathBuf>) -> Result<Self, SliceError> {
+        if files.is_empty() {
+            return Err(SliceError::Empty {
+                slice: id.to_string(),
+                root: root.display().to_string(),
+                hint: "the table version (and partition filter) selects no data files".into(),
+            });
+        }
+        Self::pin(id, root.to_path_buf(), files)
+    }
+
     fn pin(id: &str, root: PathBuf, mut files: Vec<PathBuf>) -> Result<Self, SliceError> {
         files.sort();
         files.dedup();

@@ -1,0 +1,698 @@
+//! Orchestration of one idempotent run:
+//! resolve the slice -> memo check -> execute in the sandbox -> digest ->
+//! manifest -> commit only when the output is new. And `verify`: re-run a
+//! manifest from what it names and compare.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use arrow::record_batch::RecordBatch;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::digest::Digest;
+use crate::execute::{ExecError, execute};
+use crate::manifest::{
+    FORMAT, Manifest, ManifestError, RunResult, RunSpec, SliceRecord, TargetRecord, canonical_json,
+};
+use crate::sandbox::{GuestContext, Sandbox, SandboxError};
+use crate::slice::{ResolvedSlice, SliceError};
+use crate::table::{CommitOutcome, CommitRequest, Mode, Table, TableError};
+
+/// Why a run failed. Nothing was committed.
+#[derive(Debug, Error)]
+pub enum RunError {
+    /// The inputs.
+    #[error(transparent)]
+    Slice(#[from] SliceError),
+    /// The module or the guest.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// Executing the transform.
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    /// The table.
+    #[error(transparent)]
+    Table(#[from] TableError),
+    /// A stored manifest.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// The command line asked for something inconsistent.
+    #[error("{0}")]
+    Usage(String),
+    /// Local I/O.
+    #[error("{what}: {source}")]
+    Io {
+        /// What idem was doing.
+        what: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// Which inputs a run reads.
+#[derive(Debug, Clone)]
+pub enum SliceSpec {
+    /// Hive partition `column=value` of the Parquet dataset at `root`.
+    Partition {
+        /// Dataset root.
+        root: PathBuf,
+        /// Partition column.
+        column: String,
+        /// Partition value.
+        value: String,
+    },
+    /// An explicit list of Parquet files.
+    Files {
+        /// The files.
+        files: Vec<PathBuf>,
+        /// Slice id (default: derived from the file names).
+        id: Option<String>,
+    },
+    /// A Delta table pinned at a version, optionally one partition of it.
+    Delta {
+        /// Table location.
+        table: String,
+        /// Pinned version.
+        version: u64,
+        /// Partition filter `column = value`.
+        partition: Option<(String, String)>,
+    },
+}
+
+/// A run, built then executed (`Run::new(..).mode(..).execute()`).
+#[derive(Debug, Clone)]
+pub struct Run {
+    module: PathBuf,
+    slice: SliceSpec,
+    table: String,
+    mode: Option<Mode>,
+    params: String,
+    logical_date: Option<String>,
+    batch_rows: u32,
+    force: bool,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// This run committed a new table version.
+    Committed {
+        /// The version.
+        version: u64,
+    },
+    /// The output equals the slice's committed output; nothing committed.
+    Unchanged {
+        /// The version that holds it.
+        since: Option<u64>,
+    },
+    /// A committed run had this run key: nothing executed or committed.
+    Memo {
+        /// The version that holds its output.
+        since: Option<u64>,
+    },
+}
+
+impl std::fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = |s: &Option<u64>| s.map(|v| v.to_string()).unwrap_or_else(|| "?".into());
+        match self {
+            RunOutcome::Committed { version } => write!(f, "committed version {version}"),
+            RunOutcome::Unchanged { since } => write!(f, "unchanged since version {}", v(since)),
+            RunOutcome::Memo { since } => write!(
+                f,
+                "unchanged since version {} (memo: already run)",
+                v(since)
+            ),
+        }
+    }
+}
+
+/// The result of [`Run::execute`].
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The run's manifest.
+    pub manifest: Manifest,
+    /// Its digest (stored as `_idem/manifests/<hex>.json`).
+    pub manifest_digest: Digest,
+    /// Where the manifest is.
+    pub manifest_url: String,
+    /// What happened.
+    pub outcome: RunOutcome,
+    /// Milliseconds spent resolving, executing and committing.
+    pub timings_ms: Timings,
+}
+
+/// Wall-clock timings of a run (run log only, never hashed).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timings {
+    /// Resolving and hashing inputs.
+    pub resolve_ms: u64,
+    /// Loading the module.
+    pub load_ms: u64,
+    /// Executing the transform.
+    pub exec_ms: u64,
+    /// Committing.
+    pub commit_ms: u64,
+}
+
+/// One line of `_idem/log/`: what a run did and when.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogEntry {
+    /// Unix milliseconds at the end of the run.
+    pub at_ms: u64,
+    /// Slice id.
+    pub slice: String,
+    /// Run key.
+    pub run_key: Digest,
+    /// Manifest digest.
+    pub manifest: Digest,
+    /// Output digest.
+    pub output_digest: Digest,
+    /// `committed`, `unchanged` or `memo`.
+    pub outcome: String,
+    /// The version committed, or that holds the output.
+    pub version: Option<u64>,
+    /// Output rows.
+    pub rows: u64,
+    /// Timings.
+    pub timings: Timings,
+}
+
+#[derive(Serialize, Deserialize)]
+struct RunIndex {
+    manifest: Digest,
+}
+
+fn ms(t: Instant) -> u64 {
+    t.elapsed().as_millis() as u64
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, RunError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| RunError::Io {
+            what: "starting the async runtime".into(),
+            source: e,
+        })
+}
+
+/// Parse `K=V`.
+pub fn parse_partition(s: &str) -> Result<(String, String), RunError> {
+    let (k, v) = s
+        .split_once('=')
+        .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+        .ok_or_else(|| {
+            RunError::Usage(format!(
+                "--partition `{s}` must look like column=value, e.g. date=2026-10-01"
+            ))
+        })?;
+    if !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(RunError::Usage(format!(
+            "partition column `{k}` must be letters, digits and _"
+        )));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
+impl Run {
+    /// A run of `module` over `slice` into `table`.
+    pub fn new(module: impl Into<PathBuf>, slice: SliceSpec, table: impl Into<String>) -> Self {
+        Run {
+            module: module.into(),
+            slice,
+            table: table.into(),
+            mode: None,
+            params: "{}".into(),
+            logical_date: None,
+            batch_rows: 8192,
+            force: false,
+        }
+    }
+
+    /// Commit mode (default: overwrite-partition for partition slices).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// Transform parameters (JSON).
+    pub fn params(mut self, params: impl Into<String>) -> Self {
+        self.params = params.into();
+        self
+    }
+
+    /// The scheduler's logical date.
+    pub fn logical_date(mut self, d: Option<String>) -> Self {
+        self.logical_date = d;
+        self
+    }
+
+    /// Rows per input batch.
+    pub fn batch_rows(mut self, n: u32) -> Self {
+        self.batch_rows = n;
+        self
+    }
+
+    /// Execute even when a committed run has the same run key (still
+    /// commits only a new output digest).
+    pub fn force(mut self, force: bool) -> Self {
+        self.force = force;
+        self
+    }
+
+    fn resolve_mode(&self) -> Result<Mode, RunError> {
+        let partition = match &self.slice {
+            SliceSpec::Partition { column, value, .. } => Some((column.clone(), value.clone())),
+            SliceSpec::Delta { partition, .. } => partition.clone(),
+            SliceSpec::Files { .. } => None,
+        };
+        match (&self.mode, partition) {
+            (Some(Mode::OverwritePartition { column, value }), _) if !column.is_empty() => {
+                Ok(Mode::OverwritePartition { column: column.clone(), value: value.clone() })
+            }
+            (Some(Mode::OverwritePartition { .. }) | None, Some((column, value))) => {
+                Ok(Mode::OverwritePartition { column, value })
+            }
+            (Some(Mode::OverwritePartition { .. }) | None, None) => Err(RunError::Usage(
+                "overwrite-partition needs a partition: give --partition column=value, or choose --mode append or --mode merge --key COL".into(),
+            )),
+            (Some(Mode::Merge { keys }), _) if keys.is_empty() => {
+                Err(RunError::Usage("--mode merge needs --key COL[,COL]".into()))
+            }
+            (Some(m), _) => Ok(m.clone()),
+        }
+    }
+
+    /// Run it: see the module docs for the steps.
+    pub fn execute(self, sandbox: &Sandbox) -> Result<RunReport, RunError> {
+        if self.batch_rows == 0 {
+            return Err(RunError::Usage("--batch-rows must be at least 1".into()));
+        }
+        let params: serde_json::Value = serde_json::from_str(&self.params).map_err(|e| {
+            RunError::Usage(format!("--params is not valid JSON ({e}): {}", self.params))
+        })?;
+        let mode = self.resolve_mode()?;
+        let rt = runtime()?;
+        let mut table = rt.block_on(Table::open(&self.table))?;
+
+        // 1. Resolve and pin the inputs.
+        let t = Instant::now();
+        let (slice, kind) = resolve(&rt, &self.slice)?;
+        let mut timings = Timings {
+            resolve_ms: ms(t),
+            ..Timings::default()
+        };
+
+        // 2. Load the module (compiled-code cache).
+        let t = Instant::now();
+        let bytes = std::fs::read(&self.module).map_err(|e| RunError::Io {
+            what: format!("reading module {}", self.module.display()),
+            source: e,
+        })?;
+        let module = sandbox.load(&bytes)?;
+        timings.load_ms = ms(t);
+
+        let root = url::Url::from_directory_path(&slice.root)
+            .map(|u| u.to_string())
+            .unwrap_or_else(|_| slice.root.display().to_string());
+        let (partition, keys) = match &mode {
+            Mode::OverwritePartition { column, value } => {
+                (Some((column.clone(), value.clone())), vec![])
+            }
+            Mode::Merge { keys } => (None, keys.clone()),
+            Mode::Append => (None, vec![]),
+        };
+        let spec = RunSpec {
+            format: FORMAT,
+            module: module.digest.clone(),
+            engine: sandbox.fingerprint().to_string(),
+            slice: SliceRecord {
+                id: slice.id.clone(),
+                kind: kind.into(),
+                root,
+                inputs: slice.inputs.clone(),
+            },
+            params,
+            logical_date: self.logical_date.clone(),
+            batch_rows: self.batch_rows,
+            target: TargetRecord {
+                table: table.url().to_string(),
+                mode: mode.name().into(),
+                partition,
+                keys,
+            },
+        };
+        let run_key = crate::manifest::run_key(&spec);
+
+        // 3. Memo: this exact run already committed and still current.
+        if !self.force
+            && let Some(m) = rt.block_on(memo(&table, &run_key))?
+            && rt.block_on(table.is_current(&slice.id, &m.result.output_digest))?
+        {
+            let since = rt.block_on(table.version_of_current(&slice.id))?;
+            let report = report(&table, m, RunOutcome::Memo { since }, timings);
+            rt.block_on(log(&table, &report))?;
+            return Ok(report);
+        }
+
+        // 4. Execute in the sandbox, digesting the output.
+        let t = Instant::now();
+        let reader = slice.reader(self.batch_rows as usize)?;
+        let ctx = GuestContext {
+            slice_id: slice.id.clone(),
+            logical_date: self.logical_date.clone(),
+            // The guest gets exactly the bytes the run key hashed.
+            params: String::from_utf8(canonical_json(&spec.params)).unwrap_or_else(|_| "{}".into()),
+            input_schema: reader.schema(),
+            batch_rows: self.batch_rows,
+        };
+        let mut instance = sandbox.instantiate(&module)?;
+        let mut batches: Vec<RecordBatch> = Vec::new();
+        let outcome = execute(&mut instance, &ctx, reader, |b| {
+            batches.push(b.clone());
+            Ok(())
+        })?;
+        for line in instance.log() {
+            tracing::info!(target: "idem::guest", "[{}] {}", line.level, line.message);
+        }
+        timings.exec_ms = ms(t);
+
+        // 5. Manifest and module stored before the commit names them.
+        let manifest = Manifest::new(
+            spec,
+            RunResult {
+                rows_in: outcome.rows_in,
+                rows_out: outcome.rows_out,
+                output_digest: outcome.output_digest.clone(),
+                fuel: outcome.fuel,
+            },
+        );
+        let manifest_digest = manifest.digest();
+        let t = Instant::now();
+        rt.block_on(async {
+            let mod_path = format!("modules/{}.wasm", module.digest.hex());
+            if table.get_sidecar(&mod_path).await?.is_none() {
+                table.put_sidecar(&mod_path, module.bytes.to_vec()).await?;
+            }
+            table
+                .put_sidecar(
+                    &format!("manifests/{}.json", manifest_digest.hex()),
+                    manifest.to_bytes(),
+                )
+                .await
+        })?;
+        fault_point("before-commit");
+
+        // 6. Commit only a new output digest.
+        let commit = rt.block_on(table.commit(CommitRequest {
+            slice: &slice.id,
+            mode: &mode,
+            output_digest: &outcome.output_digest,
+            run_key: &manifest.run_key,
+            manifest_digest: &manifest_digest,
+            batches,
+            schema: outcome.output_schema.clone(),
+        }))?;
+        timings.commit_ms = ms(t);
+        let outcome = match commit {
+            CommitOutcome::Committed { version } => RunOutcome::Committed { version },
+            CommitOutcome::Unchanged { since } => RunOutcome::Unchanged { since },
+        };
+        let report = report(&table, manifest, outcome, timings);
+        rt.block_on(async {
+            let index = serde_json::to_vec(&RunIndex {
+                manifest: report.manifest_digest.clone(),
+            })
+            .unwrap_or_default();
+            table
+                .put_sidecar(
+                    &format!("runs/{}.json", report.manifest.run_key.hex()),
+                    index,
+                )
+                .await?;
+            log(&table, &report).await
+        })?;
+        Ok(report)
+    }
+}
+
+/// Test hook: `IDEM_FAULT_SLEEP_MS=<point>:<ms>` sleeps at a named point so
+/// tests can kill the process there. Does nothing unless set.
+fn fault_point(point: &str) {
+    if let Ok(v) = std::env::var("IDEM_FAULT_SLEEP_MS")
+        && let Some((p, ms)) = v.split_once(':')
+        && p == point
+        && let Ok(ms) = ms.parse::<u64>()
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
+fn report(table: &Table, manifest: Manifest, outcome: RunOutcome, timings: Timings) -> RunReport {
+    let manifest_digest = manifest.digest();
+    let manifest_url = format!(
+        "{}_idem/manifests/{}.json",
+        table.url(),
+        manifest_digest.hex()
+    );
+    RunReport {
+        manifest,
+        manifest_digest,
+        manifest_url,
+        outcome,
+        timings_ms: timings,
+    }
+}
+
+async fn memo(table: &Table, run_key: &Digest) -> Result<Option<Manifest>, RunError> {
+    let Some(index) = table
+        .get_sidecar(&format!("runs/{}.json", run_key.hex()))
+        .await?
+    else {
+        return Ok(None);
+    };
+    let Ok(index) = serde_json::from_slice::<RunIndex>(&index) else {
+        return Ok(None);
+    };
+    let Some(bytes) = table
+        .get_sidecar(&format!("manifests/{}.json", index.manifest.hex()))
+        .await?
+    else {
+        return Ok(None);
+    };
+    let m = Manifest::from_bytes(&bytes)?;
+    Ok((&m.run_key == run_key).then_some(m))
+}
+
+async fn log(table: &Table, r: &RunReport) -> Result<(), RunError> {
+    let at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let (outcome, version) = match &r.outcome {
+        RunOutcome::Committed { version } => ("committed", Some(*version)),
+        RunOutcome::Unchanged { since } => ("unchanged", *since),
+        RunOutcome::Memo { since } => ("memo", *since),
+    };
+    let entry = LogEntry {
+        at_ms,
+        slice: r.manifest.spec.slice.id.clone(),
+        run_key: r.manifest.run_key.clone(),
+        manifest: r.manifest_digest.clone(),
+        output_digest: r.manifest.result.output_digest.clone(),
+        outcome: outcome.into(),
+        version,
+        rows: r.manifest.result.rows_out,
+        timings: r.timings_ms.clone(),
+    };
+    let name = format!(
+        "log/{at_ms:015}-{}-{}.json",
+        &r.manifest.run_key.hex()[..12],
+        std::process::id()
+    );
+    table
+        .put_sidecar(&name, serde_json::to_vec(&entry).unwrap_or_default())
+        .await?;
+    Ok(())
+}
+
+/// Resolve a slice spec to pinned inputs; returns the slice and its kind.
+fn resolve(
+    rt: &tokio::runtime::Runtime,
+    spec: &SliceSpec,
+) -> Result<(ResolvedSlice, &'static str), RunError> {
+    Ok(match spec {
+        SliceSpec::Partition {
+            root,
+            column,
+            value,
+        } => (
+            ResolvedSlice::from_partition(root, column, value)?,
+            "partition",
+        ),
+        SliceSpec::Files { files, id } => {
+            let mut names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+            names.sort();
+            let id = id.clone().unwrap_or_else(|| {
+                format!(
+                    "files-{}",
+                    &Digest::of_bytes(names.join("\n").as_bytes()).hex()[..16]
+                )
+            });
+            (ResolvedSlice::from_files(&id, files)?, "files")
+        }
+        SliceSpec::Delta {
+            table,
+            version,
+            partition,
+        } => {
+            let (files, root) = rt.block_on(async {
+                let mut t = Table::open(table).await?;
+                t.load_version(*version).await?;
+                let uris = t
+                    .file_uris(partition.as_ref().map(|(k, v)| (k.as_str(), v.as_str())))
+                    .await?;
+                let root = t.url().to_file_path().map_err(|_| {
+                    RunError::Usage(format!(
+                        "Delta input `{table}`: only local tables can be read in this version"
+                    ))
+                })?;
+                let files = uris
+                    .iter()
+                    .map(|u| {
+                        url::Url::parse(u)
+                            .ok()
+                            .and_then(|u| u.to_file_path().ok())
+                            .ok_or_else(|| {
+                                RunError::Usage(format!(
+                                    "Delta input file `{u}` is not a local file"
+                                ))
+                            })
+                    })
+                    .collect::<Result<Vec<_>, RunError>>()?;
+                Ok::<_, RunError>((files, root))
+            })?;
+            let id = match partition {
+                Some((k, v)) => format!("{k}={v}"),
+                None => format!("delta-v{version}"),
+            };
+            (ResolvedSlice::from_listed(&id, &root, files)?, "delta")
+        }
+    })
+}
+
+/// The verdict of [`verify`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The re-run produced the recorded output digest.
+    Match {
+        /// The digest.
+        output_digest: Digest,
+    },
+    /// Something differs; the first difference found.
+    Mismatch(String),
+}
+
+/// Re-run a manifest from what it names alone: the module fetched by digest
+/// from the table's `_idem/modules/`, the inputs from the slice root,
+/// checked against their recorded digests, then executed and compared.
+pub fn verify(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunError> {
+    let m = Manifest::from_bytes(manifest_bytes)?;
+    let rt = runtime()?;
+    let table = rt.block_on(Table::open(&m.spec.target.table))?;
+    let mod_path = format!("modules/{}.wasm", m.spec.module.hex());
+    let Some(bytes) = rt.block_on(table.get_sidecar(&mod_path))? else {
+        return Ok(Verdict::Mismatch(format!(
+            "the module {} is not stored at _idem/{mod_path}",
+            m.spec.module
+        )));
+    };
+    let now = Digest::of_bytes(&bytes);
+    if now != m.spec.module {
+        return Ok(Verdict::Mismatch(format!(
+            "the stored module _idem/{mod_path} does not match its digest: recorded {}, the file is {now} (it was swapped or corrupted)",
+            m.spec.module
+        )));
+    }
+    if m.spec.engine != sandbox.fingerprint() {
+        tracing::warn!(
+            "manifest engine {} differs from this host's {}",
+            m.spec.engine,
+            sandbox.fingerprint()
+        );
+    }
+    let root = url::Url::parse(&m.spec.slice.root)
+        .ok()
+        .and_then(|u| u.to_file_path().ok())
+        .ok_or_else(|| {
+            RunError::Usage(format!(
+                "slice root `{}` is not a local directory",
+                m.spec.slice.root
+            ))
+        })?;
+    let mut files = Vec::new();
+    for input in &m.spec.slice.inputs {
+        let path = root.join(&input.path);
+        match Digest::of_file(&path) {
+            Err(_) => {
+                return Ok(Verdict::Mismatch(format!(
+                    "input {} is missing ({})",
+                    input.path,
+                    path.display()
+                )));
+            }
+            Ok((d, _)) if d != input.digest => {
+                return Ok(Verdict::Mismatch(format!(
+                    "input {} changed: recorded {}, now {d}",
+                    input.path, input.digest
+                )));
+            }
+            Ok(_) => files.push(path),
+        }
+    }
+    let slice = ResolvedSlice::from_listed(&m.spec.slice.id, &root, files)?;
+    let module = sandbox.load(&bytes)?;
+    let reader = slice.reader(m.spec.batch_rows as usize)?;
+    let ctx = GuestContext {
+        slice_id: m.spec.slice.id.clone(),
+        logical_date: m.spec.logical_date.clone(),
+        params: String::from_utf8(canonical_json(&m.spec.params)).unwrap_or_else(|_| "{}".into()),
+        input_schema: reader.schema(),
+        batch_rows: m.spec.batch_rows,
+    };
+    let mut instance = sandbox.instantiate(&module)?;
+    let out = execute(&mut instance, &ctx, reader, |_| Ok(()))?;
+    if out.output_digest == m.result.output_digest && out.rows_out == m.result.rows_out {
+        Ok(Verdict::Match {
+            output_digest: out.output_digest,
+        })
+    } else {
+        Ok(Verdict::Mismatch(format!(
+            "output differs: recorded {} ({} rows), re-run gave {} ({} rows)",
+            m.result.output_digest, m.result.rows_out, out.output_digest, out.rows_out
+        )))
+    }
+}
+
+/// Every run logged under the table's `_idem/log/`, oldest first.
+pub fn run_log(table: &str) -> Result<Vec<LogEntry>, RunError> {
+    let rt = runtime()?;
+    rt.block_on(async {
+        let t = Table::open(table).await?;
+        let mut out = Vec::new();
+        for name in t.list_sidecar("log").await? {
+            let rel = name.trim_start_matches("_idem/");
+            if let Some(bytes) = t.get_sidecar(rel).await?
+                && let Ok(e) = serde_json::from_slice::<LogEntry>(&bytes)
+            {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    })
+}

@@ -1,0 +1,55 @@
+use thiserror::Error;
+
+/// A table failure; nothing was committed when one is returned.
+#[derive(Debug, Error)]
+pub enum TableError {
+    /// The table location is unusable.
+    #[error(
+        "table `{location}` cannot be reached: {detail}. Check the path or URL (and credentials for object stores)"
+    )]
+    Location {
+        /// What the user gave.
+        location: String,
+        /// Why.
+        detail: String,
+    },
+    /// A Delta operation failed.
+    #[error("delta table: {what}: {detail}")]
+    Delta {
+        /// What idem was doing.
+        what: String,
+        /// The error.
+        detail: String,
+    },
+    /// Lost a race with another writer (retried internally).
+    #[error("concurrent commit conflict: {0}")]
+    Conflict(String),
+    /// The output cannot be written as asked.
+    #[error("output cannot be committed: {0}")]
+    Output(String),
+    /// Merge keys repeat in the output.
+    #[error(
+        "merge key ({keys}) is not unique in the output: {duplicates} rows repeat a key (first: {example}). MERGE needs one source row per key: dedup in the transform or choose another --key"
+    )]
+    DuplicateKeys {
+        /// The key columns.
+        keys: String,
+        /// How many rows repeat a key.
+        duplicates: usize,
+        /// One repeated key.
+        example: String,
+    },
+    /// The first commit has no rows and thus no schema.
+    #[error(
+        "the transform produced no rows and the table does not exist yet, so there is no schema to create it with"
+    )]
+    NoSchema,
+    /// Reading or writing `_idem/` files failed.
+    #[error("table sidecar `_idem/{path}`: {detail}")]
+    Sidecar {
+        /// The path under `_idem/`.
+        path: String,
+        /// Why.
+        detail: String,
+    },
+}
