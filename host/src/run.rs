@@ -564,15 +564,12 @@ fn resolve(
                 })?;
                 let files = uris
                     .iter()
-                    .map(|u| {
-                        url::Url::parse(u)
-                            .ok()
-                            .and_then(|u| u.to_file_path().ok())
-                            .ok_or_else(|| {
-                                RunError::Usage(format!(
-                                    "Delta input file `{u}` is not a local file"
-                                ))
-                            })
+                    .map(|u| match url::Url::parse(u) {
+                        // Local tables list plain paths; others list URLs.
+                        Err(_) => Ok(PathBuf::from(u)),
+                        Ok(url) => url.to_file_path().map_err(|_| {
+                            RunError::Usage(format!("Delta input file `{u}` is not a local file"))
+                        }),
                     })
                     .collect::<Result<Vec<_>, RunError>>()?;
                 Ok::<_, RunError>((files, root))

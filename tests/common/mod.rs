@@ -83,3 +83,47 @@ pub fn idem(args: &[&str]) -> (i32, String, String) {
 pub fn orders(dir: &Path, date: &str, rows: u64, files: usize) -> Vec<PathBuf> {
     idem::sample::write_day(dir, date, rows, files).unwrap()
 }
+
+/// What the independent Python reader (`deltalake` + `polars` from PyPI)
+/// sees in a Delta table: its version and its rows as sorted JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableView {
+    pub version: i64,
+    pub rows: Vec<String>,
+}
+
+/// Read `table` (optionally at `version`) with tests/read_delta.py.
+pub fn read_table(table: &Path, version: Option<u64>) -> TableView {
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg(root().join("tests/read_delta.py")).arg(table);
+    if let Some(v) = version {
+        cmd.arg(v.to_string());
+    }
+    let out = cmd.output().expect("python3");
+    assert!(
+        out.status.success(),
+        "the Python reader could not read {}: {}",
+        table.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    TableView {
+        version: v["version"].as_i64().unwrap(),
+        rows: v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_string())
+            .collect(),
+    }
+}
+
+/// The value after `label` on the first line that starts with it.
+pub fn field(stdout: &str, label: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(label))
+        .unwrap_or_else(|| panic!("no `{label}` line in:\n{stdout}"))
+        .trim()
+        .to_string()
+}

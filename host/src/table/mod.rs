@@ -289,6 +289,8 @@ impl Table {
             .with_columns(delta_schema.fields().cloned())
             .with_partition_columns(partitions)
             .with_save_mode(SaveMode::Ignore)
+            // A lost creation race must fail, not retry as a second version.
+            .with_commit_properties(CommitProperties::default().with_max_retries(0))
             .await;
         match created {
             Ok(t) => self.delta = t,
@@ -475,6 +477,10 @@ fn classify(e: DeltaTableError) -> TableError {
         || text.contains("already exists"));
     if conflict {
         TableError::Conflict(text)
+    } else if text.contains("chema") {
+        TableError::Output(format!(
+            "the output's schema does not fit the table's ({text}). A changed transform needs a new table, or a schema migration of this one"
+        ))
     } else {
         TableError::Delta {
             what: "committing".into(),

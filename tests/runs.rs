@@ -1,0 +1,584 @@
+//! Idempotent runs end to end: the real `idem` binary, real .wasm guests,
+//! real Parquet inputs, real Delta tables read back by an independent reader
+//! (PyPI deltalake + polars).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{field, read_table};
+
+fn s(p: &Path) -> String {
+    p.to_str().unwrap().to_string()
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new(dates: &[&str], rows: u64) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        for d in dates {
+            common::orders(&dir.path().join("orders"), d, rows, 2);
+        }
+        Fixture { dir }
+    }
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("orders")
+    }
+    fn table(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+/// `idem run` of `example` over partition `date` of the fixture into `table`.
+fn run(
+    fx: &Fixture,
+    module: &Path,
+    date: &str,
+    table: &Path,
+    extra: &[&str],
+) -> (i32, String, String) {
+    let mut args = vec![
+        "run".to_string(),
+        "--module".into(),
+        s(module),
+        "--input".into(),
+        s(&fx.data()),
+        "--partition".into(),
+        format!("date={date}"),
+        "--table".into(),
+        s(table),
+        "--logical-date".into(),
+        date.into(),
+        "--batch-rows".into(),
+        "1000".into(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    common::idem(&refs)
+}
+
+fn ok(r: (i32, String, String)) -> String {
+    assert_eq!(r.0, 0, "idem run failed:\n{}\n{}", r.1, r.2);
+    r.1
+}
+
+fn manifest_path(table: &Path, stdout: &str) -> PathBuf {
+    let url = field(stdout, "manifest:");
+    let name = url.rsplit('/').next().unwrap();
+    table.join("_idem/manifests").join(name)
+}
+
+#[test]
+fn a_rerun_commits_nothing_and_yields_a_byte_identical_manifest() {
+    let fx = Fixture::new(&["2026-10-01"], 5_000);
+    let module = common::guest("examples/daily_revenue");
+    let table = fx.table("revenue");
+    let first = ok(run(&fx, &module, "2026-10-01", &table, &[]));
+    assert_eq!(field(&first, "result:"), "committed version 1");
+    let m1 = std::fs::read(manifest_path(&table, &first)).unwrap();
+    let view1 = read_table(&table, None);
+    assert_eq!(view1.version, 1);
+    assert!(!view1.rows.is_empty());
+
+    let again = ok(run(&fx, &module, "2026-10-01", &table, &[]));
+    assert!(
+        field(&again, "result:").starts_with("unchanged since version 1"),
+        "{again}"
+    );
+    assert_eq!(field(&again, "manifest:"), field(&first, "manifest:"));
+    // --force executes again; the output is the same, so still no commit and
+    // the same manifest, byte for byte.
+    let forced = ok(run(&fx, &module, "2026-10-01", &table, &["--force"]));
+    assert_eq!(field(&forced, "result:"), "unchanged since version 1");
+    assert_eq!(std::fs::read(manifest_path(&table, &forced)).unwrap(), m1);
+    assert_eq!(read_table(&table, None), view1, "a rerun changed the table");
+    // No wall-clock field in the manifest.
+    let text = String::from_utf8(m1).unwrap();
+    assert!(
+        text.contains("\"_type\":\"https://in-toto.io/Statement/v1\""),
+        "{text}"
+    );
+    for word in ["time", "Time", "date\":\"20"] {
+        assert!(
+            !text.contains(&format!("\"{word}")),
+            "manifest has a `{word}` field: {text}"
+        );
+    }
+}
+
+#[test]
+fn changing_one_input_recommits_only_that_slice() {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 4_000);
+    let module = common::guest("examples/daily_revenue");
+    let table = fx.table("revenue");
+    ok(run(&fx, &module, "2026-10-01", &table, &[]));
+    ok(run(&fx, &module, "2026-10-02", &table, &[]));
+    let before = read_table(&table, None);
+    assert_eq!(before.version, 2);
+    let day2 = |v: &common::TableView| {
+        v.rows
+            .iter()
+            .filter(|r| r.contains("\"date\": \"2026-10-02\""))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+
+    // One file of day 1 gets new contents (a late-arriving correction).
+    let f = fx.data().join("date=2026-10-01/part-00001.parquet");
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(&f).unwrap(),
+        idem::sample::orders_schema(),
+        None,
+    )
+    .unwrap();
+    w.write(&idem::sample::orders_batch(42, 0, 1_500)).unwrap();
+    w.close().unwrap();
+
+    let out = ok(run(&fx, &module, "2026-10-01", &table, &[]));
+    assert_eq!(field(&out, "result:"), "committed version 3");
+    let out2 = ok(run(&fx, &module, "2026-10-02", &table, &[]));
+    assert!(
+        field(&out2, "result:").starts_with("unchanged since version 2"),
+        "{out2}"
+    );
+    let after = read_table(&table, None);
+    assert_eq!(after.version, 3);
+    assert_eq!(
+        day2(&after),
+        day2(&before),
+        "the other partition was touched"
+    );
+    assert_ne!(after.rows, before.rows);
+}
+
+/// The same component with a custom section appended: a new module version
+/// (new digest, new run key) whose behaviour is identical.
+fn rebuilt(module: &Path, dir: &Path) -> PathBuf {
+    let mut bytes = std::fs::read(module).unwrap();
+    let name = b"idem-test-build-id";
+    let payload = b"build 2";
+    let body_len = 1 + name.len() + payload.len();
+    bytes.push(0); // custom section
+    bytes.push(body_len as u8);
+    bytes.push(name.len() as u8);
+    bytes.extend_from_slice(name);
+    bytes.extend_from_slice(payload);
+    let p = dir.join("daily_revenue-v2.wasm");
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+#[test]
+fn a_new_module_version_with_identical_output_commits_nothing() {
+    let fx = Fixture::new(&["2026-10-01"], 3_000);
+    let module = common::guest("examples/daily_revenue");
+    let table = fx.table("revenue");
+    let first = ok(run(&fx, &module, "2026-10-01", &table, &[]));
+    let v2 = rebuilt(&module, fx.dir.path());
+    let out = ok(run(&fx, &v2, "2026-10-01", &table, &[]));
+    assert_ne!(
+        field(&out, "run key:"),
+        field(&first, "run key:"),
+        "new module, same run key?"
+    );
+    assert_eq!(field(&out, "output:"), field(&first, "output:"));
+    assert_eq!(field(&out, "result:"), "unchanged since version 1");
+    assert_eq!(read_table(&table, None).version, 1);
+}
+
+fn three_times_equals_once(example: &str, extra: &[&str]) {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 3_000);
+    let module = common::guest(example);
+    let (thrice, once) = (fx.table("thrice"), fx.table("once"));
+    for _ in 0..3 {
+        for d in ["2026-10-01", "2026-10-02"] {
+            ok(run(&fx, &module, d, &thrice, extra));
+        }
+    }
+    for d in ["2026-10-01", "2026-10-02"] {
+        ok(run(&fx, &module, d, &once, extra));
+    }
+    let (a, b) = (read_table(&thrice, None), read_table(&once, None));
+    assert_eq!(a.version, 2, "{example} {extra:?}: reruns committed");
+    assert_eq!(
+        a.rows.len(),
+        b.rows.len(),
+        "{example} {extra:?}: row counts differ"
+    );
+    assert_eq!(a.rows, b.rows, "{example} {extra:?}: rows differ");
+}
+
+#[test]
+fn overwrite_partition_three_runs_equal_one() {
+    three_times_equals_once("examples/daily_revenue", &[]);
+}
+
+#[test]
+fn merge_three_runs_equal_one() {
+    three_times_equals_once(
+        "examples/dedup_events",
+        &["--mode", "merge", "--key", "event_id"],
+    );
+}
+
+#[test]
+fn append_three_runs_equal_one() {
+    three_times_equals_once(
+        "examples/clean_orders",
+        &["--mode", "append", "--params", r#"{"min_amount": 100}"#],
+    );
+}
+
+#[test]
+fn merge_upserts_on_the_key() {
+    let fx = Fixture::new(&["2026-10-01"], 2_000);
+    let module = common::guest("examples/dedup_events");
+    let table = fx.table("events");
+    let merge = ["--mode", "merge", "--key", "event_id"];
+    ok(run(&fx, &module, "2026-10-01", &table, &merge));
+    let before = read_table(&table, None);
+    // The same events re-delivered with corrected amounts: updates, not new rows.
+    let f = fx.data().join("date=2026-10-01/part-00000.parquet");
+    let b = idem::sample::orders_batch(idem::sample::seed_of("2026-10-01"), 0, 1_000);
+    let amount = arrow::array::Float64Array::from(vec![Some(1.0); 1_000]);
+    let mut cols = b.columns().to_vec();
+    cols[3] = std::sync::Arc::new(amount);
+    let b = arrow::array::RecordBatch::try_new(b.schema(), cols).unwrap();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&f).unwrap(), b.schema(), None)
+            .unwrap();
+    w.write(&b).unwrap();
+    w.close().unwrap();
+    let out = ok(run(&fx, &module, "2026-10-01", &table, &merge));
+    assert_eq!(field(&out, "result:"), "committed version 2");
+    let after = read_table(&table, None);
+    assert_eq!(
+        after.rows.len(),
+        before.rows.len(),
+        "merge inserted duplicates"
+    );
+    assert!(
+        after
+            .rows
+            .iter()
+            .filter(|r| r.contains("\"amount\": 1.0,"))
+            .count()
+            > 500
+    );
+}
+
+#[test]
+fn a_merge_key_that_repeats_in_the_output_is_a_clear_error() {
+    let fx = Fixture::new(&["2026-10-01"], 2_000);
+    let module = common::guest("examples/clean_orders");
+    let table = fx.table("t");
+    // clean_orders keeps re-delivered events, so event_id repeats.
+    let (code, _, err) = run(
+        &fx,
+        &module,
+        "2026-10-01",
+        &table,
+        &["--mode", "merge", "--key", "event_id"],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("merge key (event_id) is not unique"), "{err}");
+}
+
+fn spawn_run(
+    fx: &Fixture,
+    module: &Path,
+    table: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_idem"));
+    cmd.args(["run", "--module"])
+        .arg(module)
+        .arg("--input")
+        .arg(fx.data());
+    cmd.args([
+        "--partition",
+        "date=2026-10-01",
+        "--logical-date",
+        "2026-10-01",
+        "--batch-rows",
+        "1000",
+        "--table",
+    ]);
+    cmd.arg(table)
+        .args(extra)
+        .env("IDEM_CACHE_DIR", common::test_cache());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait(child: std::process::Child) -> (i32, String, String) {
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn two_hosts_committing_the_same_slice_at_once_commit_once() {
+    for (mode, example) in [
+        ("append", "examples/clean_orders"),
+        ("overwrite-partition", "examples/daily_revenue"),
+    ] {
+        let fx = Fixture::new(&["2026-10-01"], 3_000);
+        let module = common::guest(example);
+        let table = fx.table("t");
+        // Both execute, then both reach the commit together.
+        let hold = [("IDEM_FAULT_SLEEP_MS", "before-commit:1500")];
+        let a = spawn_run(&fx, &module, &table, &["--mode", mode], &hold);
+        let b = spawn_run(&fx, &module, &table, &["--mode", mode], &hold);
+        let (ra, rb) = (wait(a), wait(b));
+        assert_eq!(ra.0, 0, "{mode}: {}", ra.2);
+        assert_eq!(rb.0, 0, "{mode}: {}", rb.2);
+        let mut results = vec![field(&ra.1, "result:"), field(&rb.1, "result:")];
+        results.sort();
+        assert_eq!(results[0], "committed version 1", "{mode}: {results:?}");
+        assert!(
+            results[1].starts_with("unchanged since version 1"),
+            "{mode}: {results:?}"
+        );
+        let clean = fx.table("clean");
+        ok(run(&fx, &module, "2026-10-01", &clean, &["--mode", mode]));
+        let (got, want) = (read_table(&table, None), read_table(&clean, None));
+        assert_eq!(got.version, 1, "{mode}");
+        assert_eq!(got.rows, want.rows, "{mode}: duplicate or missing rows");
+    }
+}
+
+#[test]
+fn a_kill_in_the_middle_leaves_the_previous_version_and_the_next_run_recovers() {
+    let fx = Fixture::new(&["2026-10-01"], 20_000);
+    let module = common::guest("examples/clean_orders");
+    let table = fx.table("t");
+    let first = ["--mode", "append", "--params", r#"{"min_amount": 900}"#];
+    // Version 1 holds an earlier output of the slice.
+    ok(run(&fx, &module, "2026-10-01", &table, &first));
+    let before = read_table(&table, None);
+    // Killed after executing and storing the manifest, just before the commit.
+    let child = spawn_run(
+        &fx,
+        &module,
+        &table,
+        &["--mode", "append"],
+        &[("IDEM_FAULT_SLEEP_MS", "before-commit:30000")],
+    );
+    let t = Instant::now();
+    while std::fs::read_dir(table.join("_idem/manifests"))
+        .unwrap()
+        .count()
+        < 2
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "run never reached the commit"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut child = child;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        read_table(&table, None),
+        before,
+        "a killed run changed the table"
+    );
+    // Killed at many points of a run, commit included: the table is always
+    // readable and either before or after the commit, never in between.
+    for delay_ms in [150u64, 300, 450, 600, 800, 1000, 1300] {
+        let mut child = spawn_run(&fx, &module, &table, &["--mode", "append"], &[]);
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        let now = read_table(&table, None);
+        assert!(
+            now.version == 1 || now.version == 2,
+            "version {} after a kill",
+            now.version
+        );
+        if now.version == 1 {
+            assert_eq!(now.rows, before.rows);
+        }
+    }
+    // The next run completes, and the table holds exactly one copy.
+    let out = ok(run(
+        &fx,
+        &module,
+        "2026-10-01",
+        &table,
+        &["--mode", "append"],
+    ));
+    assert!(field(&out, "result:").contains("version 2"), "{out}");
+    let after = read_table(&table, None);
+    let clean = fx.table("clean");
+    ok(run(&fx, &module, "2026-10-01", &clean, &first));
+    ok(run(
+        &fx,
+        &module,
+        "2026-10-01",
+        &clean,
+        &["--mode", "append"],
+    ));
+    assert_eq!(after.rows, read_table(&clean, None).rows);
+}
+
+#[test]
+fn verify_matches_a_good_manifest_and_names_what_changed() {
+    let fx = Fixture::new(&["2026-10-01"], 3_000);
+    let module = common::guest("examples/dedup_events");
+    let table = fx.table("t");
+    let out = ok(run(
+        &fx,
+        &module,
+        "2026-10-01",
+        &table,
+        &["--mode", "append"],
+    ));
+    let manifest = manifest_path(&table, &out);
+    let (code, stdout, err) = common::idem(&["verify", &s(&manifest)]);
+    assert_eq!(code, 0, "{stdout}{err}");
+    assert!(
+        stdout.contains(&format!(
+            "match: re-run produced {}",
+            field(&out, "output:").split(' ').next().unwrap()
+        )),
+        "{stdout}"
+    );
+
+    // The stored module is swapped for another transform.
+    let stored = std::fs::read_dir(table.join("_idem/modules"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let original = std::fs::read(&stored).unwrap();
+    std::fs::copy(common::guest("examples/clean_orders"), &stored).unwrap();
+    let (code, stdout, _) = common::idem(&["verify", &s(&manifest)]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("does not match its digest") && stdout.contains("swapped"),
+        "{stdout}"
+    );
+    std::fs::write(&stored, original).unwrap();
+
+    // An input file is modified.
+    let f = fx.data().join("date=2026-10-01/part-00000.parquet");
+    let mut bytes = std::fs::read(&f).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&f, bytes).unwrap();
+    let (code, stdout, _) = common::idem(&["verify", &s(&manifest)]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("input date=2026-10-01/part-00000.parquet changed"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bad_input_is_a_clear_error_and_commits_nothing() {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 1_000);
+    let module = common::guest("examples/daily_revenue");
+    let table = fx.table("t");
+    ok(run(&fx, &module, "2026-10-02", &table, &[]));
+    let before = read_table(&table, None);
+
+    std::fs::write(
+        fx.data().join("date=2026-10-01/part-00002.parquet"),
+        b"PAR1 garbage PAR1",
+    )
+    .unwrap();
+    let (code, _, err) = run(&fx, &module, "2026-10-01", &table, &[]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("part-00002.parquet") && err.contains("not a readable Parquet file"),
+        "{err}"
+    );
+
+    let (code, _, err) = run(&fx, &module, "2099-01-01", &table, &[]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no partition directory date=2099-01-01"),
+        "{err}"
+    );
+
+    std::fs::create_dir_all(fx.data().join("date=2026-12-31")).unwrap();
+    let (code, _, err) = run(&fx, &module, "2026-12-31", &table, &[]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("matches no Parquet files") && err.contains("no *.parquet files"),
+        "{err}"
+    );
+    assert_eq!(
+        read_table(&table, None),
+        before,
+        "a failed run changed the table"
+    );
+
+    for bad in ["/proc/idem-no-such/table", "nosuchscheme://bucket/table"] {
+        let (code, _, err) = run(&fx, &module, "2026-10-02", Path::new(bad), &[]);
+        assert_eq!(code, 2, "{bad}");
+        assert!(err.contains("cannot be reached"), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn a_pinned_delta_version_is_a_slice_and_log_lists_the_runs() {
+    let fx = Fixture::new(&["2026-10-01"], 3_000);
+    let dedup = common::guest("examples/dedup_events");
+    let revenue = common::guest("examples/daily_revenue");
+    let events = fx.table("events");
+    ok(run(&fx, &dedup, "2026-10-01", &events, &[]));
+    // Read the deduplicated events at version 1 and aggregate them.
+    let target = fx.table("revenue");
+    let args = [
+        "run",
+        "--module",
+        &s(&revenue),
+        "--input",
+        &s(&events),
+        "--delta-version",
+        "1",
+        "--partition",
+        "date=2026-10-01",
+        "--table",
+        &s(&target),
+        "--logical-date",
+        "2026-10-01",
+    ];
+    let out = ok(common::idem(&args));
+    assert_eq!(field(&out, "result:"), "committed version 1");
+    assert_eq!(field(&out, "slice:"), "date=2026-10-01");
+    // A new version of the source does not change what version 1 pins.
+    let again = ok(common::idem(&args));
+    assert!(field(&again, "result:").starts_with("unchanged"), "{again}");
+
+    let (code, log, _) = common::idem(&["log", &s(&target)]);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("date=2026-10-01"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{log}");
+    assert!(
+        lines[0].contains("committed v1") && lines[1].contains("unchanged since v1"),
+        "{log}"
+    );
+}
