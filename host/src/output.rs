@@ -74,3 +74,67 @@ impl ParquetOutput {
         Ok(self.target.clone())
     }
 }
+
+/// Output staged on local disk by a writer thread, so Parquet encoding
+/// overlaps the guest and memory stays O(batch) whatever the output size.
+pub struct Stager {
+    tx: Option<std::sync::mpsc::SyncSender<RecordBatch>>,
+    handle: Option<std::thread::JoinHandle<std::io::Result<Option<PathBuf>>>>,
+}
+
+impl Stager {
+    /// Start a writer thread that writes every batch it is sent to `path`.
+    pub fn spawn(path: PathBuf, depth: usize) -> std::io::Result<Self> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<RecordBatch>(depth.max(1));
+        let handle = std::thread::Builder::new()
+            .name("idem-stage".into())
+            .spawn(move || {
+                let mut writer: Option<ArrowWriter<std::fs::File>> = None;
+                for b in rx {
+                    if writer.is_none() {
+                        let f = std::fs::File::create(&path)?;
+                        let props = WriterProperties::builder().build();
+                        writer = Some(
+                            ArrowWriter::try_new(f, b.schema(), Some(props))
+                                .map_err(std::io::Error::other)?,
+                        );
+                    }
+                    if let Some(w) = writer.as_mut() {
+                        w.write(&b).map_err(std::io::Error::other)?;
+                    }
+                }
+                match writer {
+                    Some(w) => {
+                        w.close().map_err(std::io::Error::other)?;
+                        Ok(Some(path))
+                    }
+                    None => Ok(None),
+                }
+            })?;
+        Ok(Stager {
+            tx: Some(tx),
+            handle: Some(handle),
+        })
+    }
+
+    /// Queue a batch (blocks while the writer is `depth` batches behind).
+    pub fn send(&self, batch: &RecordBatch) -> std::io::Result<()> {
+        match &self.tx {
+            Some(tx) if tx.send(batch.clone()).is_ok() => Ok(()),
+            // The writer stopped: its error comes out of `finish`.
+            _ => Err(std::io::Error::other(
+                "the staging writer stopped; see the error from finish",
+            )),
+        }
+    }
+
+    /// Wait for the writer; the staged file, `None` when nothing was sent.
+    pub fn finish(mut self) -> std::io::Result<Option<PathBuf>> {
+        drop(self.tx.take());
+        match self.handle.take().map(|h| h.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(std::io::Error::other("the staging writer panicked")),
+            None => Ok(None),
+        }
+    }
+}

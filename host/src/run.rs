@@ -6,7 +6,6 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -15,9 +14,10 @@ use crate::execute::{ExecError, execute};
 use crate::manifest::{
     FORMAT, Manifest, ManifestError, RunResult, RunSpec, SliceRecord, TargetRecord, canonical_json,
 };
+use crate::output::Stager;
 use crate::sandbox::{GuestContext, Sandbox, SandboxError};
 use crate::slice::{ResolvedSlice, SliceError};
-use crate::table::{CommitOutcome, CommitRequest, Mode, Table, TableError};
+use crate::table::{CommitOutcome, CommitRequest, KeyChecker, Mode, Table, TableError};
 
 /// Why a run failed. Nothing was committed.
 #[derive(Debug, Error)]
@@ -372,11 +372,39 @@ impl Run {
             batch_rows: self.batch_rows,
         };
         let mut instance = sandbox.instantiate(&module)?;
-        let mut batches: Vec<RecordBatch> = Vec::new();
-        let outcome = execute(&mut instance, &ctx, reader, |b| {
-            batches.push(b.clone());
-            Ok(())
+        // Output is staged on local disk by a writer thread while the reader
+        // thread decodes ahead: three stages, memory O(batch).
+        let staging = tempfile::Builder::new()
+            .prefix("idem-stage-")
+            .tempdir()
+            .map_err(|e| RunError::Io {
+                what: "creating a staging directory".into(),
+                source: e,
+            })?;
+        let stager =
+            Stager::spawn(staging.path().join("output.parquet"), 4).map_err(|e| RunError::Io {
+                what: "starting the staging writer".into(),
+                source: e,
+            })?;
+        let mut keys = match &mode {
+            Mode::Merge { keys } => Some(KeyChecker::new(keys)),
+            _ => None,
+        };
+        let executed = execute(&mut instance, &ctx, reader.prefetch(2), |b| {
+            if let Some(k) = keys.as_mut() {
+                k.update(b).map_err(|e| ExecError::Sink(e.to_string()))?;
+            }
+            stager.send(b).map_err(|e| ExecError::Sink(e.to_string()))
+        });
+        let staged = stager.finish();
+        let outcome = executed?;
+        let staged = staged.map_err(|e| RunError::Io {
+            what: "staging the output".into(),
+            source: e,
         })?;
+        if let Some(k) = keys {
+            k.finish()?;
+        }
         for line in instance.log() {
             tracing::info!(target: "idem::guest", "[{}] {}", line.level, line.message);
         }
@@ -415,7 +443,7 @@ impl Run {
             output_digest: &outcome.output_digest,
             run_key: &manifest.run_key,
             manifest_digest: &manifest_digest,
-            batches,
+            staged: staged.into_iter().collect(),
             schema: outcome.output_schema.clone(),
         }))?;
         timings.commit_ms = ms(t);

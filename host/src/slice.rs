@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use arrow::compute::BatchCoalescer;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
+};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -244,7 +246,11 @@ impl ResolvedSlice {
                 detail: format!("size {} pinned, {} now", input.size, len),
             });
         }
-        ParquetRecordBatchReaderBuilder::try_new(f)
+        // Types come from the Parquet schema alone, not from a writer's
+        // embedded Arrow hints: the same data written by Spark, polars or
+        // DataFusion (which hints view types) reaches the guest identically.
+        let options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
+        ParquetRecordBatchReaderBuilder::try_new_with_options(f, options)
             .map(|b| b.with_batch_size(batch_rows.max(1)))
             .map_err(|e| SliceError::Malformed {
                 path: input.path.clone(),
@@ -376,5 +382,42 @@ impl Iterator for SliceReader {
             return Some(Err(e));
         }
         self.coalescer.next_completed_batch().map(Ok)
+    }
+}
+
+impl SliceReader {
+    /// Read ahead on a thread of its own, so Parquet decoding overlaps the
+    /// guest: at most `depth` batches wait in between (memory stays O(batch)).
+    pub fn prefetch(self, depth: usize) -> Prefetch {
+        let (tx, rx) = std::sync::mpsc::sync_channel(depth.max(1));
+        let handle = std::thread::Builder::new()
+            .name("idem-read".into())
+            .spawn(move || {
+                for b in self {
+                    let stop = b.is_err();
+                    if tx.send(b).is_err() || stop {
+                        break;
+                    }
+                }
+            })
+            .ok();
+        Prefetch {
+            rx,
+            _handle: handle,
+        }
+    }
+}
+
+/// Batches read ahead by [`SliceReader::prefetch`], in order.
+pub struct Prefetch {
+    rx: std::sync::mpsc::Receiver<Result<RecordBatch, SliceError>>,
+    _handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Iterator for Prefetch {
+    type Item = Result<RecordBatch, SliceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.rx.recv().ok()
     }
 }

@@ -16,10 +16,12 @@ mod mode;
 mod sidecar;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, StringArray};
+use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use deltalake::datafusion::prelude::{DataFrame, ParquetReadOptions, SessionContext, lit};
 use deltalake::kernel::Transaction;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
 use deltalake::kernel::transaction::CommitProperties;
@@ -29,7 +31,7 @@ use futures::TryStreamExt;
 use url::Url;
 
 pub use error::TableError;
-pub use mode::Mode;
+pub use mode::{KeyChecker, Mode};
 
 use crate::digest::Digest;
 
@@ -69,9 +71,10 @@ pub struct CommitRequest<'a> {
     pub run_key: &'a Digest,
     /// Its manifest (stored under `_idem/manifests/`).
     pub manifest_digest: &'a Digest,
-    /// The output rows.
-    pub batches: Vec<RecordBatch>,
-    /// Output schema (needed when there are no rows).
+    /// The output rows, staged as Parquet files on local disk (read back
+    /// streaming by the commit). Empty when the transform emitted no rows.
+    pub staged: Vec<PathBuf>,
+    /// Output schema (creates the table; needed when there are no rows).
     pub schema: Option<SchemaRef>,
 }
 
@@ -267,11 +270,7 @@ impl Table {
     /// Create the table (version 0: schema and partitioning, no data) so the
     /// first slice commit is version 1. Losing a creation race is fine.
     async fn create(&mut self, req: &CommitRequest<'_>) -> Result<(), TableError> {
-        let schema = match (req.batches.first(), &req.schema) {
-            (Some(b), _) => b.schema(),
-            (None, Some(s)) => s.clone(),
-            (None, None) => return Err(TableError::NoSchema),
-        };
+        let schema = req.schema.clone().ok_or(TableError::NoSchema)?;
         let (schema, partitions) = match req.mode {
             Mode::OverwritePartition { column, .. } => {
                 (add_field(&schema, column), vec![column.clone()])
@@ -299,54 +298,66 @@ impl Table {
         self.refresh().await
     }
 
+    /// The output as a DataFusion plan: the staged Parquet files, streamed
+    /// (never collected), plus the partition column when the output lacks it.
+    async fn source(
+        &self,
+        req: &CommitRequest<'_>,
+        ctx: &SessionContext,
+    ) -> Result<DataFrame, TableError> {
+        let df_err =
+            |e: deltalake::datafusion::error::DataFusionError| TableError::Output(e.to_string());
+        let df = if req.staged.is_empty() {
+            let schema = req.schema.clone().ok_or(TableError::NoSchema)?;
+            ctx.read_batches(vec![RecordBatch::new_empty(schema)])
+                .map_err(df_err)?
+        } else {
+            let paths: Vec<String> = req.staged.iter().map(|p| p.display().to_string()).collect();
+            // Read back with the schema it was written with (DataFusion would
+            // otherwise turn strings into view types).
+            let mut opts = ParquetReadOptions::default();
+            if let Some(schema) = req.schema.as_deref() {
+                opts = opts.schema(schema);
+            }
+            ctx.read_parquet(paths, opts).await.map_err(df_err)?
+        };
+        match req.mode {
+            Mode::OverwritePartition { column, value }
+                if df.schema().field_with_unqualified_name(column).is_err() =>
+            {
+                df.with_column(column, lit(value.as_str())).map_err(df_err)
+            }
+            _ => Ok(df),
+        }
+    }
+
     async fn write(
         &self,
         req: &CommitRequest<'_>,
         props: CommitProperties,
     ) -> Result<DeltaTable, TableError> {
-        let mut batches = req.batches.clone();
-        if let Mode::OverwritePartition { column, value } = req.mode {
-            batches = batches
-                .iter()
-                .map(|b| with_partition_column(b, column, value))
-                .collect::<Result<_, _>>()?;
-        }
-        let schema = match (batches.first(), &req.schema) {
-            (Some(b), _) => Some(b.schema()),
-            (None, Some(s)) => Some(match req.mode {
-                Mode::OverwritePartition { column, .. } => add_field(s, column),
-                _ => s.clone(),
-            }),
-            (None, None) => None,
-        };
-        if batches.is_empty() {
-            match schema {
-                Some(s) => batches.push(RecordBatch::new_empty(s)),
-                None if self.delta.version().is_none() => {
-                    return Err(TableError::NoSchema);
-                }
-                None => {}
-            }
-        }
+        // Delta's session: its planner knows the write's own plan nodes.
+        let ctx = deltalake::delta_datafusion::create_session().into_inner();
+        let source = self.source(req, &ctx).await?;
         let table = self.delta.clone();
+        if let Mode::Merge { keys } = req.mode {
+            return mode::merge(table, source, keys, props).await;
+        }
+        let plan = source.into_unoptimized_plan();
+        let write = table
+            .write(Vec::<RecordBatch>::new())
+            .with_input_plan(plan)
+            .with_session_state(Arc::new(ctx.state()))
+            .with_commit_properties(props);
         let result = match req.mode {
-            Mode::Append => {
-                table
-                    .write(batches)
-                    .with_save_mode(SaveMode::Append)
-                    .with_commit_properties(props)
-                    .await
-            }
             Mode::OverwritePartition { column, value } => {
-                table
-                    .write(batches)
+                write
                     .with_partition_columns([column.clone()])
-                    .with_commit_properties(props)
                     .with_save_mode(SaveMode::Overwrite)
                     .with_replace_where(mode::equals(column, value))
                     .await
             }
-            Mode::Merge { keys } => return mode::merge(table, batches, keys, props).await,
+            _ => write.with_save_mode(SaveMode::Append).await,
         };
         result.map_err(classify)
     }
@@ -445,25 +456,7 @@ fn add_field(s: &SchemaRef, column: &str) -> SchemaRef {
     }
     let mut fields: Vec<Field> = s.fields().iter().map(|f| f.as_ref().clone()).collect();
     fields.push(Field::new(column, DataType::Utf8, false));
-    std::sync::Arc::new(Schema::new(fields))
-}
-
-/// Add the partition column (constant `value`) when the output lacks it.
-fn with_partition_column(
-    b: &RecordBatch,
-    column: &str,
-    value: &str,
-) -> Result<RecordBatch, TableError> {
-    if b.schema().field_with_name(column).is_ok() {
-        return Ok(b.clone());
-    }
-    let schema = add_field(&b.schema(), column);
-    let mut cols: Vec<ArrayRef> = b.columns().to_vec();
-    cols.push(std::sync::Arc::new(StringArray::from(vec![
-        value;
-        b.num_rows()
-    ])));
-    RecordBatch::try_new(schema, cols).map_err(|e| TableError::Output(e.to_string()))
+    Arc::new(Schema::new(fields))
 }
 
 /// Commit races are retried; everything else is an error.

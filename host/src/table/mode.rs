@@ -6,7 +6,7 @@ use arrow::array::RecordBatch;
 use arrow::row::{RowConverter, SortField};
 use arrow::util::display::array_value_to_string;
 use deltalake::DeltaTable;
-use deltalake::datafusion::prelude::SessionContext;
+use deltalake::datafusion::prelude::DataFrame;
 use deltalake::kernel::transaction::CommitProperties;
 
 use super::TableError;
@@ -52,56 +52,80 @@ pub(super) fn equals(column: &str, value: &str) -> String {
     format!("{} = '{}'", q(column), value.replace('\'', "''"))
 }
 
-/// Refuse output that repeats a merge key: MERGE would be ambiguous.
-pub(super) fn check_unique_keys(
-    batches: &[RecordBatch],
-    keys: &[String],
-) -> Result<(), TableError> {
-    let Some(first) = batches.first() else {
-        return Ok(());
-    };
-    let schema = first.schema();
-    let mut fields = Vec::new();
-    for k in keys {
-        let f = schema.field_with_name(k).map_err(|_| {
-            TableError::Output(format!(
-                "merge key column `{k}` is not in the output (columns: {})",
-                names(&schema)
-            ))
-        })?;
-        fields.push(SortField::new(f.data_type().clone()));
+/// Checks, batch by batch as the output streams past, that no merge key
+/// repeats: MERGE with two source rows per key would be ambiguous.
+pub struct KeyChecker {
+    keys: Vec<String>,
+    converter: Option<RowConverter>,
+    seen: HashSet<Vec<u8>>,
+    duplicates: usize,
+    example: Option<String>,
+}
+
+impl KeyChecker {
+    /// A checker for `keys`.
+    pub fn new(keys: &[String]) -> Self {
+        KeyChecker {
+            keys: keys.to_vec(),
+            converter: None,
+            seen: HashSet::new(),
+            duplicates: 0,
+            example: None,
+        }
     }
-    let converter = RowConverter::new(fields).map_err(|e| TableError::Output(e.to_string()))?;
-    let mut seen = HashSet::new();
-    let (mut dups, mut example) = (0usize, None);
-    for b in batches {
-        let cols: Vec<_> = keys
-            .iter()
-            .filter_map(|k| b.column_by_name(k).cloned())
-            .collect();
+
+    /// Look at one output batch.
+    pub fn update(&mut self, b: &RecordBatch) -> Result<(), TableError> {
+        let schema = b.schema();
+        let mut cols = Vec::with_capacity(self.keys.len());
+        for k in &self.keys {
+            let c = b.column_by_name(k).ok_or_else(|| {
+                TableError::Output(format!(
+                    "merge key column `{k}` is not in the output (columns: {})",
+                    names(&schema)
+                ))
+            })?;
+            cols.push(c.clone());
+        }
+        if self.converter.is_none() {
+            let fields = cols
+                .iter()
+                .map(|c| SortField::new(c.data_type().clone()))
+                .collect();
+            self.converter =
+                Some(RowConverter::new(fields).map_err(|e| TableError::Output(e.to_string()))?);
+        }
+        let Some(converter) = &self.converter else {
+            return Ok(());
+        };
         let rows = converter
             .convert_columns(&cols)
             .map_err(|e| TableError::Output(e.to_string()))?;
         for (i, row) in rows.iter().enumerate() {
-            if !seen.insert(row.as_ref().to_vec()) {
-                dups += 1;
-                if example.is_none() {
+            if !self.seen.insert(row.as_ref().to_vec()) {
+                self.duplicates += 1;
+                if self.example.is_none() {
                     let vals: Vec<String> = cols
                         .iter()
                         .map(|c| array_value_to_string(c, i).unwrap_or_default())
                         .collect();
-                    example = Some(vals.join(", "));
+                    self.example = Some(vals.join(", "));
                 }
             }
         }
+        Ok(())
     }
-    match example {
-        None => Ok(()),
-        Some(example) => Err(TableError::DuplicateKeys {
-            keys: keys.join(", "),
-            duplicates: dups,
-            example,
-        }),
+
+    /// `Ok` when every key was unique.
+    pub fn finish(self) -> Result<(), TableError> {
+        match self.example {
+            None => Ok(()),
+            Some(example) => Err(TableError::DuplicateKeys {
+                keys: self.keys.join(", "),
+                duplicates: self.duplicates,
+                example,
+            }),
+        }
     }
 }
 
@@ -115,23 +139,20 @@ fn names(schema: &arrow::datatypes::Schema) -> String {
 }
 
 /// MERGE the output into the table on `keys`: update every column of
-/// matching rows, insert the rest.
+/// matching rows, insert the rest. Key uniqueness was checked while the
+/// output was staged ([`KeyChecker`]).
 pub(super) async fn merge(
     table: DeltaTable,
-    batches: Vec<RecordBatch>,
+    source: DataFrame,
     keys: &[String],
     props: CommitProperties,
 ) -> Result<DeltaTable, TableError> {
-    check_unique_keys(&batches, keys)?;
-    let schema = batches
-        .first()
-        .map(|b| b.schema())
-        .ok_or_else(|| TableError::Output("merge needs at least an empty batch".into()))?;
-    let cols: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-    let ctx = SessionContext::new();
-    let source = ctx
-        .read_batches(batches)
-        .map_err(|e| TableError::Output(e.to_string()))?;
+    let cols: Vec<String> = source
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
     let predicate = keys
         .iter()
         .map(|k| format!("target.{} = source.{}", q(k), q(k)))
