@@ -40,6 +40,10 @@ pub trait Transformer {
     fn fuel_consumed(&self) -> Option<u64> {
         None
     }
+    /// Lines the transform logged (`level: message`).
+    fn log_lines(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 impl Transformer for Instance {
@@ -54,6 +58,12 @@ impl Transformer for Instance {
     }
     fn fuel_consumed(&self) -> Option<u64> {
         Instance::fuel_consumed(self)
+    }
+    fn log_lines(&self) -> Vec<String> {
+        self.log()
+            .iter()
+            .map(|l| format!("{}: {}", l.level, l.message))
+            .collect()
     }
 }
 

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::digest::Digest;
-use crate::execute::{ExecError, execute};
+use crate::execute::{ExecError, Transformer, execute};
 use crate::manifest::{
     FORMAT, Manifest, ManifestError, RunResult, RunSpec, SliceRecord, TargetRecord, canonical_json,
 };
@@ -80,8 +80,10 @@ pub enum SliceSpec {
     },
 }
 
+/// Builds the transformer that replaces the sandbox (benchmark baselines).
+pub type TransformerFactory = Box<dyn FnOnce() -> Box<dyn Transformer>>;
+
 /// A run, built then executed (`Run::new(..).mode(..).execute()`).
-#[derive(Debug, Clone)]
 pub struct Run {
     module: PathBuf,
     slice: SliceSpec,
@@ -91,6 +93,7 @@ pub struct Run {
     logical_date: Option<String>,
     batch_rows: u32,
     force: bool,
+    native: Option<TransformerFactory>,
 }
 
 /// How a run ended.
@@ -231,7 +234,16 @@ impl Run {
             logical_date: None,
             batch_rows: 8192,
             force: false,
+            native: None,
         }
+    }
+
+    /// Run this transformer instead of instantiating the module (the run key
+    /// still names the module). For benchmarks: the same pipeline with the
+    /// native build of the transform as the baseline.
+    pub fn with_transformer(mut self, make: TransformerFactory) -> Self {
+        self.native = Some(make);
+        self
     }
 
     /// Commit mode (default: overwrite-partition for partition slices).
@@ -289,7 +301,7 @@ impl Run {
     }
 
     /// Run it: see the module docs for the steps.
-    pub fn execute(self, sandbox: &Sandbox) -> Result<RunReport, RunError> {
+    pub fn execute(mut self, sandbox: &Sandbox) -> Result<RunReport, RunError> {
         if self.batch_rows == 0 {
             return Err(RunError::Usage("--batch-rows must be at least 1".into()));
         }
@@ -371,7 +383,10 @@ impl Run {
             input_schema: reader.schema(),
             batch_rows: self.batch_rows,
         };
-        let mut instance = sandbox.instantiate(&module)?;
+        let mut instance: Box<dyn Transformer> = match self.native.take() {
+            Some(make) => make(),
+            None => Box::new(sandbox.instantiate(&module)?),
+        };
         // Output is staged on local disk by a writer thread while the reader
         // thread decodes ahead: three stages, memory O(batch).
         let staging = tempfile::Builder::new()
@@ -390,13 +405,16 @@ impl Run {
             Mode::Merge { keys } => Some(KeyChecker::new(keys)),
             _ => None,
         };
-        let executed = execute(&mut instance, &ctx, reader.prefetch(2), |b| {
+        let executed = execute(instance.as_mut(), &ctx, reader.prefetch(2), |b| {
             if let Some(k) = keys.as_mut() {
                 k.update(b).map_err(|e| ExecError::Sink(e.to_string()))?;
             }
             stager.send(b).map_err(|e| ExecError::Sink(e.to_string()))
         });
         let staged = stager.finish();
+        for line in instance.log_lines() {
+            tracing::info!(target: "idem::guest", "{line}");
+        }
         let outcome = executed?;
         let staged = staged.map_err(|e| RunError::Io {
             what: "staging the output".into(),
@@ -404,9 +422,6 @@ impl Run {
         })?;
         if let Some(k) = keys {
             k.finish()?;
-        }
-        for line in instance.log() {
-            tracing::info!(target: "idem::guest", "[{}] {}", line.level, line.message);
         }
         timings.exec_ms = ms(t);
 

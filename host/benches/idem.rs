@@ -1,0 +1,438 @@
+//! idem's benchmark suite: `cargo bench -p idem [-- --rows N --e2e-rows N]`.
+//!
+//! Every figure is printed next to a baseline measured in the same run and
+//! their ratio. Whole-pipeline figures run in child processes (this binary
+//! re-executes itself with `--child`), so each peak RSS is that run's own.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use arrow::record_batch::RecordBatch;
+use idem::execute::{Native, Transformer, execute};
+use idem::run::{Run, SliceSpec};
+use idem::sandbox::{GuestContext, Sandbox, SandboxConfig};
+use idem::slice::ResolvedSlice;
+
+const EXAMPLES: [&str; 3] = ["clean_orders", "dedup_events", "daily_revenue"];
+const BATCH: u32 = 8192;
+
+fn params(example: &str) -> &'static str {
+    match example {
+        "clean_orders" => r#"{"min_amount":100}"#,
+        _ => "{}",
+    }
+}
+
+fn native(example: &str) -> Box<dyn Transformer> {
+    match example {
+        "clean_orders" => Box::new(Native::<clean_orders::CleanOrders>::default()),
+        "dedup_events" => Box::new(Native::<dedup_events::DedupEvents>::default()),
+        _ => Box::new(Native::<daily_revenue::DailyRevenue>::default()),
+    }
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn work_dir() -> PathBuf {
+    let d = idem::build::default_target_dir();
+    let d = if d.is_absolute() { d } else { root().join(d) };
+    d.join("bench")
+}
+
+fn module(example: &str) -> PathBuf {
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: None,
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let target = idem::build::default_target_dir();
+    let target = if target.is_absolute() {
+        target
+    } else {
+        root().join(target)
+    };
+    idem::build::build_guest(
+        &root().join("examples").join(example),
+        &target,
+        None,
+        &sandbox,
+    )
+    .unwrap_or_else(|e| panic!("building {example}: {e}"))
+    .path
+}
+
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+fn arg(args: &[String], name: &str, default: u64) -> u64 {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Row {
+    figure: String,
+    idem: String,
+    baseline: String,
+    ratio: f64,
+    target: &'static str,
+}
+
+fn print(rows: &[Row]) {
+    println!(
+        "\n{:<52} {:>22} {:>22} {:>8}  target",
+        "figure", "idem", "baseline", "ratio"
+    );
+    for r in rows {
+        println!(
+            "{:<52} {:>22} {:>22} {:>8.3}  {}",
+            r.figure, r.idem, r.baseline, r.ratio, r.target
+        );
+    }
+}
+
+fn mrows(rows: u64, d: Duration) -> String {
+    format!("{:.2} Mrows/s", rows as f64 / d.as_secs_f64() / 1e6)
+}
+
+/// Figure 1: the same batches through the wasm build and the native build.
+fn sandbox_overhead(rows: u64, out: &mut Vec<Row>) {
+    let batches: Vec<RecordBatch> = (0..rows.div_ceil(BATCH as u64))
+        .map(|i| {
+            idem::sample::orders_batch(
+                7,
+                i * BATCH as u64,
+                (rows - i * BATCH as u64).min(BATCH as u64) as usize,
+            )
+        })
+        .collect();
+    let cache = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(cache.path().into()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    for ex in EXAMPLES {
+        let m = sandbox.load(&std::fs::read(module(ex)).unwrap()).unwrap();
+        let ctx = GuestContext {
+            slice_id: "bench".into(),
+            logical_date: Some("2026-10-01".into()),
+            params: params(ex).into(),
+            input_schema: idem::sample::orders_schema(),
+            batch_rows: BATCH,
+        };
+        let time = |t: &mut dyn Transformer| {
+            let start = Instant::now();
+            let o = execute(t, &ctx, batches.iter().cloned().map(Ok), |_| Ok(())).unwrap();
+            (start.elapsed(), o.output_digest)
+        };
+        // Fresh instance each time (as in a run); the best of 3 of each.
+        let best = |wasm: bool| {
+            (0..3)
+                .map(|_| {
+                    let mut t: Box<dyn Transformer> = if wasm {
+                        Box::new(sandbox.instantiate(&m).unwrap())
+                    } else {
+                        native(ex)
+                    };
+                    time(t.as_mut())
+                })
+                .min_by_key(|(d, _)| *d)
+                .unwrap()
+        };
+        let (w, wd) = best(true);
+        let (n, nd) = best(false);
+        assert_eq!(wd, nd, "{ex}: wasm and native outputs differ");
+        out.push(Row {
+            figure: format!("1. {ex}: transform rows/s, wasm vs native"),
+            idem: mrows(rows, w),
+            baseline: mrows(rows, n),
+            ratio: n.as_secs_f64() / w.as_secs_f64(),
+            target: ">= 0.75",
+        });
+    }
+}
+
+fn ensure_slice(rows: u64) -> PathBuf {
+    let dir = work_dir().join(format!("orders-{rows}"));
+    let marker = dir.join("_COMPLETE");
+    if !marker.exists() {
+        let _ = std::fs::remove_dir_all(&dir);
+        let files = (rows / 1_250_000).max(1) as usize;
+        idem::sample::write_day(&dir, "2026-10-01", rows, files).unwrap();
+        std::fs::write(&marker, b"").unwrap();
+    }
+    dir
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    walk(dir)
+        .iter()
+        .filter_map(|p| p.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else if p.extension().is_some_and(|x| x == "parquet") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[derive(Debug)]
+struct ChildResult {
+    secs: f64,
+    rerun_secs: f64,
+    rss_mib: f64,
+    rows: u64,
+}
+
+/// Run one pipeline in a child process: `e2e <example> <wasm|native> <rows>`.
+fn child(example: &str, kind: &str, rows: u64, batch: u32) -> ChildResult {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--child",
+            example,
+            kind,
+            &rows.to_string(),
+            &batch.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "child failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    ChildResult {
+        secs: v["secs"].as_f64().unwrap(),
+        rerun_secs: v["rerun_secs"].as_f64().unwrap(),
+        rss_mib: v["rss_mib"].as_f64().unwrap(),
+        rows: v["rows"].as_u64().unwrap(),
+    }
+}
+
+fn run_child(example: &str, kind: &str, rows: u64, batch: u32) {
+    let data = ensure_slice(rows);
+    let table = tempfile::tempdir_in(work_dir()).unwrap();
+    let cache = work_dir().join("compiled-cache");
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(cache),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let module = module(example);
+    let make = |kind: &str| {
+        let mut r = Run::new(
+            &module,
+            SliceSpec::Partition {
+                root: data.clone(),
+                column: "date".into(),
+                value: "2026-10-01".into(),
+            },
+            table.path().display().to_string(),
+        )
+        .params(params(example))
+        .logical_date(Some("2026-10-01".into()))
+        .batch_rows(batch);
+        if kind == "native" {
+            let ex = example.to_string();
+            r = r.with_transformer(Box::new(move || native(&ex)));
+        }
+        r
+    };
+    let start = Instant::now();
+    let report = make(kind).execute(&sandbox).unwrap();
+    let secs = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let again = make(kind).execute(&sandbox).unwrap();
+    let rerun_secs = start.elapsed().as_secs_f64();
+    assert!(
+        matches!(again.outcome, idem::run::RunOutcome::Memo { .. }),
+        "{:?}",
+        again.outcome
+    );
+    println!(
+        "{}",
+        serde_json::json!({
+            "secs": secs, "rerun_secs": rerun_secs, "rss_mib": peak_rss_mib(),
+            "rows": report.manifest.result.rows_in,
+        })
+    );
+}
+
+/// Figures 2, 3 and 5: whole runs, Parquet in -> Delta commit out.
+fn end_to_end(rows: u64, out: &mut Vec<Row>) {
+    // A scheduled run finds its module compiled already: warm the cache the
+    // children share, so compile time (figure 4) is not counted here.
+    let cache = work_dir().join("compiled-cache");
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(cache),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    for ex in EXAMPLES {
+        sandbox.load(&std::fs::read(module(ex)).unwrap()).unwrap();
+    }
+    let data = ensure_slice(rows);
+    let bytes = dir_bytes(&data);
+    for ex in EXAMPLES {
+        let w = child(ex, "wasm", rows, BATCH);
+        let n = child(ex, "native", rows, BATCH);
+        out.push(Row {
+            figure: format!(
+                "2. {ex}: idem run {}M rows, wasm vs native",
+                rows / 1_000_000
+            ),
+            idem: format!(
+                "{} {:.0} MB/s",
+                mrows(w.rows, Duration::from_secs_f64(w.secs)),
+                bytes as f64 / w.secs / 1e6
+            ),
+            baseline: mrows(n.rows, Duration::from_secs_f64(n.secs)),
+            ratio: n.secs / w.secs,
+            target: ">= 0.9",
+        });
+        out.push(Row {
+            figure: format!("2. {ex}: peak RSS of the run (MiB)"),
+            idem: format!("{:.0} MiB", w.rss_mib),
+            baseline: format!("{:.0} MiB", n.rss_mib),
+            ratio: w.rss_mib / n.rss_mib,
+            target: "",
+        });
+        out.push(Row {
+            figure: format!("3. {ex}: unchanged rerun (memo) vs cold run"),
+            idem: format!("{:.3} s", w.rerun_secs),
+            baseline: format!("{:.3} s", w.secs),
+            ratio: w.rerun_secs / w.secs,
+            target: "<= 0.05",
+        });
+    }
+    // Input hashing: pinning the slice is reading + sha256 of every file.
+    let start = Instant::now();
+    let s = ResolvedSlice::from_partition(&data, "date", "2026-10-01").unwrap();
+    let d = start.elapsed();
+    let total: u64 = s.inputs.iter().map(|i| i.size).sum();
+    let one = Instant::now();
+    let mut f = std::fs::File::open(s.path_of(&s.inputs[0])).unwrap();
+    let (_, n) = idem::digest::Digest::of_reader(&mut f).unwrap();
+    let single = n as f64 / one.elapsed().as_secs_f64();
+    out.push(Row {
+        figure: format!(
+            "3. input hashing ({} files, {:.0} MB)",
+            s.inputs.len(),
+            total as f64 / 1e6
+        ),
+        idem: format!("{:.2} GB/s", total as f64 / d.as_secs_f64() / 1e9),
+        baseline: format!("{:.2} GB/s 1 file", single / 1e9),
+        ratio: (total as f64 / d.as_secs_f64()) / single,
+        target: ">= 1 GB/s",
+    });
+}
+
+/// Figure 5: peak RSS as the slice grows and the batch stays fixed.
+fn memory(rows: u64, out: &mut Vec<Row>) {
+    let small = child("clean_orders", "wasm", rows / 4, BATCH);
+    let big = child("clean_orders", "wasm", rows, BATCH);
+    let (sb, bb) = (
+        dir_bytes(&ensure_slice(rows / 4)),
+        dir_bytes(&ensure_slice(rows)),
+    );
+    out.push(Row {
+        figure: format!(
+            "5. peak RSS, {:.0} MB slice vs {:.0} MB slice",
+            bb as f64 / 1e6,
+            sb as f64 / 1e6
+        ),
+        idem: format!("{:.0} MiB", big.rss_mib),
+        baseline: format!("{:.0} MiB", small.rss_mib),
+        ratio: big.rss_mib / small.rss_mib,
+        target: "~1 (bounded by the batch)",
+    });
+}
+
+/// Figure 4: compile, cached load, instantiate.
+fn startup(out: &mut Vec<Row>) {
+    let bytes = std::fs::read(module("clean_orders")).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let cfg = SandboxConfig {
+        cache_dir: Some(cache.path().into()),
+        ..SandboxConfig::default()
+    };
+    let start = Instant::now();
+    drop(Sandbox::new(cfg.clone()).unwrap().load(&bytes).unwrap());
+    let compile = start.elapsed();
+    let sandbox = Sandbox::new(cfg).unwrap();
+    let start = Instant::now();
+    let n = 20;
+    for _ in 0..n {
+        let m = sandbox.load(&bytes).unwrap();
+        assert_eq!(m.cache, idem::sandbox::CacheOutcome::Hit);
+    }
+    let load = start.elapsed() / n;
+    let m = sandbox.load(&bytes).unwrap();
+    let start = Instant::now();
+    let k = 200;
+    for _ in 0..k {
+        drop(sandbox.instantiate(&m).unwrap());
+    }
+    let inst = start.elapsed() / k;
+    let kb = bytes.len() / 1024;
+    out.push(Row {
+        figure: format!("4. cached load vs compile ({kb} KiB module)"),
+        idem: format!("{:.2} ms", load.as_secs_f64() * 1e3),
+        baseline: format!("{:.0} ms", compile.as_secs_f64() * 1e3),
+        ratio: load.as_secs_f64() / compile.as_secs_f64(),
+        target: "load <= 5 ms",
+    });
+    out.push(Row {
+        figure: "4. instantiate vs cached load".into(),
+        idem: format!("{:.3} ms", inst.as_secs_f64() * 1e3),
+        baseline: format!("{:.2} ms", load.as_secs_f64() * 1e3),
+        ratio: inst.as_secs_f64() / load.as_secs_f64(),
+        target: "inst <= 1 ms",
+    });
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        let rows: u64 = args[i + 3].parse().unwrap();
+        let batch: u32 = args[i + 4].parse().unwrap();
+        run_child(&args[i + 1], &args[i + 2], rows, batch);
+        return;
+    }
+    std::fs::create_dir_all(work_dir()).unwrap();
+    let rows = arg(&args, "--rows", 2_000_000);
+    let e2e = arg(&args, "--e2e-rows", 10_000_000);
+    let mem = arg(&args, "--mem-rows", 20_000_000);
+    println!(
+        "idem benchmarks: {rows} rows in memory, {e2e}-row slice end to end, batch {BATCH} rows"
+    );
+    let mut out = Vec::new();
+    startup(&mut out);
+    sandbox_overhead(rows, &mut out);
+    end_to_end(e2e, &mut out);
+    memory(mem, &mut out);
+    print(&out);
+}
