@@ -9,15 +9,12 @@ fn s(p: &std::path::Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// The value after `label` on the line that starts with it.
-fn field<'a>(stdout: &'a str, label: &str) -> &'a str {
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(label))
-        .unwrap_or_else(|| panic!("no `{label}` line in:\n{stdout}"))
+fn field(stdout: &str, label: &str) -> String {
+    common::field(stdout, label)
         .split_whitespace()
         .next()
-        .unwrap()
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[test]

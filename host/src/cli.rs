@@ -153,10 +153,15 @@ pub fn exec(a: ExecArgs) -> Result<ExitCode> {
     };
     let mut out = ParquetOutput::new(&a.output)?;
     let mut instance = sandbox.instantiate(&module)?;
-    let outcome = execute(&mut instance as &mut dyn Transformer, &ctx, reader, |b| {
-        out.write(b)
-            .map_err(|e| idem::execute::ExecError::Sink(e.to_string()))
-    })?;
+    let outcome = execute(
+        &mut instance as &mut dyn Transformer,
+        &ctx,
+        reader.prefetch(2),
+        |b| {
+            out.write(b)
+                .map_err(|e| idem::execute::ExecError::Sink(e.to_string()))
+        },
+    )?;
     for line in instance.log() {
         eprintln!("[guest {}] {}", line.level, line.message);
     }

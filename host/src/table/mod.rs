@@ -183,27 +183,15 @@ impl Table {
     /// The table version that made the slice's current output current.
     pub async fn version_of_current(&self, slice: &str) -> Result<Option<u64>, TableError> {
         let seq = self.slice_seq(slice).await?;
-        let Some(latest) = self.delta.version() else {
-            return Ok(None);
-        };
         if seq == 0 {
             return Ok(None);
         }
-        let mut history = self.delta.history(None);
-        let mut i = 0u64;
-        while let Some(info) = history
-            .try_next()
-            .await
-            .map_err(delta_err("reading the history"))?
-        {
-            let mine = info.info.get("idem.slice").and_then(|v| v.as_str()) == Some(slice)
-                && info.info.get("idem.seq").and_then(|v| v.as_i64()) == Some(seq);
-            if mine {
-                return Ok(Some(latest - i));
-            }
-            i += 1;
-        }
-        Ok(None)
+        let history = self.idem_history().await?;
+        Ok(history.into_iter().find_map(|(version, info)| {
+            let mine = info.get("idem.slice").and_then(|v| v.as_str()) == Some(slice)
+                && info.get("idem.seq").and_then(|v| v.as_i64()) == Some(seq);
+            mine.then_some(version)
+        }))
     }
 
     /// Commit `req` unless the slice already holds its output digest. Races
