@@ -236,8 +236,15 @@ fn run_child(example: &str, kind: &str, rows: u64, batch: u32) {
     let data = ensure_slice(rows);
     let table = tempfile::tempdir_in(work_dir()).unwrap();
     let cache = work_dir().join("compiled-cache");
+    // dedup_events keeps every distinct key of the slice (~500 MB for 10M
+    // keys): give guests room, this figure is about throughput.
+    let limits = idem::sandbox::Limits {
+        max_memory_bytes: 4 << 30,
+        ..Default::default()
+    };
     let sandbox = Sandbox::new(SandboxConfig {
         cache_dir: Some(cache),
+        limits,
         ..SandboxConfig::default()
     })
     .unwrap();
