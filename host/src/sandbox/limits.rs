@@ -8,7 +8,9 @@ pub struct Limits {
     /// Most linear memory a guest may grow to, in bytes. Guest memories
     /// declare no maximum; this is the one that counts.
     pub max_memory_bytes: usize,
-    /// Most bytes a guest may return over a whole run (all batches).
+    /// Most bytes a guest may return over a whole run (all batches, as
+    /// Arrow IPC). Per call, the memory limit bounds it anyway; this bounds
+    /// what a runaway guest can make the host stage on disk.
     pub max_output_bytes: usize,
     /// Wall-clock budget of a whole run, in milliseconds.
     pub deadline_ms: u64,
@@ -22,7 +24,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_memory_bytes: 512 << 20,
-            max_output_bytes: 1 << 30,
+            max_output_bytes: 16 << 30,
             deadline_ms: 300_000,
             fuel: None,
             max_stack_bytes: 1 << 20,

@@ -16,6 +16,7 @@ mod mode;
 mod sidecar;
 
 use std::collections::HashMap;
+use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -34,6 +35,19 @@ pub use error::TableError;
 pub use mode::{KeyChecker, Mode};
 
 use crate::digest::Digest;
+
+/// Data file size idem asks delta-rs for (it buffers one file per
+/// partition in memory before uploading it).
+const TARGET_FILE_BYTES: u64 = 32 << 20;
+/// Rows per Parquet row group in data files.
+const ROW_GROUP_ROWS: usize = 128 * 1024;
+
+fn writer_properties() -> deltalake::parquet::file::properties::WriterProperties {
+    deltalake::parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_compression(deltalake::parquet::basic::Compression::SNAPPY)
+        .build()
+}
 
 /// How many times a commit is re-planned after losing a race.
 const MAX_ATTEMPTS: usize = 5;
@@ -324,8 +338,18 @@ impl Table {
         req: &CommitRequest<'_>,
         props: CommitProperties,
     ) -> Result<DeltaTable, TableError> {
-        // Delta's session: its planner knows the write's own plan nodes.
-        let ctx = deltalake::delta_datafusion::create_session().into_inner();
+        // Delta's session: its planner knows the write's own plan nodes. One
+        // input stream: the output is one slice, and hash-repartitioning it
+        // by its single partition value buffers without bound in DataFusion.
+        let overrides = HashMap::from([(
+            "datafusion.execution.target_partitions".to_string(),
+            "1".to_string(),
+        )]);
+        let ctx = deltalake::delta_datafusion::DeltaSessionContext::new_with_session_overrides(
+            &overrides,
+        )
+        .map_err(delta_err("configuring the write session"))?
+        .into_inner();
         let source = self.source(req, &ctx).await?;
         let table = self.delta.clone();
         if let Mode::Merge { keys } = req.mode {
@@ -336,6 +360,10 @@ impl Table {
             .write(Vec::<RecordBatch>::new())
             .with_input_plan(plan)
             .with_session_state(Arc::new(ctx.state()))
+            // delta-rs buffers a whole data file in memory before upload:
+            // smaller files and row groups keep a run's memory O(batch).
+            .with_target_file_size(NonZeroU64::new(TARGET_FILE_BYTES))
+            .with_writer_properties(writer_properties())
             .with_commit_properties(props);
         let result = match req.mode {
             Mode::OverwritePartition { column, value } => {
