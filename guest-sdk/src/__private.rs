@@ -49,7 +49,10 @@ mod wasm {
         Ok(())
     }
 
-    pub fn push<T: Transform>(state: &RefCell<Option<T>>, batch: &[u8]) -> Result<Vec<u8>, String> {
+    pub fn push<T: Transform>(
+        state: &RefCell<Option<T>>,
+        batch: Vec<u8>,
+    ) -> Result<Vec<u8>, String> {
         let mut guard = state.borrow_mut();
         let t = guard.as_mut().ok_or("push before open")?;
         let Some(batch) = ipc::decode(batch).map_err(|e| format!("input batch: {e}"))? else {

@@ -134,7 +134,7 @@ macro_rules! export {
                 fn push(
                     batch: ::std::vec::Vec<u8>,
                 ) -> ::core::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
-                    __IDEM_STATE.with(|s| $crate::__private::push::<$t>(s, &batch))
+                    __IDEM_STATE.with(|s| $crate::__private::push::<$t>(s, batch))
                 }
                 fn finish() -> ::core::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
                     __IDEM_STATE.with(|s| $crate::__private::finish::<$t>(s))

@@ -43,6 +43,10 @@ fn work_dir() -> PathBuf {
 }
 
 fn module(example: &str) -> PathBuf {
+    guest(&format!("examples/{example}"))
+}
+
+fn guest(rel: &str) -> PathBuf {
     let sandbox = Sandbox::new(SandboxConfig {
         cache_dir: None,
         ..SandboxConfig::default()
@@ -54,14 +58,9 @@ fn module(example: &str) -> PathBuf {
     } else {
         root().join(target)
     };
-    idem::build::build_guest(
-        &root().join("examples").join(example),
-        &target,
-        None,
-        &sandbox,
-    )
-    .unwrap_or_else(|e| panic!("building {example}: {e}"))
-    .path
+    idem::build::build_guest(&root().join(rel), &target, None, &sandbox)
+        .unwrap_or_else(|e| panic!("building {rel}: {e}"))
+        .path
 }
 
 fn peak_rss_mib() -> f64 {
@@ -155,6 +154,30 @@ fn sandbox_overhead(rows: u64, out: &mut Vec<Row>) {
         let (w, wd) = best(true);
         let (n, nd) = best(false);
         assert_eq!(wd, nd, "{ex}: wasm and native outputs differ");
+        if ex == "clean_orders" {
+            // Where the sandbox's time goes: the same batches into a guest
+            // that drops them (host encode + copy in), or decodes then drops.
+            let hostile = sandbox
+                .load(&std::fs::read(guest("tests/guests/hostile")).unwrap())
+                .unwrap();
+            for mode in ["sink", "decode"] {
+                let c = GuestContext {
+                    params: format!(r#"{{"mode":"{mode}"}}"#),
+                    ..ctx.clone()
+                };
+                let mut t = sandbox.instantiate(&hostile).unwrap();
+                let start = Instant::now();
+                execute(&mut t, &c, batches.iter().cloned().map(Ok), |_| Ok(())).unwrap();
+                let d = start.elapsed();
+                out.push(Row {
+                    figure: format!("1. boundary only ({mode}) vs native clean_orders"),
+                    idem: mrows(rows, d),
+                    baseline: mrows(rows, n),
+                    ratio: n.as_secs_f64() / d.as_secs_f64(),
+                    target: "(breakdown)",
+                });
+            }
+        }
         out.push(Row {
             figure: format!("1. {ex}: transform rows/s, wasm vs native"),
             idem: mrows(rows, w),

@@ -281,14 +281,15 @@ impl Instance {
                 produced: self.output_bytes,
             });
         }
-        let batch = match idem_guest::ipc::decode(&bytes) {
+        let len = bytes.len();
+        let batch = match idem_guest::ipc::decode(bytes) {
             Ok(b) => b,
             Err(e) => {
                 self.poisoned = true;
                 return Err(SandboxError::BadOutput {
                     batch: self.batches_out,
                     detail: format!("{e}"),
-                    len: bytes.len(),
+                    len,
                 });
             }
         };

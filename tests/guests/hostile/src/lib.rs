@@ -10,6 +10,7 @@
 //! - `schema_flip`: batches alternate between two schemas;
 //! - `nan`: `y = x * 1.0` over the Float64 column `x` (NaN canonicalization);
 //! - `fail`: `push` returns an error string;
+//! - `sink` / `decode`: drop the batch (after decoding it): boundary cost;
 //! - anything else: echo the input.
 
 #[cfg(target_arch = "wasm32")]
@@ -70,9 +71,14 @@ mod guest {
                 "panic" => panic!("hostile guest: deliberate panic in batch {n}"),
                 "garbage" => Ok(b"this is not an Arrow IPC stream".to_vec()),
                 "fail" => Err(format!("hostile guest refuses batch {n}")),
+                // Benchmarks: the cost of the boundary alone (copy in, no work).
+                "sink" => Ok(Vec::new()),
+                "decode" => ipc::decode(batch)
+                    .map(|_| Vec::new())
+                    .map_err(|e| e.to_string()),
                 "schema_flip" => ipc::encode(Some(&flip(n))).map_err(|e| e.to_string()),
                 "nan" => {
-                    let b = ipc::decode(&batch)
+                    let b = ipc::decode(batch)
                         .map_err(|e| e.to_string())?
                         .ok_or("empty")?;
                     let x = b
