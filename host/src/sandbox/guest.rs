@@ -16,8 +16,8 @@ wasmtime::component::bindgen!({
     world: "transform-world",
 });
 
-use exports::idem::transform::transform as wit;
-use idem::transform::host;
+use self::exports::idem::transform::transform as wit;
+use self::idem::transform::host;
 
 /// Most log lines kept per run; the log is for people, not for hashing.
 const MAX_LOG_LINES: usize = 1_000;
