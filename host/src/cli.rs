@@ -20,7 +20,7 @@ pub struct LimitArgs {
     #[arg(long, default_value_t = 512)]
     pub max_memory_mb: usize,
     /// Most output the guest may return over the run, in MiB.
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = 65536)]
     pub max_output_mb: usize,
     /// Wall-clock budget of the run, in milliseconds.
     #[arg(long, default_value_t = 300_000)]

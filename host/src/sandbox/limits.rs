@@ -24,7 +24,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_memory_bytes: 512 << 20,
-            max_output_bytes: 16 << 30,
+            max_output_bytes: 64 << 30,
             deadline_ms: 300_000,
             fuel: None,
             max_stack_bytes: 1 << 20,
