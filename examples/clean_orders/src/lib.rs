@@ -46,7 +46,10 @@ impl Transform for CleanOrders {
         // Typed kernels, not the dyn ones (`cmp`, `cast`, `numeric`): those
         // compile every type's code into the module (9 MB instead of ~3 MB),
         // which the host must then compile and load.
-        let amount = batch.column_by_name("amount").ok_or("no `amount` column")?.as_primitive::<Float64Type>();
+        let amount = batch
+            .column_by_name("amount")
+            .ok_or("no `amount` column")?
+            .as_primitive::<Float64Type>();
         let min = self.min_amount;
         // Null amounts compare as null, which the filter drops.
         let keep: BooleanArray = amount.iter().map(|a| a.map(|a| a >= min)).collect();
@@ -54,8 +57,14 @@ impl Transform for CleanOrders {
         if kept.num_rows() == 0 {
             return Ok(None);
         }
-        let amount = kept.column_by_name("amount").ok_or("no `amount` column")?.as_primitive::<Float64Type>();
-        let quantity = kept.column_by_name("quantity").ok_or("no `quantity` column")?.as_primitive::<Int64Type>();
+        let amount = kept
+            .column_by_name("amount")
+            .ok_or("no `amount` column")?
+            .as_primitive::<Float64Type>();
+        let quantity = kept
+            .column_by_name("quantity")
+            .ok_or("no `quantity` column")?
+            .as_primitive::<Int64Type>();
         let total: Float64Array = binary(amount, quantity, |a, q| a * q as f64)?;
         let mut columns: Vec<ArrayRef> = kept.columns().to_vec();
         columns.push(Arc::new(total));
