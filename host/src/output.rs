@@ -52,6 +52,11 @@ impl ParquetOutput {
             .ok_or_else(|| std::io::Error::other("no writer"))
     }
 
+    /// Whether no batch was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.writer.is_none()
+    }
+
     /// Append a batch.
     pub fn write(&mut self, batch: &RecordBatch) -> std::io::Result<()> {
         self.open(batch.schema())?
@@ -83,33 +88,23 @@ pub struct Stager {
 }
 
 impl Stager {
-    /// Start a writer thread that writes every batch it is sent to `path`.
+    /// Start a writer thread that writes every batch it is sent to `path`
+    /// (through a [`ParquetOutput`], so nothing is at `path` unless it
+    /// finished).
     pub fn spawn(path: PathBuf, depth: usize) -> std::io::Result<Self> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<RecordBatch>(depth.max(1));
+        let mut out = ParquetOutput::new(&path)?;
         let handle = std::thread::Builder::new()
             .name("idem-stage".into())
             .spawn(move || {
-                let mut writer: Option<ArrowWriter<std::fs::File>> = None;
                 for b in rx {
-                    if writer.is_none() {
-                        let f = std::fs::File::create(&path)?;
-                        let props = WriterProperties::builder().build();
-                        writer = Some(
-                            ArrowWriter::try_new(f, b.schema(), Some(props))
-                                .map_err(std::io::Error::other)?,
-                        );
-                    }
-                    if let Some(w) = writer.as_mut() {
-                        w.write(&b).map_err(std::io::Error::other)?;
-                    }
+                    out.write(&b)?;
                 }
-                match writer {
-                    Some(w) => {
-                        w.close().map_err(std::io::Error::other)?;
-                        Ok(Some(path))
-                    }
-                    None => Ok(None),
+                // No batch, no file: the commit then writes no data.
+                if out.is_empty() {
+                    return Ok(None);
                 }
+                out.commit().map(Some)
             })?;
         Ok(Stager {
             tx: Some(tx),
