@@ -189,6 +189,26 @@ struct RunIndex {
     manifest: Digest,
 }
 
+/// Where a module is kept beside the table (under `_idem/`).
+fn module_path(module: &Digest) -> String {
+    format!("modules/{}.wasm", module.hex())
+}
+
+/// Where a manifest is kept beside the table (under `_idem/`).
+fn manifest_path(manifest: &Digest) -> String {
+    format!("manifests/{}.json", manifest.hex())
+}
+
+/// The memo index entry of a run key (under `_idem/`).
+fn run_index_path(run_key: &Digest) -> String {
+    format!("runs/{}.json", run_key.hex())
+}
+
+/// The params as the guest sees them: exactly the bytes the run key hashed.
+fn params_text(params: &serde_json::Value) -> String {
+    String::from_utf8(canonical_json(params)).unwrap_or_else(|_| "{}".into())
+}
+
 fn ms(t: Instant) -> u64 {
     t.elapsed().as_millis() as u64
 }
@@ -378,8 +398,7 @@ impl Run {
         let ctx = GuestContext {
             slice_id: slice.id.clone(),
             logical_date: self.logical_date.clone(),
-            // The guest gets exactly the bytes the run key hashed.
-            params: String::from_utf8(canonical_json(&spec.params)).unwrap_or_else(|_| "{}".into()),
+            params: params_text(&spec.params),
             input_schema: reader.schema(),
             batch_rows: self.batch_rows,
         };
@@ -438,15 +457,12 @@ impl Run {
         let manifest_digest = manifest.digest();
         let t = Instant::now();
         rt.block_on(async {
-            let mod_path = format!("modules/{}.wasm", module.digest.hex());
+            let mod_path = module_path(&module.digest);
             if table.get_sidecar(&mod_path).await?.is_none() {
                 table.put_sidecar(&mod_path, module.bytes.to_vec()).await?;
             }
             table
-                .put_sidecar(
-                    &format!("manifests/{}.json", manifest_digest.hex()),
-                    manifest.to_bytes(),
-                )
+                .put_sidecar(&manifest_path(&manifest_digest), manifest.to_bytes())
                 .await
         })?;
         fault_point("before-commit");
@@ -473,10 +489,7 @@ impl Run {
             })
             .unwrap_or_default();
             table
-                .put_sidecar(
-                    &format!("runs/{}.json", report.manifest.run_key.hex()),
-                    index,
-                )
+                .put_sidecar(&run_index_path(&report.manifest.run_key), index)
                 .await?;
             log(&table, &report).await
         })?;
@@ -498,11 +511,7 @@ fn fault_point(point: &str) {
 
 fn report(table: &Table, manifest: Manifest, outcome: RunOutcome, timings: Timings) -> RunReport {
     let manifest_digest = manifest.digest();
-    let manifest_url = format!(
-        "{}_idem/manifests/{}.json",
-        table.url(),
-        manifest_digest.hex()
-    );
+    let manifest_url = format!("{}_idem/{}", table.url(), manifest_path(&manifest_digest));
     RunReport {
         manifest,
         manifest_digest,
@@ -513,19 +522,13 @@ fn report(table: &Table, manifest: Manifest, outcome: RunOutcome, timings: Timin
 }
 
 async fn memo(table: &Table, run_key: &Digest) -> Result<Option<Manifest>, RunError> {
-    let Some(index) = table
-        .get_sidecar(&format!("runs/{}.json", run_key.hex()))
-        .await?
-    else {
+    let Some(index) = table.get_sidecar(&run_index_path(run_key)).await? else {
         return Ok(None);
     };
     let Ok(index) = serde_json::from_slice::<RunIndex>(&index) else {
         return Ok(None);
     };
-    let Some(bytes) = table
-        .get_sidecar(&format!("manifests/{}.json", index.manifest.hex()))
-        .await?
-    else {
+    let Some(bytes) = table.get_sidecar(&manifest_path(&index.manifest)).await? else {
         return Ok(None);
     };
     let m = Manifest::from_bytes(&bytes)?;
@@ -645,7 +648,7 @@ pub fn verify(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
     let m = Manifest::from_bytes(manifest_bytes)?;
     let rt = runtime()?;
     let table = rt.block_on(Table::open(&m.spec.target.table))?;
-    let mod_path = format!("modules/{}.wasm", m.spec.module.hex());
+    let mod_path = module_path(&m.spec.module);
     let Some(bytes) = rt.block_on(table.get_sidecar(&mod_path))? else {
         return Ok(Verdict::Mismatch(format!(
             "the module {} is not stored at _idem/{mod_path}",
@@ -675,33 +678,35 @@ pub fn verify(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
                 m.spec.slice.root
             ))
         })?;
-    let mut files = Vec::new();
+    let mut files = Vec::with_capacity(m.spec.slice.inputs.len());
     for input in &m.spec.slice.inputs {
         let path = root.join(&input.path);
-        match Digest::of_file(&path) {
-            Err(_) => {
-                return Ok(Verdict::Mismatch(format!(
-                    "input {} is missing ({})",
-                    input.path,
-                    path.display()
-                )));
-            }
-            Ok((d, _)) if d != input.digest => {
-                return Ok(Verdict::Mismatch(format!(
-                    "input {} changed: recorded {}, now {d}",
-                    input.path, input.digest
-                )));
-            }
-            Ok(_) => files.push(path),
+        if !path.is_file() {
+            return Ok(Verdict::Mismatch(format!(
+                "input {} is missing ({})",
+                input.path,
+                path.display()
+            )));
+        }
+        files.push(path);
+    }
+    // Pinning hashes every input (on all cores); compare with the record.
+    let slice = ResolvedSlice::from_listed(&m.spec.slice.id, &root, files)?;
+    for recorded in &m.spec.slice.inputs {
+        let now = slice.inputs.iter().find(|i| i.path == recorded.path);
+        if let Some(now) = now.filter(|now| now.digest != recorded.digest) {
+            return Ok(Verdict::Mismatch(format!(
+                "input {} changed: recorded {}, now {}",
+                recorded.path, recorded.digest, now.digest
+            )));
         }
     }
-    let slice = ResolvedSlice::from_listed(&m.spec.slice.id, &root, files)?;
     let module = sandbox.load(&bytes)?;
     let reader = slice.reader(m.spec.batch_rows as usize)?;
     let ctx = GuestContext {
         slice_id: m.spec.slice.id.clone(),
         logical_date: m.spec.logical_date.clone(),
-        params: String::from_utf8(canonical_json(&m.spec.params)).unwrap_or_else(|_| "{}".into()),
+        params: params_text(&m.spec.params),
         input_schema: reader.schema(),
         batch_rows: m.spec.batch_rows,
     };

@@ -191,6 +191,11 @@ impl Table {
     /// Whether `digest` is the slice's current committed output.
     pub async fn is_current(&self, slice: &str, digest: &Digest) -> Result<bool, TableError> {
         let seq = self.slice_seq(slice).await?;
+        self.holds(slice, digest, seq).await
+    }
+
+    /// Whether the slice at sequence `seq` holds `digest`.
+    async fn holds(&self, slice: &str, digest: &Digest, seq: i64) -> Result<bool, TableError> {
         Ok(seq > 0 && self.txn(&out_app(slice, digest)).await? == Some(seq))
     }
 
@@ -215,7 +220,8 @@ impl Table {
         let mut last_conflict = String::new();
         for _ in 0..MAX_ATTEMPTS {
             self.refresh().await?;
-            if self.is_current(req.slice, req.output_digest).await? {
+            let seq = self.slice_seq(req.slice).await?;
+            if self.holds(req.slice, req.output_digest, seq).await? {
                 return Ok(CommitOutcome::Unchanged {
                     since: self.version_of_current(req.slice).await?,
                 });
@@ -224,7 +230,7 @@ impl Table {
                 self.create(&req).await?;
                 continue;
             }
-            let seq = self.slice_seq(req.slice).await? + 1;
+            let seq = seq + 1;
             let props = CommitProperties::default()
                 .with_metadata([
                     ("idem.slice".to_string(), req.slice.into()),
