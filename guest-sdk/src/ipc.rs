@@ -10,10 +10,12 @@ use arrow::ipc::reader::{StreamDecoder, StreamReader};
 use arrow::ipc::writer::StreamWriter;
 use arrow::record_batch::RecordBatch;
 
-/// Encode a batch as one IPC stream. `None` and zero-row batches encode to
-/// nothing, which the other side reads as "no rows".
+/// Encode a batch as one IPC stream. `None` encodes to nothing, which the
+/// other side reads as "no rows". A zero-row batch is still encoded: it
+/// tells the host the output's schema, so an output with no rows at all can
+/// still create a table or empty a slice.
 pub fn encode(batch: Option<&RecordBatch>) -> Result<Vec<u8>, ArrowError> {
-    let Some(batch) = batch.filter(|b| b.num_rows() > 0) else {
+    let Some(batch) = batch else {
         return Ok(Vec::new());
     };
     let mut w = StreamWriter::try_new(Vec::new(), &batch.schema())?;

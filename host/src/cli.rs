@@ -277,11 +277,20 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn verify(manifest: &std::path::Path, limits: &LimitArgs) -> Result<ExitCode> {
+pub fn verify(
+    manifest: &std::path::Path,
+    limits: &LimitArgs,
+    allow_engine: bool,
+) -> Result<ExitCode> {
     let bytes = std::fs::read(manifest)
         .with_context(|| format!("reading manifest {}", manifest.display()))?;
     let sandbox = limits.sandbox()?;
-    match idem::run::verify(&bytes, &sandbox)? {
+    let name = manifest.file_name().and_then(|n| n.to_str());
+    let check = idem::audit::verify_manifest(name, &bytes, &sandbox, allow_engine)?;
+    for n in &check.notes {
+        println!("{n}");
+    }
+    match check.verdict {
         Verdict::Match { output_digest } => {
             println!("match: re-run produced {output_digest}");
             Ok(ExitCode::SUCCESS)
@@ -290,6 +299,59 @@ pub fn verify(manifest: &std::path::Path, limits: &LimitArgs) -> Result<ExitCode
             println!("MISMATCH: {why}");
             Ok(ExitCode::from(1))
         }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct AuditArgs {
+    /// The table (path or URL).
+    pub table: String,
+    /// Only this slice.
+    #[arg(long)]
+    pub slice: Option<String>,
+    /// Also re-run every slice's manifest and compare the output.
+    #[arg(long)]
+    pub replay: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+pub fn audit(a: AuditArgs) -> Result<ExitCode> {
+    let sandbox = if a.replay {
+        Some(a.limits.sandbox()?)
+    } else {
+        None
+    };
+    let opts = idem::audit::AuditOptions {
+        slice: a.slice.clone(),
+        replay: sandbox.as_ref(),
+    };
+    let report = idem::audit::audit(&a.table, &opts)?;
+    if report.is_empty() {
+        println!("no idem slices in {}", a.table);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut failed = 0;
+    for s in &report {
+        let state = match s.proof {
+            idem::audit::Proof::Proven => "proven",
+            idem::audit::Proof::ChainOnly => "chain-proven",
+            idem::audit::Proof::Failed => {
+                failed += 1;
+                "FAILED"
+            }
+        };
+        println!(
+            "{:<24} v{:<6} {:<13} {}",
+            s.slice, s.version, state, s.detail
+        );
+    }
+    if failed > 0 {
+        println!("{failed} of {} slices are not proven", report.len());
+        Ok(ExitCode::from(1))
+    } else {
+        println!("all {} slices proven", report.len());
+        Ok(ExitCode::SUCCESS)
     }
 }
 

@@ -85,7 +85,7 @@ impl<T: idem_guest::Transform> Default for Native<T> {
 
 impl<T: idem_guest::Transform> Native<T> {
     fn check(&mut self, out: Option<RecordBatch>) -> Result<Option<RecordBatch>, ExecError> {
-        let Some(b) = out.filter(|b| b.num_rows() > 0) else {
+        let Some(b) = out else {
             return Ok(None);
         };
         match &self.schema {
@@ -166,8 +166,11 @@ where
     let (mut rows_in, mut batches_in) = (0u64, 0u64);
     let mut emit =
         |out: Option<RecordBatch>, digester: &mut OutputDigester| -> Result<(), ExecError> {
-            if let Some(b) = out.filter(|b| b.num_rows() > 0) {
+            // A zero-row batch still names the output's schema.
+            if let Some(b) = &out {
                 schema.get_or_insert_with(|| b.schema());
+            }
+            if let Some(b) = out.filter(|b| b.num_rows() > 0) {
                 digester.update(&b);
                 sink(&b)?;
             }

@@ -4,9 +4,11 @@
 //! Data flows one way: [`slice`] -> [`sandbox`] (driven by [`execute`]) ->
 //! [`digest`] -> manifest -> table.
 
+pub mod audit;
 pub mod build;
 pub mod digest;
 pub mod execute;
+pub mod fault;
 pub mod manifest;
 pub mod output;
 pub mod run;

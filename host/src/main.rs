@@ -35,14 +35,23 @@ enum Command {
     /// Run a transform over a slice and commit its output to a Delta table,
     /// only when the output is new.
     Run(cli::RunArgs),
-    /// Re-run a manifest from what it names and compare the output digest.
+    /// Check a manifest against its own name and the table that commits
+    /// it, then re-run it and compare the output digest.
     /// Exit 0 on a match, 1 on a difference, 2 on error.
     Verify {
         /// The manifest file (e.g. TABLE/_idem/manifests/<hex>.json).
         manifest: PathBuf,
+        /// Re-run a manifest made by another engine (idem, wasmtime or crate
+        /// versions) and report whether the output still matches.
+        #[arg(long)]
+        allow_engine: bool,
         #[command(flatten)]
         limits: cli::LimitArgs,
     },
+    /// Prove a table: each slice's current commit -> its manifest -> the
+    /// rows the table holds now (-> a replay with --replay).
+    /// Exit 0 when every slice is proven, 1 otherwise, 2 on error.
+    Audit(cli::AuditArgs),
     /// List the runs recorded for a table, per slice.
     Log {
         /// The table (path or URL).
@@ -84,7 +93,12 @@ fn try_main(args: Args) -> Result<ExitCode> {
         }
         Command::Exec(a) => cli::exec(a),
         Command::Run(a) => cli::run(a),
-        Command::Verify { manifest, limits } => cli::verify(&manifest, &limits),
+        Command::Verify {
+            manifest,
+            allow_engine,
+            limits,
+        } => cli::verify(&manifest, &limits, allow_engine),
+        Command::Audit(a) => cli::audit(a),
         Command::Log { table } => cli::log(&table),
         Command::Sample(a) => cli::sample(a),
         Command::Demo(a) => cli::demo(a),

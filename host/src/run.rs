@@ -17,7 +17,7 @@ use crate::manifest::{
 use crate::output::Stager;
 use crate::sandbox::{GuestContext, Sandbox, SandboxError};
 use crate::slice::{ResolvedSlice, SliceError};
-use crate::table::{CommitOutcome, CommitRequest, KeyChecker, Mode, Table, TableError};
+use crate::table::{CommitOutcome, CommitRequest, KeyChecker, Mode, SliceState, Table, TableError};
 
 /// Why a run failed. Nothing was committed.
 #[derive(Debug, Error)]
@@ -103,11 +103,17 @@ pub enum RunOutcome {
     Committed {
         /// The version.
         version: u64,
+        /// Set when the output was already current but another writer had
+        /// changed the slice's rows: why it was recommitted.
+        drift: Option<String>,
     },
     /// The output equals the slice's committed output; nothing committed.
     Unchanged {
         /// The version that holds it.
         since: Option<u64>,
+        /// Another host committed the same output first (this one lost the
+        /// race, re-read the log and found it current).
+        raced: bool,
     },
     /// A committed run had this run key: nothing executed or committed.
     Memo {
@@ -120,8 +126,24 @@ impl std::fmt::Display for RunOutcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let v = |s: &Option<u64>| s.map(|v| v.to_string()).unwrap_or_else(|| "?".into());
         match self {
-            RunOutcome::Committed { version } => write!(f, "committed version {version}"),
-            RunOutcome::Unchanged { since } => write!(f, "unchanged since version {}", v(since)),
+            RunOutcome::Committed {
+                version,
+                drift: None,
+            } => write!(f, "committed version {version}"),
+            RunOutcome::Committed {
+                version,
+                drift: Some(why),
+            } => write!(f, "committed version {version} (recommitted: {why})"),
+            RunOutcome::Unchanged { since, raced } => write!(
+                f,
+                "unchanged since version {}{}",
+                v(since),
+                if *raced {
+                    " (another host committed it first)"
+                } else {
+                    ""
+                }
+            ),
             RunOutcome::Memo { since } => write!(
                 f,
                 "unchanged since version {} (memo: already run)",
@@ -195,7 +217,7 @@ fn module_path(module: &Digest) -> String {
 }
 
 /// Where a manifest is kept beside the table (under `_idem/`).
-fn manifest_path(manifest: &Digest) -> String {
+pub(crate) fn manifest_path(manifest: &Digest) -> String {
     format!("manifests/{}.json", manifest.hex())
 }
 
@@ -213,7 +235,7 @@ fn ms(t: Instant) -> u64 {
     t.elapsed().as_millis() as u64
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, RunError> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, RunError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -381,12 +403,13 @@ impl Run {
         };
         let run_key = crate::manifest::run_key(&spec);
 
-        // 3. Memo: this exact run already committed and still current.
+        // 3. Memo: this exact run already committed, still current, and the
+        //    table still holds its rows.
         if !self.force
             && let Some(m) = rt.block_on(memo(&table, &run_key))?
-            && rt.block_on(table.is_current(&slice.id, &m.result.output_digest))?
+            && let SliceState::Current { since } =
+                rt.block_on(table.slice_state(&slice.id, &m.result.output_digest, &mode))?
         {
-            let since = rt.block_on(table.version_of_current(&slice.id))?;
             let report = report(&table, m, RunOutcome::Memo { since }, timings);
             rt.block_on(log(&table, &report))?;
             return Ok(report);
@@ -465,7 +488,7 @@ impl Run {
                 .put_sidecar(&manifest_path(&manifest_digest), manifest.to_bytes())
                 .await
         })?;
-        fault_point("before-commit");
+        crate::fault::point("before-commit");
 
         // 6. Commit only a new output digest.
         let commit = rt.block_on(table.commit(CommitRequest {
@@ -479,8 +502,8 @@ impl Run {
         }))?;
         timings.commit_ms = ms(t);
         let outcome = match commit {
-            CommitOutcome::Committed { version } => RunOutcome::Committed { version },
-            CommitOutcome::Unchanged { since } => RunOutcome::Unchanged { since },
+            CommitOutcome::Committed { version, drift } => RunOutcome::Committed { version, drift },
+            CommitOutcome::Unchanged { since, raced } => RunOutcome::Unchanged { since, raced },
         };
         let report = report(&table, manifest, outcome, timings);
         rt.block_on(async {
@@ -494,18 +517,6 @@ impl Run {
             log(&table, &report).await
         })?;
         Ok(report)
-    }
-}
-
-/// Test hook: `IDEM_FAULT_SLEEP_MS=<point>:<ms>` sleeps at a named point so
-/// tests can kill the process there. Does nothing unless set.
-fn fault_point(point: &str) {
-    if let Ok(v) = std::env::var("IDEM_FAULT_SLEEP_MS")
-        && let Some((p, ms)) = v.split_once(':')
-        && p == point
-        && let Ok(ms) = ms.parse::<u64>()
-    {
-        std::thread::sleep(std::time::Duration::from_millis(ms));
     }
 }
 
@@ -541,8 +552,8 @@ async fn log(table: &Table, r: &RunReport) -> Result<(), RunError> {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
     let (outcome, version) = match &r.outcome {
-        RunOutcome::Committed { version } => ("committed", Some(*version)),
-        RunOutcome::Unchanged { since } => ("unchanged", *since),
+        RunOutcome::Committed { version, .. } => ("committed", Some(*version)),
+        RunOutcome::Unchanged { since, .. } => ("unchanged", *since),
         RunOutcome::Memo { since } => ("memo", *since),
     };
     let entry = LogEntry {
@@ -629,7 +640,27 @@ fn resolve(
     })
 }
 
-/// The verdict of [`verify`].
+/// A manifest is untrusted text: every input it names must be a plain
+/// relative path below its slice root, or nothing is read.
+pub(crate) fn check_input_paths(m: &Manifest) -> Result<(), RunError> {
+    for input in &m.spec.slice.inputs {
+        let p = std::path::Path::new(&input.path);
+        if input.path.is_empty()
+            || p.is_absolute()
+            || input.path.contains('\\')
+            || p.components()
+                .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(RunError::Usage(format!(
+                "the manifest names input `{}`, which is not a plain path below the slice root: refused (the manifest was edited)",
+                input.path
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The verdict of [`replay`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     /// The re-run produced the recorded output digest.
@@ -641,10 +672,11 @@ pub enum Verdict {
     Mismatch(String),
 }
 
-/// Re-run a manifest from what it names alone: the module fetched by digest
+/// Re-run a manifest from what it names alone (the replay step of `idem
+/// verify` and `idem audit --replay`, see [`crate::audit`]): the module fetched by digest
 /// from the table's `_idem/modules/`, the inputs from the slice root,
 /// checked against their recorded digests, then executed and compared.
-pub fn verify(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunError> {
+pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunError> {
     let m = Manifest::from_bytes(manifest_bytes)?;
     let rt = runtime()?;
     let table = rt.block_on(Table::open(&m.spec.target.table))?;
@@ -662,13 +694,6 @@ pub fn verify(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
             m.spec.module
         )));
     }
-    if m.spec.engine != sandbox.fingerprint() {
-        tracing::warn!(
-            "manifest engine {} differs from this host's {}",
-            m.spec.engine,
-            sandbox.fingerprint()
-        );
-    }
     let root = url::Url::parse(&m.spec.slice.root)
         .ok()
         .and_then(|u| u.to_file_path().ok())
@@ -678,6 +703,7 @@ pub fn verify(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
                 m.spec.slice.root
             ))
         })?;
+    check_input_paths(&m)?;
     let mut files = Vec::with_capacity(m.spec.slice.inputs.len());
     for input in &m.spec.slice.inputs {
         let path = root.join(&input.path);

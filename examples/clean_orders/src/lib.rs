@@ -55,7 +55,9 @@ impl Transform for CleanOrders {
         let keep: BooleanArray = amount.iter().map(|a| a.map(|a| a >= min)).collect();
         let kept = filter_record_batch(&batch, &keep)?;
         if kept.num_rows() == 0 {
-            return Ok(None);
+            // No rows, but the schema: an all-filtered slice still commits
+            // (and empties its rows in the table).
+            return Ok(Some(RecordBatch::new_empty(schema)));
         }
         let amount = kept
             .column_by_name("amount")

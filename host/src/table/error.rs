@@ -52,4 +52,36 @@ pub enum TableError {
         /// Why.
         detail: String,
     },
+    /// Another slice id owns the partition.
+    #[error(
+        "partition {partition} is owned by slice `{owner}`; slice `{slice}` cannot write it (one partition has one owning slice). Run it as slice `{owner}` (--slice-id {owner}), or write to another table"
+    )]
+    Owned {
+        /// `column=value`.
+        partition: String,
+        /// The owning slice id.
+        owner: String,
+        /// The slice that tried.
+        slice: String,
+    },
+    /// An append table holds files no idem commit wrote.
+    #[error(
+        "the table holds {count} data file(s) that idem did not write (e.g. {example}): a DELETE, UPDATE, OPTIMIZE or another writer rewrote rows, so idem can no longer tell which slice owns them. Restore the table to its last idem version (RESTORE), or rebuild it by rerunning every slice into a new table"
+    )]
+    Foreign {
+        /// How many such files.
+        count: usize,
+        /// One of them.
+        example: String,
+    },
+    /// A merge key column holds nulls.
+    #[error(
+        "merge key column `{column}` is null in {rows} output row(s): MERGE never matches a null key, so every rerun would insert those rows again. Filter or fill null keys in the transform, or choose another --key"
+    )]
+    NullKeys {
+        /// The key column.
+        column: String,
+        /// Rows with a null in it.
+        rows: usize,
+    },
 }

@@ -12,29 +12,33 @@
 //! `txn(idem:out:<slice>:D) == txn(idem:slice:<slice>)`.
 
 mod error;
+mod files;
 mod mode;
+mod ownership;
+mod proof;
 mod sidecar;
 
 use std::collections::HashMap;
-use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use deltalake::datafusion::prelude::{DataFrame, ParquetReadOptions, SessionContext, lit};
-use deltalake::kernel::Transaction;
+use deltalake::datafusion::prelude::{DataFrame, ParquetReadOptions, SessionContext};
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
-use deltalake::kernel::transaction::CommitProperties;
-use deltalake::protocol::SaveMode;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake::kernel::{Action, Add, Transaction};
+use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::{DeltaTable, DeltaTableError};
 use futures::TryStreamExt;
 use url::Url;
 
 pub use error::TableError;
 pub use mode::{KeyChecker, Mode};
+pub use proof::SliceCommit;
 
 use crate::digest::Digest;
+use crate::fault::point as fault_point;
 
 /// Data file size idem asks delta-rs for (it buffers one file per
 /// partition in memory before uploading it).
@@ -65,12 +69,45 @@ pub enum CommitOutcome {
     Committed {
         /// The new version.
         version: u64,
+        /// Why the slice was recommitted although its output was current:
+        /// another writer had changed its rows.
+        drift: Option<String>,
     },
     /// The slice already holds this output digest; nothing was written.
     Unchanged {
         /// The version that committed it (when known).
         since: Option<u64>,
+        /// This host lost a commit race to another that committed the same
+        /// output, re-read the log and found it current.
+        raced: bool,
     },
+}
+
+/// One data file of a pinned Delta version, as a slice input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputFile {
+    /// Where the file is.
+    pub location: Url,
+    /// Its partition values, sorted by column.
+    pub partition_values: Vec<(String, Option<String>)>,
+}
+
+/// Whether a slice's output is current in the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SliceState {
+    /// The output is current and the table holds exactly its rows.
+    Current {
+        /// The version that committed it (when the log still has it).
+        since: Option<u64>,
+    },
+    /// The output was committed last, but the table no longer holds exactly
+    /// its rows (another writer changed them): it must be recommitted.
+    Drifted {
+        /// What changed.
+        reason: String,
+    },
+    /// Another output (or none) is current.
+    Other,
 }
 
 /// Everything one commit writes.
@@ -188,13 +225,73 @@ impl Table {
         Ok(self.txn(&slice_app(slice)).await?.unwrap_or(0))
     }
 
-    /// Whether `digest` is the slice's current committed output.
-    pub async fn is_current(&self, slice: &str, digest: &Digest) -> Result<bool, TableError> {
+    /// Whether `digest` is the slice's current committed output *and* the
+    /// table still holds exactly the rows idem committed for it.
+    pub async fn slice_state(
+        &self,
+        slice: &str,
+        digest: &Digest,
+        mode: &Mode,
+    ) -> Result<SliceState, TableError> {
         let seq = self.slice_seq(slice).await?;
-        self.holds(slice, digest, seq).await
+        if !self.holds(slice, digest, seq).await? {
+            return Ok(SliceState::Other);
+        }
+        let since = self.version_of_current(slice).await?;
+        let drift = match mode {
+            Mode::Merge { .. } => self.foreign_commit_since(since).await?,
+            Mode::OverwritePartition { column, value } => {
+                let files = ownership::data_files(&self.delta).await?;
+                let nfiles = self.txn(&nfiles_app(slice, seq)).await?;
+                ownership::drift(&files, slice, seq, nfiles, Some((column, value)))
+            }
+            Mode::Append => {
+                let files = ownership::data_files(&self.delta).await?;
+                let nfiles = self.txn(&nfiles_app(slice, seq)).await?;
+                ownership::drift(&files, slice, seq, nfiles, None)
+            }
+        };
+        Ok(match drift {
+            None => SliceState::Current { since },
+            Some(reason) => SliceState::Drifted { reason },
+        })
     }
 
-    /// Whether the slice at sequence `seq` holds `digest`.
+    /// Whether `digest` is the slice's current output and still intact.
+    pub async fn is_current(
+        &self,
+        slice: &str,
+        digest: &Digest,
+        mode: &Mode,
+    ) -> Result<bool, TableError> {
+        Ok(matches!(
+            self.slice_state(slice, digest, mode).await?,
+            SliceState::Current { .. }
+        ))
+    }
+
+    /// Merge slices share files, so their rows cannot be told apart by file:
+    /// any commit after the slice's that idem did not make may have changed
+    /// them.
+    pub async fn foreign_commit_since(
+        &self,
+        since: Option<u64>,
+    ) -> Result<Option<String>, TableError> {
+        let Some(since) = since else {
+            return Ok(Some(
+                "the commit that made the output current is no longer in the log".into(),
+            ));
+        };
+        let history = self.idem_history().await?;
+        Ok(history
+            .iter()
+            .filter(|(v, info)| *v > since && !info.contains_key("idem.slice"))
+            .map(|(v, _)| *v)
+            .min()
+            .map(|v| format!("version {v} was committed by another writer after the slice's commit (version {since})")))
+    }
+
+    /// Whether `digest` is the slice's current committed output.
     async fn holds(&self, slice: &str, digest: &Digest, seq: i64) -> Result<bool, TableError> {
         Ok(seq > 0 && self.txn(&out_app(slice, digest)).await? == Some(seq))
     }
@@ -213,58 +310,63 @@ impl Table {
         }))
     }
 
-    /// Commit `req` unless the slice already holds its output digest. Races
-    /// with other hosts are resolved by re-reading: the loser of a race with
-    /// the same output finds it committed and reports `Unchanged`.
+    /// Commit `req` unless the slice already holds its output digest (and
+    /// the table still holds the slice's rows). Races with other hosts are
+    /// resolved by re-reading: the loser of a race with the same output finds
+    /// it committed and reports `Unchanged`.
     pub async fn commit(&mut self, req: CommitRequest<'_>) -> Result<CommitOutcome, TableError> {
+        // Data files are written once and reused by every attempt; whatever
+        // is not committed in the end is deleted again.
+        let mut written: Option<Vec<Add>> = None;
+        let result = self.commit_attempts(&req, &mut written).await;
+        if let (Some(adds), Ok(CommitOutcome::Unchanged { .. }) | Err(_)) = (&written, &result) {
+            files::discard(&self.delta, adds).await;
+        }
+        result
+    }
+
+    async fn commit_attempts(
+        &mut self,
+        req: &CommitRequest<'_>,
+        written: &mut Option<Vec<Add>>,
+    ) -> Result<CommitOutcome, TableError> {
         let mut last_conflict = String::new();
+        let mut drift;
+        let mut raced = false;
         for _ in 0..MAX_ATTEMPTS {
             self.refresh().await?;
             let seq = self.slice_seq(req.slice).await?;
-            if self.holds(req.slice, req.output_digest, seq).await? {
-                return Ok(CommitOutcome::Unchanged {
-                    since: self.version_of_current(req.slice).await?,
-                });
+            match self
+                .slice_state(req.slice, req.output_digest, req.mode)
+                .await?
+            {
+                SliceState::Current { since } => {
+                    return Ok(CommitOutcome::Unchanged { since, raced });
+                }
+                SliceState::Drifted { reason } => drift = Some(reason),
+                SliceState::Other => drift = None,
             }
             if self.delta.version().is_none() {
-                self.create(&req).await?;
+                self.create(req).await?;
                 continue;
             }
             let seq = seq + 1;
-            let props = CommitProperties::default()
-                .with_metadata([
-                    ("idem.slice".to_string(), req.slice.into()),
-                    ("idem.seq".to_string(), seq.into()),
-                    ("idem.runKey".to_string(), req.run_key.as_str().into()),
-                    (
-                        "idem.manifestDigest".to_string(),
-                        req.manifest_digest.as_str().into(),
-                    ),
-                    (
-                        "idem.outputDigest".to_string(),
-                        req.output_digest.as_str().into(),
-                    ),
-                    ("idem.mode".to_string(), req.mode.name().into()),
-                ])
-                .with_application_transactions(vec![
-                    Transaction::new(slice_app(req.slice), seq),
-                    Transaction::new(out_app(req.slice, req.output_digest), seq),
-                ]);
-            match self.write(&req, props).await {
-                Ok(table) => {
-                    self.delta = table;
-                    let version = self.delta.version().ok_or_else(|| TableError::Delta {
-                        what: "committing".into(),
-                        detail: "no version after commit".into(),
-                    })?;
-                    return Ok(CommitOutcome::Committed { version });
+            let attempt = match req.mode {
+                Mode::Merge { keys } => {
+                    let props = self.props(req, seq, None);
+                    self.merge(req, keys, props).await
                 }
+                _ => self.replace(req, seq, written).await,
+            };
+            match attempt {
+                Ok(version) => return Ok(CommitOutcome::Committed { version, drift }),
                 Err(TableError::Conflict(detail)) => {
                     tracing::info!(
                         "commit of slice {} lost a race ({detail}); re-reading",
                         req.slice
                     );
                     last_conflict = detail;
+                    raced = true;
                 }
                 Err(e) => return Err(e),
             }
@@ -273,6 +375,181 @@ impl Table {
             "gave up after {MAX_ATTEMPTS} attempts; other writers keep committing slice {} ({last_conflict})",
             req.slice
         )))
+    }
+
+    /// commitInfo metadata and app transactions of the slice's commit `seq`.
+    fn props(&self, req: &CommitRequest<'_>, seq: i64, nfiles: Option<usize>) -> CommitProperties {
+        let mut meta: Vec<(String, serde_json::Value)> = vec![
+            ("idem.slice".into(), req.slice.into()),
+            ("idem.seq".into(), seq.into()),
+            ("idem.runKey".into(), req.run_key.as_str().into()),
+            (
+                "idem.manifestDigest".into(),
+                req.manifest_digest.as_str().into(),
+            ),
+            (
+                "idem.outputDigest".into(),
+                req.output_digest.as_str().into(),
+            ),
+            ("idem.mode".into(), req.mode.name().into()),
+        ];
+        let mut txns = vec![
+            Transaction::new(slice_app(req.slice), seq),
+            Transaction::new(out_app(req.slice, req.output_digest), seq),
+        ];
+        if let Mode::OverwritePartition { column, value } = req.mode {
+            meta.push(("idem.partition".into(), format!("{column}={value}").into()));
+        }
+        if let Some(schema) = &req.schema {
+            let names: Vec<serde_json::Value> = schema
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str().into())
+                .collect();
+            meta.push(("idem.outputColumns".into(), names.into()));
+        }
+        if let Some(n) = nfiles {
+            meta.push(("idem.files".into(), n.into()));
+            txns.push(Transaction::new(nfiles_app(req.slice, seq), n as i64));
+        }
+        CommitProperties::default()
+            .with_metadata(meta)
+            .with_application_transactions(txns)
+    }
+
+    /// Overwrite-partition and append: one commit that adds the output's
+    /// data files (tagged with the slice) and removes every file the slice
+    /// held before — so a slice's new output replaces exactly its own rows.
+    async fn replace(
+        &mut self,
+        req: &CommitRequest<'_>,
+        seq: i64,
+        written: &mut Option<Vec<Add>>,
+    ) -> Result<u64, TableError> {
+        let files = ownership::data_files(&self.delta).await?;
+        let (removed, operation): (Vec<&Add>, DeltaOperation) = match req.mode {
+            Mode::OverwritePartition { column, value } => {
+                if let Some(owner) = ownership::other_owner(&files, req.slice, column, value) {
+                    return Err(TableError::Owned {
+                        partition: format!("{column}={value}"),
+                        owner: owner.to_string(),
+                        slice: req.slice.to_string(),
+                    });
+                }
+                if let Some(owner) = self
+                    .partition_owner_in_log(req.slice, column, value)
+                    .await?
+                {
+                    return Err(TableError::Owned {
+                        partition: format!("{column}={value}"),
+                        owner,
+                        slice: req.slice.to_string(),
+                    });
+                }
+                let removed = files
+                    .iter()
+                    .filter(|f| ownership::in_partition(f, column, value))
+                    .collect();
+                let op = DeltaOperation::Write {
+                    mode: SaveMode::Overwrite,
+                    partition_by: Some(vec![column.clone()]),
+                    predicate: Some(mode::equals(column, value)),
+                };
+                (removed, op)
+            }
+            _ => {
+                let foreign = ownership::untagged(&files);
+                if let Some(f) = foreign.first() {
+                    return Err(TableError::Foreign {
+                        count: foreign.len(),
+                        example: f.path.clone(),
+                    });
+                }
+                let removed = ownership::slice_files(&files, req.slice);
+                let op = DeltaOperation::Write {
+                    mode: SaveMode::Append,
+                    partition_by: None,
+                    predicate: None,
+                };
+                (removed, op)
+            }
+        };
+        let adds = match written {
+            Some(adds) => adds.clone(),
+            None => {
+                let adds =
+                    files::write(&self.delta, &req.staged, req.mode, TARGET_FILE_BYTES).await?;
+                *written = Some(adds.clone());
+                adds
+            }
+        };
+        // Data files are written, the log entry is not: a kill here must
+        // leave the table as it was; two hosts here at once must race.
+        fault_point("before-log-write");
+        let mut actions: Vec<Action> = adds
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let mut a = a.clone();
+                a.tags = Some(ownership::tags(req.slice, seq, i));
+                Action::Add(a)
+            })
+            .collect();
+        actions.extend(removed.iter().map(|f| Action::Remove(remove(f))));
+        let props = self.props(req, seq, Some(adds.len()));
+        let snapshot = self
+            .delta
+            .snapshot()
+            .map_err(delta_err("reading the snapshot"))?;
+        let done = CommitBuilder::from(props)
+            .with_actions(actions)
+            .build(Some(snapshot), self.delta.log_store(), operation)
+            .await
+            .map_err(classify)?;
+        let version = done.version();
+        self.refresh().await?;
+        Ok(version as u64)
+    }
+
+    /// The slice id that an earlier idem commit recorded as the owner of
+    /// partition `column = value` (covers owners whose output was empty).
+    async fn partition_owner_in_log(
+        &self,
+        slice: &str,
+        column: &str,
+        value: &str,
+    ) -> Result<Option<String>, TableError> {
+        let partition = format!("{column}={value}");
+        let history = self.idem_history().await?;
+        Ok(history.into_iter().find_map(|(_, info)| {
+            let owner = info.get("idem.slice").and_then(|v| v.as_str())?;
+            let part = info.get("idem.partition").and_then(|v| v.as_str())?;
+            (part == partition && owner != slice).then(|| owner.to_string())
+        }))
+    }
+
+    async fn merge(
+        &mut self,
+        req: &CommitRequest<'_>,
+        keys: &[String],
+        props: CommitProperties,
+    ) -> Result<u64, TableError> {
+        let overrides = HashMap::from([(
+            "datafusion.execution.target_partitions".to_string(),
+            "1".to_string(),
+        )]);
+        let ctx = deltalake::delta_datafusion::DeltaSessionContext::new_with_session_overrides(
+            &overrides,
+        )
+        .map_err(delta_err("configuring the write session"))?
+        .into_inner();
+        let source = self.source(req, &ctx).await?;
+        let table = mode::merge(self.delta.clone(), source, keys, props).await?;
+        self.delta = table;
+        self.delta.version().ok_or_else(|| TableError::Delta {
+            what: "committing".into(),
+            detail: "no version after commit".into(),
+        })
     }
 
     /// Create the table (version 0: schema and partitioning, no data) so the
@@ -306,8 +583,8 @@ impl Table {
         self.refresh().await
     }
 
-    /// The output as a DataFusion plan: the staged Parquet files, streamed
-    /// (never collected), plus the partition column when the output lacks it.
+    /// The output as a DataFusion plan for MERGE: the staged Parquet files,
+    /// streamed (never collected).
     async fn source(
         &self,
         req: &CommitRequest<'_>,
@@ -315,73 +592,42 @@ impl Table {
     ) -> Result<DataFrame, TableError> {
         let df_err =
             |e: deltalake::datafusion::error::DataFusionError| TableError::Output(e.to_string());
-        let df = if req.staged.is_empty() {
-            let schema = req.schema.clone().ok_or(TableError::NoSchema)?;
-            ctx.read_batches(vec![RecordBatch::new_empty(schema)])
-                .map_err(df_err)?
-        } else {
-            let paths: Vec<String> = req.staged.iter().map(|p| p.display().to_string()).collect();
-            // Read back with the schema it was written with (DataFusion would
-            // otherwise turn strings into view types).
-            let mut opts = ParquetReadOptions::default();
-            if let Some(schema) = req.schema.as_deref() {
-                opts = opts.schema(schema);
-            }
-            ctx.read_parquet(paths, opts).await.map_err(df_err)?
-        };
-        match req.mode {
-            Mode::OverwritePartition { column, value }
-                if df.schema().field_with_unqualified_name(column).is_err() =>
-            {
-                df.with_column(column, lit(value.as_str())).map_err(df_err)
-            }
-            _ => Ok(df),
+        if req.staged.is_empty() {
+            let schema = match req.schema.clone() {
+                Some(s) => s,
+                None => self.arrow_schema()?,
+            };
+            return ctx
+                .read_batches(vec![RecordBatch::new_empty(schema)])
+                .map_err(df_err);
         }
+        let paths: Vec<String> = req.staged.iter().map(|p| p.display().to_string()).collect();
+        // Read back with the schema it was written with (DataFusion would
+        // otherwise turn strings into view types).
+        let mut opts = ParquetReadOptions::default();
+        if let Some(schema) = req.schema.as_deref() {
+            opts = opts.schema(schema);
+        }
+        ctx.read_parquet(paths, opts).await.map_err(df_err)
     }
 
-    async fn write(
-        &self,
-        req: &CommitRequest<'_>,
-        props: CommitProperties,
-    ) -> Result<DeltaTable, TableError> {
-        // Delta's session: its planner knows the write's own plan nodes. One
-        // input stream: the output is one slice, and hash-repartitioning it
-        // by its single partition value buffers without bound in DataFusion.
-        let overrides = HashMap::from([(
-            "datafusion.execution.target_partitions".to_string(),
-            "1".to_string(),
-        )]);
-        let ctx = deltalake::delta_datafusion::DeltaSessionContext::new_with_session_overrides(
-            &overrides,
-        )
-        .map_err(delta_err("configuring the write session"))?
-        .into_inner();
-        let source = self.source(req, &ctx).await?;
-        let table = self.delta.clone();
-        if let Mode::Merge { keys } = req.mode {
-            return mode::merge(table, source, keys, props).await;
-        }
-        let plan = source.into_unoptimized_plan();
-        let write = table
-            .write(Vec::<RecordBatch>::new())
-            .with_input_plan(plan)
-            .with_session_state(Arc::new(ctx.state()))
-            // delta-rs buffers a whole data file in memory before upload:
-            // smaller files and row groups keep a run's memory O(batch).
-            .with_target_file_size(NonZeroU64::new(TARGET_FILE_BYTES))
-            .with_writer_properties(writer_properties())
-            .with_commit_properties(props);
-        let result = match req.mode {
-            Mode::OverwritePartition { column, value } => {
-                write
-                    .with_partition_columns([column.clone()])
-                    .with_save_mode(SaveMode::Overwrite)
-                    .with_replace_where(mode::equals(column, value))
-                    .await
-            }
-            _ => write.with_save_mode(SaveMode::Append).await,
-        };
-        result.map_err(classify)
+    /// The table's schema as Arrow.
+    pub fn arrow_schema(&self) -> Result<SchemaRef, TableError> {
+        use deltalake::kernel::engine::arrow_conversion::TryIntoArrow as _;
+        let snapshot = self
+            .delta
+            .snapshot()
+            .map_err(delta_err("reading the snapshot"))?;
+        let schema: Schema =
+            snapshot
+                .schema()
+                .as_ref()
+                .try_into_arrow()
+                .map_err(|e| TableError::Delta {
+                    what: "reading the schema".into(),
+                    detail: e.to_string(),
+                })?;
+        Ok(Arc::new(schema))
     }
 
     /// Store bytes under the table's `_idem/` folder (atomically).
@@ -424,6 +670,62 @@ impl Table {
             }
         };
         Ok(uris)
+    }
+
+    /// The data files of the loaded version as a slice input: each file's
+    /// location and its partition values (Delta keeps those in the log, not
+    /// in the files), optionally limited to partition `column = value`.
+    /// Tables whose rows cannot be read file by file as plain Parquet
+    /// (deletion vectors, column mapping) are refused with a clear error.
+    pub async fn input_files(
+        &self,
+        partition: Option<(&str, &str)>,
+    ) -> Result<Vec<InputFile>, TableError> {
+        let snapshot = self
+            .delta
+            .snapshot()
+            .map_err(delta_err("reading the snapshot"))?;
+        let unsupported = |what: String| TableError::Delta {
+            what: format!("reading {} as a slice", self.url),
+            detail: what,
+        };
+        if let Some(mode) = snapshot
+            .metadata()
+            .configuration()
+            .get("delta.columnMapping.mode")
+            .filter(|m| m.as_str() != "none")
+        {
+            return Err(unsupported(format!(
+                "the table uses column mapping (mode `{mode}`), which idem cannot read yet: physical column names differ from the logical ones. Copy the version into a table without column mapping"
+            )));
+        }
+        let mut out = Vec::new();
+        for f in ownership::data_files(&self.delta).await? {
+            if partition.is_some_and(|(k, v)| !ownership::in_partition(&f, k, v)) {
+                continue;
+            }
+            if f.deletion_vector.is_some() {
+                return Err(unsupported(format!(
+                    "data file {} has a deletion vector (rows deleted in place), which idem cannot apply yet: purge them first (REORG TABLE ... APPLY (PURGE)) or copy the version into a new table",
+                    f.path
+                )));
+            }
+            let mut values: Vec<(String, Option<String>)> = f
+                .partition_values
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            values.sort();
+            let location = self
+                .url
+                .join(&f.path)
+                .map_err(|e| unsupported(format!("data file {}: {e}", f.path)))?;
+            out.push(InputFile {
+                location,
+                partition_values: values,
+            });
+        }
+        Ok(out)
     }
 
     /// Load a given version (for pinned Delta inputs).
@@ -470,6 +772,31 @@ fn slice_app(slice: &str) -> String {
 
 fn out_app(slice: &str, digest: &Digest) -> String {
     format!("idem:out:{slice}:{}", digest.hex())
+}
+
+fn nfiles_app(slice: &str, seq: i64) -> String {
+    format!("idem:nfiles:{slice}:{seq}")
+}
+
+/// A remove action for a data file of the snapshot.
+fn remove(f: &Add) -> deltalake::kernel::Remove {
+    deltalake::kernel::Remove {
+        path: f.path.clone(),
+        data_change: true,
+        deletion_timestamp: Some(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(0),
+        ),
+        extended_file_metadata: Some(true),
+        partition_values: Some(f.partition_values.clone()),
+        size: Some(f.size),
+        tags: f.tags.clone(),
+        deletion_vector: f.deletion_vector.clone(),
+        base_row_id: f.base_row_id,
+        default_row_commit_version: f.default_row_commit_version,
+    }
 }
 
 fn add_field(s: &SchemaRef, column: &str) -> SchemaRef {

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use arrow::array::RecordBatch;
+use arrow::array::{Array as _, RecordBatch};
 use arrow::row::{RowConverter, SortField};
 use arrow::util::display::array_value_to_string;
 use deltalake::DeltaTable;
@@ -60,6 +60,9 @@ pub struct KeyChecker {
     seen: HashSet<Vec<u8>>,
     duplicates: usize,
     example: Option<String>,
+    /// Null keys per key column: MERGE never matches a null key, so every
+    /// rerun would insert those rows again.
+    nulls: Vec<usize>,
 }
 
 impl KeyChecker {
@@ -71,6 +74,7 @@ impl KeyChecker {
             seen: HashSet::new(),
             duplicates: 0,
             example: None,
+            nulls: vec![0; keys.len()],
         }
     }
 
@@ -86,6 +90,9 @@ impl KeyChecker {
                 ))
             })?;
             cols.push(c.clone());
+        }
+        for (n, c) in self.nulls.iter_mut().zip(&cols) {
+            *n += c.logical_null_count();
         }
         if self.converter.is_none() {
             let fields = cols
@@ -118,6 +125,12 @@ impl KeyChecker {
 
     /// `Ok` when every key was unique.
     pub fn finish(self) -> Result<(), TableError> {
+        if let Some((column, &rows)) = self.keys.iter().zip(&self.nulls).find(|(_, n)| **n > 0) {
+            return Err(TableError::NullKeys {
+                column: column.clone(),
+                rows,
+            });
+        }
         match self.example {
             None => Ok(()),
             Some(example) => Err(TableError::DuplicateKeys {

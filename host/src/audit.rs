@@ -1,0 +1,261 @@
+//! Proving a table, not only a manifest: for every slice, the commit that
+//! made its output current -> the manifest it names (its digest checked) ->
+//! the rows the table holds for the slice now, read back and digested ->
+//! optionally a replay of the manifest. `idem verify` runs the same chain
+//! for one manifest. Nothing here takes a `_idem/` file's word: manifests
+//! and sidecars can be edited by anyone with write access to the table.
+
+use crate::digest::Digest;
+use crate::manifest::Manifest;
+use crate::run::{RunError, Verdict, manifest_path, replay};
+use crate::sandbox::Sandbox;
+use crate::table::{SliceCommit, Table};
+
+/// How far a slice was proven.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Proof {
+    /// Commit -> manifest -> the table's rows all agree (and the replay,
+    /// when asked for, reproduced the output).
+    Proven,
+    /// Merge slices share rows by key with other slices, so there is no
+    /// per-slice row set to digest: commit -> manifest agree and no other
+    /// writer committed since (and the replay, when asked, matched).
+    ChainOnly,
+    /// Something disagrees; the detail says what.
+    Failed,
+}
+
+/// One slice's audit.
+#[derive(Debug, Clone)]
+pub struct SliceAudit {
+    /// Slice id.
+    pub slice: String,
+    /// The version whose commit made the slice's output current.
+    pub version: u64,
+    /// The verdict.
+    pub proof: Proof,
+    /// What was checked, or the first disagreement.
+    pub detail: String,
+}
+
+/// Options of [`audit`].
+#[derive(Default)]
+pub struct AuditOptions<'a> {
+    /// Only this slice.
+    pub slice: Option<String>,
+    /// Re-run each manifest in this sandbox and compare.
+    pub replay: Option<&'a Sandbox>,
+}
+
+/// Audit every slice of `table` (or one).
+pub fn audit(table: &str, opts: &AuditOptions<'_>) -> Result<Vec<SliceAudit>, RunError> {
+    let rt = crate::run::runtime()?;
+    let t = rt.block_on(Table::open(table))?;
+    let commits = rt.block_on(t.slice_commits())?;
+    if let Some(s) = &opts.slice
+        && !commits.iter().any(|c| &c.slice == s)
+    {
+        return Err(RunError::Usage(format!(
+            "table {table} has no commit for slice `{s}` (see `idem log {table}`)"
+        )));
+    }
+    let mut out = Vec::new();
+    for c in commits
+        .iter()
+        .filter(|c| opts.slice.as_ref().is_none_or(|s| s == &c.slice))
+    {
+        let (proof, detail) = match rt.block_on(prove(&t, c)) {
+            Ok((proof, detail, bytes)) => match (&proof, opts.replay) {
+                (Proof::Failed, _) | (_, None) => (proof, detail),
+                (_, Some(sandbox)) => match replay(&bytes, sandbox)? {
+                    Verdict::Match { .. } => (proof, format!("{detail}; replay reproduced it")),
+                    Verdict::Mismatch(why) => (Proof::Failed, format!("replay: {why}")),
+                },
+            },
+            Err(why) => (Proof::Failed, why),
+        };
+        out.push(SliceAudit {
+            slice: c.slice.clone(),
+            version: c.version,
+            proof,
+            detail,
+        });
+    }
+    Ok(out)
+}
+
+/// Commit -> manifest -> rows for one slice. `Err` is the first
+/// disagreement; `Ok` carries the manifest bytes for a replay.
+async fn prove(t: &Table, c: &SliceCommit) -> Result<(Proof, String, Vec<u8>), String> {
+    let fail = |s: String| Err::<(Proof, String, Vec<u8>), String>(s);
+    if !c.current {
+        return fail(format!(
+            "the log's app transactions do not name version {}'s output as current (the log was edited)",
+            c.version
+        ));
+    }
+    let (Some(md), Some(od)) = (&c.manifest_digest, &c.output_digest) else {
+        return fail(format!(
+            "the commit at version {} names no manifest",
+            c.version
+        ));
+    };
+    let bytes = match t.get_sidecar(&manifest_path(md)).await {
+        Ok(Some(b)) => b,
+        Ok(None) => {
+            return fail(format!(
+                "manifest {md} named by version {} is missing",
+                c.version
+            ));
+        }
+        Err(e) => return fail(e.to_string()),
+    };
+    let actual = Digest::of_bytes(&bytes);
+    if &actual != md {
+        return fail(format!(
+            "the stored manifest for {md} was edited: its bytes hash to {actual}"
+        ));
+    }
+    let m = Manifest::from_bytes(&bytes).map_err(|e| e.to_string())?;
+    if &m.result.output_digest != od
+        || m.spec.slice.id != c.slice
+        || Some(&m.run_key) != c.run_key.as_ref()
+    {
+        return fail(format!(
+            "the manifest disagrees with the commit at version {} (output {} vs {od}, slice {} vs {})",
+            c.version, m.result.output_digest, m.spec.slice.id, c.slice
+        ));
+    }
+    if c.mode == "merge" {
+        return match t.foreign_commit_since(Some(c.version)).await {
+            Ok(None) => Ok((
+                Proof::ChainOnly,
+                format!(
+                    "commit v{} -> manifest {md} agree; no other writer since (merge: rows are shared by key, not digested per slice)",
+                    c.version
+                ),
+                bytes,
+            )),
+            Ok(Some(why)) => fail(why),
+            Err(e) => fail(e.to_string()),
+        };
+    }
+    match t.slice_drift(c).await {
+        Ok(None) => {}
+        Ok(Some(why)) => return fail(why),
+        Err(e) => return fail(e.to_string()),
+    }
+    let (rows_digest, rows) = t.digest_slice_rows(c).await.map_err(|e| e.to_string())?;
+    if &rows_digest != od || rows != m.result.rows_out {
+        return fail(format!(
+            "the table's rows for the slice digest to {rows_digest} ({rows} rows), but the manifest says {od} ({} rows)",
+            m.result.rows_out
+        ));
+    }
+    Ok((
+        Proof::Proven,
+        format!(
+            "commit v{} -> manifest {md} -> {rows} rows in the table digest to {od}",
+            c.version
+        ),
+        bytes,
+    ))
+}
+
+/// What [`verify_manifest`] found.
+#[derive(Debug, Clone)]
+pub struct ManifestCheck {
+    /// The replay's verdict (with the table checks folded in).
+    pub verdict: Verdict,
+    /// What was checked, line by line.
+    pub notes: Vec<String>,
+}
+
+/// `idem verify`: one manifest file, checked against its own name, the
+/// table that it claims to describe, and a replay. A manifest from another
+/// engine is refused unless `allow_engine`.
+pub fn verify_manifest(
+    file_name: Option<&str>,
+    bytes: &[u8],
+    sandbox: &Sandbox,
+    allow_engine: bool,
+) -> Result<ManifestCheck, RunError> {
+    let mut notes = Vec::new();
+    let digest = Digest::of_bytes(bytes);
+    let mismatch = |why: String, notes: Vec<String>| {
+        Ok(ManifestCheck {
+            verdict: Verdict::Mismatch(why),
+            notes,
+        })
+    };
+    if let Some(stem) = file_name.and_then(|n| n.strip_suffix(".json"))
+        && stem.len() == 64
+        && stem.bytes().all(|b| b.is_ascii_hexdigit())
+        && stem != digest.hex()
+    {
+        return mismatch(
+            format!(
+                "the file is named for manifest sha256:{stem}, but its bytes hash to {digest}: it was edited"
+            ),
+            notes,
+        );
+    }
+    let m = Manifest::from_bytes(bytes)?;
+    crate::run::check_input_paths(&m)?;
+    if m.spec.engine != sandbox.fingerprint() {
+        if !allow_engine {
+            return Err(RunError::Usage(format!(
+                "the manifest was produced by engine `{}`, this host is `{}`: outputs may differ for reasons outside the manifest. Pass --allow-engine to re-run it anyway and report whether the output still matches",
+                m.spec.engine,
+                sandbox.fingerprint()
+            )));
+        }
+        notes.push(format!(
+            "engine differs (manifest `{}`, host `{}`): compared anyway (--allow-engine)",
+            m.spec.engine,
+            sandbox.fingerprint()
+        ));
+    }
+    let rt = crate::run::runtime()?;
+    let t = rt.block_on(Table::open(&m.spec.target.table))?;
+    let commits = rt.block_on(t.slice_commits())?;
+    let history = rt.block_on(t.idem_history())?;
+    let named_by: Vec<u64> = history
+        .iter()
+        .filter(|(_, info)| {
+            info.get("idem.manifestDigest").and_then(|v| v.as_str()) == Some(digest.as_str())
+        })
+        .map(|(v, _)| *v)
+        .collect();
+    let current = commits.iter().find(|c| c.slice == m.spec.slice.id);
+    match current {
+        Some(c) if c.manifest_digest.as_ref() == Some(&digest) => {
+            match rt.block_on(prove(&t, c)) {
+                Ok((_, detail, _)) => notes.push(format!("table: {detail}")),
+                Err(why) => return mismatch(format!("table: {why}"), notes),
+            }
+        }
+        _ if named_by.is_empty() => {
+            return mismatch(
+                format!(
+                    "no commit of table {} names this manifest ({digest}): it was never committed there (forged, or from another table)",
+                    m.spec.target.table
+                ),
+                notes,
+            );
+        }
+        Some(c) => notes.push(format!(
+            "table: committed at version {}, superseded: slice {} is now at version {} (manifest {})",
+            named_by.iter().max().copied().unwrap_or(0),
+            c.slice,
+            c.version,
+            c.manifest_digest.as_ref().map(|d| d.as_str()).unwrap_or("?")
+        )),
+        None => notes.push(format!(
+            "table: committed at version {}, but the slice has no current commit",
+            named_by.iter().max().copied().unwrap_or(0)
+        )),
+    }
+    let verdict = replay(bytes, sandbox)?;
+    Ok(ManifestCheck { verdict, notes })
+}

@@ -1,0 +1,41 @@
+//! Test hooks that make crash and race tests deterministic. They do nothing
+//! unless their environment variable is set.
+
+use std::time::{Duration, Instant};
+
+/// A named point in a run. With `IDEM_FAULT_SLEEP_MS=<point>:<ms>` the
+/// process sleeps there (so a test can kill it at that point); with
+/// `IDEM_FAULT_BARRIER=<point>:<dir>:<n>` it announces itself in `<dir>` and
+/// waits until `n` processes have arrived (so a test can prove that two
+/// hosts really were at the same point at once).
+pub fn point(name: &str) {
+    if let Ok(v) = std::env::var("IDEM_FAULT_SLEEP_MS")
+        && let Some((p, ms)) = v.split_once(':')
+        && p == name
+        && let Ok(ms) = ms.parse::<u64>()
+    {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+    if let Ok(v) = std::env::var("IDEM_FAULT_BARRIER") {
+        let mut parts = v.splitn(3, ':');
+        if let (Some(p), Some(n), Some(dir)) = (parts.next(), parts.next(), parts.next())
+            && p == name
+            && let Ok(n) = n.parse::<usize>()
+        {
+            barrier(std::path::Path::new(dir), n);
+        }
+    }
+}
+
+fn barrier(dir: &std::path::Path, n: usize) {
+    let _ = std::fs::create_dir_all(dir);
+    let _ = std::fs::write(dir.join(std::process::id().to_string()), b"");
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        let here = std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
+        if here >= n {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

@@ -1,0 +1,174 @@
+//! What the table itself says about each slice, for `idem audit` and
+//! `idem verify`: the commit that made each slice's output current, and the
+//! rows the table holds for a slice now (read back and digested).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use object_store::ObjectStoreExt as _;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use super::{Table, TableError, ownership};
+use crate::digest::{Digest, OutputDigester};
+
+/// The commit that made a slice's output current, as its commitInfo says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliceCommit {
+    /// Slice id.
+    pub slice: String,
+    /// The slice's commit sequence number.
+    pub seq: i64,
+    /// Table version of the commit.
+    pub version: u64,
+    /// `overwrite-partition`, `merge` or `append`.
+    pub mode: String,
+    /// `column=value` for overwrite-partition.
+    pub partition: Option<String>,
+    /// The manifest the commit names.
+    pub manifest_digest: Option<Digest>,
+    /// The output digest the commit names.
+    pub output_digest: Option<Digest>,
+    /// The run key the commit names.
+    pub run_key: Option<Digest>,
+    /// The output's column names in order (to rebuild partition columns).
+    pub output_columns: Option<Vec<String>>,
+    /// Whether the app transactions still say this commit is current.
+    pub current: bool,
+}
+
+fn digest_field(
+    info: &std::collections::HashMap<String, serde_json::Value>,
+    k: &str,
+) -> Option<Digest> {
+    info.get(k)
+        .and_then(|v| v.as_str())
+        .and_then(|s| Digest::parse(s).ok())
+}
+
+impl Table {
+    /// Every slice's latest commit, by slice id.
+    pub async fn slice_commits(&self) -> Result<Vec<SliceCommit>, TableError> {
+        let mut latest: BTreeMap<String, SliceCommit> = BTreeMap::new();
+        for (version, info) in self.idem_history().await? {
+            let Some(slice) = info.get("idem.slice").and_then(|v| v.as_str()) else {
+                continue;
+            };
+            let seq = info.get("idem.seq").and_then(|v| v.as_i64()).unwrap_or(0);
+            if latest.get(slice).is_some_and(|c| c.seq >= seq) {
+                continue;
+            }
+            let output_digest = digest_field(&info, "idem.outputDigest");
+            let current = match &output_digest {
+                Some(d) => self.slice_seq(slice).await? == seq && self.holds(slice, d, seq).await?,
+                None => false,
+            };
+            latest.insert(
+                slice.to_string(),
+                SliceCommit {
+                    slice: slice.to_string(),
+                    seq,
+                    version,
+                    mode: info
+                        .get("idem.mode")
+                        .and_then(|v| v.as_str())
+                        .unwrap_or("?")
+                        .to_string(),
+                    partition: info
+                        .get("idem.partition")
+                        .and_then(|v| v.as_str())
+                        .map(str::to_string),
+                    manifest_digest: digest_field(&info, "idem.manifestDigest"),
+                    output_digest,
+                    run_key: digest_field(&info, "idem.runKey"),
+                    output_columns: info.get("idem.outputColumns").and_then(|v| {
+                        v.as_array().map(|a| {
+                            a.iter()
+                                .filter_map(|c| c.as_str().map(str::to_string))
+                                .collect()
+                        })
+                    }),
+                    current,
+                },
+            );
+        }
+        Ok(latest.into_values().collect())
+    }
+
+    /// Why the table no longer holds exactly the rows of `c` (`None` when
+    /// it does), for slices whose rows live in their own files.
+    pub async fn slice_drift(&self, c: &SliceCommit) -> Result<Option<String>, TableError> {
+        let files = ownership::data_files(&self.delta).await?;
+        let nfiles = self.txn(&super::nfiles_app(&c.slice, c.seq)).await?;
+        let partition = c.partition.as_deref().and_then(|p| p.split_once('='));
+        Ok(ownership::drift(&files, &c.slice, c.seq, nfiles, partition))
+    }
+
+    /// Read the rows the table holds for slice `c` now, in output order,
+    /// and digest them the way a run digests its output. Only for slices
+    /// whose rows live in their own files (overwrite-partition, append).
+    pub async fn digest_slice_rows(&self, c: &SliceCommit) -> Result<(Digest, u64), TableError> {
+        let files = ownership::data_files(&self.delta).await?;
+        let store = self.delta.log_store().object_store(None);
+        let mut digester = OutputDigester::new();
+        let partition = c.partition.as_deref().and_then(|p| p.split_once('='));
+        for f in ownership::slice_files(&files, &c.slice) {
+            let path = object_store::path::Path::parse(&f.path)
+                .unwrap_or_else(|_| object_store::path::Path::from(f.path.as_str()));
+            let err = |e: &dyn std::fmt::Display| TableError::Delta {
+                what: format!("reading data file {}", f.path),
+                detail: e.to_string(),
+            };
+            let bytes = store
+                .get(&path)
+                .await
+                .map_err(|e| err(&e))?
+                .bytes()
+                .await
+                .map_err(|e| err(&e))?;
+            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+                .map_err(|e| err(&e))?
+                .build()
+                .map_err(|e| err(&e))?;
+            for batch in reader {
+                let batch = batch.map_err(|e| err(&e))?;
+                let batch = as_output(batch, c.output_columns.as_deref(), partition)
+                    .map_err(|e| err(&e))?;
+                digester.update(&batch);
+            }
+        }
+        let rows = digester.rows();
+        Ok((digester.finish(), rows))
+    }
+}
+
+/// A data file's batch in the output's column order, with the partition
+/// column (which Delta keeps in the log, not in the file) put back where
+/// the output had it.
+fn as_output(
+    batch: RecordBatch,
+    columns: Option<&[String]>,
+    partition: Option<(&str, &str)>,
+) -> Result<RecordBatch, arrow::error::ArrowError> {
+    let Some(columns) = columns else {
+        return Ok(batch);
+    };
+    let schema = batch.schema();
+    let mut fields = Vec::with_capacity(columns.len());
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
+    for name in columns {
+        if let Some((i, f)) = schema.column_with_name(name) {
+            fields.push(f.clone());
+            arrays.push(batch.column(i).clone());
+        } else if let Some((col, value)) = partition.filter(|(col, _)| col == name) {
+            fields.push(Field::new(col, DataType::Utf8, false));
+            arrays.push(Arc::new(StringArray::from(vec![value; batch.num_rows()])));
+        } else {
+            return Err(arrow::error::ArrowError::SchemaError(format!(
+                "the output's column `{name}` is not in the data file"
+            )));
+        }
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
+}

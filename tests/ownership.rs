@@ -1,0 +1,488 @@
+//! Slice ownership and proofs that read the table: every row of an idem
+//! table belongs to exactly one slice, in every mode; a slice's new output
+//! replaces exactly its own rows; memo/unchanged are answered only when the
+//! table still holds what idem committed; `idem audit` and `idem verify`
+//! check the table, not only the manifest. Real `idem` binary, real .wasm
+//! guests, real Delta tables, other writers played by PyPI `deltalake`.
+
+mod common;
+
+use std::path::Path;
+
+use common::{field, read_table};
+
+fn s(p: &Path) -> String {
+    p.to_str().unwrap().to_string()
+}
+
+fn ok(r: (i32, String, String)) -> String {
+    assert_eq!(r.0, 0, "idem failed:\n{}\n{}", r.1, r.2);
+    r.1
+}
+
+/// `idem run --files FILE --slice-id ID --table T ...extra`.
+fn run_files(
+    module: &Path,
+    file: &Path,
+    id: &str,
+    table: &Path,
+    extra: &[&str],
+) -> (i32, String, String) {
+    let mut args = vec![
+        "run".to_string(),
+        "--module".into(),
+        s(module),
+        "--files".into(),
+        s(file),
+        "--slice-id".into(),
+        id.into(),
+        "--table".into(),
+        s(table),
+        "--batch-rows".into(),
+        "1000".into(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    common::idem(&refs)
+}
+
+/// `idem run --input ROOT --partition date=D --table T ...extra`.
+fn run_day(
+    module: &Path,
+    root: &Path,
+    date: &str,
+    table: &Path,
+    extra: &[&str],
+) -> (i32, String, String) {
+    let mut args = vec![
+        "run".to_string(),
+        "--module".into(),
+        s(module),
+        "--input".into(),
+        s(root),
+        "--partition".into(),
+        format!("date={date}"),
+        "--table".into(),
+        s(table),
+        "--batch-rows".into(),
+        "1000".into(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    common::idem(&refs)
+}
+
+/// Another writer: a Python snippet over PyPI `deltalake` with `t` bound to
+/// the table.
+fn python_writer(table: &Path, code: &str) {
+    let script = format!(
+        "from deltalake import DeltaTable\nt = DeltaTable({:?})\n{code}\n",
+        s(table)
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "python writer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One day's orders as a single Parquet file at `to` (a slice input whose
+/// content the test swaps).
+fn day_file(dir: &Path, date: &str, rows: u64, to: &Path) {
+    let files = common::orders(&dir.join(format!("src-{date}")), date, rows, 1);
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    std::fs::copy(&files[0], to).unwrap();
+}
+
+#[test]
+fn append_with_a_changed_output_replaces_the_slices_own_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/clean_orders");
+    let input = dir.path().join("in/orders.parquet");
+    let (table, clean_a) = (dir.path().join("t"), dir.path().join("clean_a"));
+    let append = ["--mode", "append"];
+    // Output A, then B, then A again, for one slice.
+    day_file(dir.path(), "2026-10-01", 3_000, &input);
+    ok(run_files(&module, &input, "s", &table, &append));
+    ok(run_files(&module, &input, "s", &clean_a, &append));
+    day_file(dir.path(), "2026-10-02", 2_000, &input);
+    let out = ok(run_files(&module, &input, "s", &table, &append));
+    assert!(field(&out, "result:").starts_with("committed"), "{out}");
+    day_file(dir.path(), "2026-10-01", 3_000, &input);
+    let out = ok(run_files(&module, &input, "s", &table, &append));
+    assert!(field(&out, "result:").starts_with("committed"), "{out}");
+    // A second slice's rows are untouched by the first slice's changes.
+    let other = dir.path().join("in2/orders.parquet");
+    day_file(dir.path(), "2026-10-03", 1_000, &other);
+    ok(run_files(&module, &other, "t", &table, &append));
+    ok(run_files(&module, &other, "t", &clean_a, &append));
+    let (got, want) = (read_table(&table, None), read_table(&clean_a, None));
+    assert_eq!(got.rows.len(), want.rows.len(), "rows duplicated or lost");
+    assert_eq!(got.rows, want.rows);
+}
+
+#[test]
+fn a_partition_has_one_owning_slice_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/daily_revenue");
+    let (a, b) = (dir.path().join("a.parquet"), dir.path().join("b.parquet"));
+    day_file(dir.path(), "2026-10-01", 2_000, &a);
+    day_file(dir.path(), "2026-10-02", 3_000, &b);
+    let table = dir.path().join("t");
+    let part = [
+        "--partition",
+        "date=2026-10-01",
+        "--mode",
+        "overwrite-partition",
+    ];
+    ok(run_files(&module, &a, "a", &table, &part));
+    let before = read_table(&table, None);
+    let (code, out, err) = run_files(&module, &b, "b", &table, &part);
+    assert_eq!(
+        code, 2,
+        "a second slice id took the partition:\n{out}\n{err}"
+    );
+    assert!(err.contains("owned by slice `a`"), "{err}");
+    assert_eq!(
+        read_table(&table, None),
+        before,
+        "the refused run changed the table"
+    );
+    let out = ok(run_files(&module, &a, "a", &table, &part));
+    assert!(field(&out, "result:").starts_with("unchanged"), "{out}");
+}
+
+#[test]
+fn an_empty_output_commits_and_empties_the_slice() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/clean_orders");
+    let root = dir.path().join("orders");
+    common::orders(&root, "2026-10-01", 2_000, 2);
+    common::orders(&root, "2026-10-02", 2_000, 2);
+    let table = dir.path().join("t");
+    ok(run_day(&module, &root, "2026-10-01", &table, &[]));
+    ok(run_day(&module, &root, "2026-10-02", &table, &[]));
+    let other_day: Vec<String> = read_table(&table, None)
+        .rows
+        .into_iter()
+        .filter(|r| r.contains("2026-10-02"))
+        .collect();
+    // The corrected transform keeps nothing for 2026-10-01.
+    let none = ["--params", r#"{"min_amount": 1e300}"#];
+    let out = ok(run_day(&module, &root, "2026-10-01", &table, &none));
+    assert!(field(&out, "result:").starts_with("committed"), "{out}");
+    assert_eq!(
+        field(&out, "output:").split(' ').nth(1),
+        Some("(0"),
+        "{out}"
+    );
+    let view = read_table(&table, None);
+    assert!(
+        view.rows.iter().all(|r| !r.contains("2026-10-01")),
+        "stale rows kept"
+    );
+    assert_eq!(view.rows, other_day, "another slice's rows changed");
+    let out = ok(run_day(&module, &root, "2026-10-01", &table, &none));
+    assert!(field(&out, "result:").starts_with("unchanged"), "{out}");
+}
+
+#[test]
+fn null_merge_keys_are_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/dedup_events");
+    let root = dir.path().join("orders");
+    common::orders(&root, "2026-10-01", 3_000, 1);
+    let table = dir.path().join("t");
+    let (code, out, err) = run_day(
+        &module,
+        &root,
+        "2026-10-01",
+        &table,
+        &["--mode", "merge", "--key", "order_id,amount"],
+    );
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains("merge key column `amount` is null in"),
+        "{err}"
+    );
+    assert!(!table.join("_delta_log/00000000000000000001.json").exists());
+}
+
+#[test]
+fn a_foreign_delete_is_noticed_and_the_slice_recommitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/clean_orders");
+    let root = dir.path().join("orders");
+    common::orders(&root, "2026-10-01", 3_000, 2);
+    common::orders(&root, "2026-10-02", 3_000, 2);
+    let (table, clean) = (dir.path().join("t"), dir.path().join("clean"));
+    for d in ["2026-10-01", "2026-10-02"] {
+        ok(run_day(&module, &root, d, &table, &[]));
+        ok(run_day(&module, &root, d, &clean, &[]));
+    }
+    let want = read_table(&clean, None).rows;
+    python_writer(
+        &table,
+        "t.delete(\"\\\"date\\\" = '2026-10-01' AND amount > 50\")",
+    );
+    assert_ne!(
+        read_table(&table, None).rows,
+        want,
+        "the DELETE did nothing"
+    );
+    // Audit sees it.
+    let (code, out, _) = common::idem(&["audit", &s(&table)]);
+    assert_eq!(code, 1, "audit missed the DELETE:\n{out}");
+    assert!(
+        out.contains("date=2026-10-01") && out.contains("FAILED"),
+        "{out}"
+    );
+    // The same run (memo path) must recommit, and say why.
+    let out = ok(run_day(&module, &root, "2026-10-01", &table, &[]));
+    let result = field(&out, "result:");
+    assert!(
+        result.starts_with("committed") && result.contains("recommitted"),
+        "{out}"
+    );
+    assert_eq!(read_table(&table, None).rows, want);
+    let (code, out, _) = common::idem(&["audit", &s(&table)]);
+    assert_eq!(code, 0, "{out}");
+    let out = ok(run_day(&module, &root, "2026-10-01", &table, &[]));
+    assert!(field(&out, "result:").contains("memo"), "{out}");
+}
+
+#[test]
+fn a_restore_behind_idems_back_is_noticed() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/clean_orders");
+    let input = dir.path().join("in/orders.parquet");
+    let (table, clean) = (dir.path().join("t"), dir.path().join("clean"));
+    let append = ["--mode", "append"];
+    day_file(dir.path(), "2026-10-01", 2_000, &input);
+    ok(run_files(&module, &input, "s", &table, &append));
+    day_file(dir.path(), "2026-10-02", 2_000, &input);
+    ok(run_files(&module, &input, "s", &table, &append));
+    ok(run_files(&module, &input, "s", &clean, &append));
+    python_writer(&table, "t.restore(1)");
+    // Output B is "current" by the app transactions, but the table holds A.
+    let out = ok(run_files(&module, &input, "s", &table, &append));
+    assert!(field(&out, "result:").contains("recommitted"), "{out}");
+    assert_eq!(read_table(&table, None).rows, read_table(&clean, None).rows);
+}
+
+#[test]
+fn audit_proves_every_slice_and_catches_an_edited_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/daily_revenue");
+    let root = dir.path().join("orders");
+    for d in ["2026-10-01", "2026-10-02"] {
+        common::orders(&root, d, 2_000, 2);
+    }
+    let table = dir.path().join("t");
+    let mut manifests = Vec::new();
+    for d in ["2026-10-01", "2026-10-02"] {
+        let out = ok(run_day(&module, &root, d, &table, &[]));
+        let url = field(&out, "manifest:");
+        manifests.push(
+            table
+                .join("_idem/manifests")
+                .join(url.rsplit('/').next().unwrap()),
+        );
+    }
+    let (code, out, err) = common::idem(&["audit", &s(&table), "--replay"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(out.matches(" proven ").count(), 2, "{out}");
+    assert!(out.contains("replay reproduced it"), "{out}");
+    // An edited manifest (valid JSON, consistent run key is not required to
+    // fool a digest check) is caught by its digest.
+    let text = std::fs::read_to_string(&manifests[0]).unwrap();
+    std::fs::write(
+        &manifests[0],
+        text.replacen("\"rowsIn\":", "\"rowsIn\": ", 1),
+    )
+    .unwrap();
+    let (code, out, _) = common::idem(&["audit", &s(&table)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("was edited"), "{out}");
+    let (code, out, _) = common::idem(&["verify", &s(&manifests[0])]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("was edited"), "{out}");
+}
+
+/// A self-consistent manifest (its run key matches its content) that no
+/// commit of the table names: verify used to say "match".
+#[test]
+fn verify_refuses_a_forged_manifest_and_another_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/daily_revenue");
+    let root = dir.path().join("orders");
+    common::orders(&root, "2026-10-01", 2_000, 2);
+    let table = dir.path().join("t");
+    let out = ok(run_day(&module, &root, "2026-10-01", &table, &[]));
+    let url = field(&out, "manifest:");
+    let real = table
+        .join("_idem/manifests")
+        .join(url.rsplit('/').next().unwrap());
+    let (code, out, err) = common::idem(&["verify", &s(&real)]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("table: commit v1"), "{out}");
+
+    let m = idem::manifest::Manifest::from_bytes(&std::fs::read(&real).unwrap()).unwrap();
+    let mut spec = m.spec.clone();
+    spec.batch_rows = 999; // a run that never happened: same output, other key
+    let forged = idem::manifest::Manifest::new(spec, m.result.clone());
+    let forged_path = dir.path().join("forged.json");
+    std::fs::write(&forged_path, forged.to_bytes()).unwrap();
+    let (code, out, _) = common::idem(&["verify", &s(&forged_path)]);
+    assert_eq!(code, 1, "a forged manifest verified:\n{out}");
+    assert!(out.contains("no commit of table"), "{out}");
+
+    let mut spec = m.spec.clone();
+    spec.engine = "idem/0.0.1 wasmtime/1 profile/strict".into();
+    let other = idem::manifest::Manifest::new(spec, m.result.clone());
+    let other_path = dir.path().join("other-engine.json");
+    std::fs::write(&other_path, other.to_bytes()).unwrap();
+    let (code, _, err) = common::idem(&["verify", &s(&other_path)]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--allow-engine"), "{err}");
+    let (code, out, err) = common::idem(&["verify", "--allow-engine", &s(&other_path)]);
+    assert_ne!(code, 2, "{out}\n{err}");
+    assert!(out.contains("engine differs"), "{out}");
+
+    // A manifest naming an input outside its root is refused, not read.
+    let mut spec = m.spec.clone();
+    spec.slice.inputs[0].path = "../../etc/passwd".into();
+    let evil = idem::manifest::Manifest::new(spec, m.result.clone());
+    let evil_path = dir.path().join("evil.json");
+    std::fs::write(&evil_path, evil.to_bytes()).unwrap();
+    let (code, out, err) = common::idem(&["verify", &s(&evil_path)]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains("not a plain path below the slice root"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_first_output_with_no_rows_creates_the_table_from_the_guests_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/clean_orders");
+    let root = dir.path().join("orders");
+    common::orders(&root, "2026-10-01", 1_000, 1);
+    let table = dir.path().join("t");
+    let none = ["--params", r#"{"min_amount": 1e300}"#];
+    let out = ok(run_day(&module, &root, "2026-10-01", &table, &none));
+    assert!(
+        field(&out, "result:").starts_with("committed version 1"),
+        "{out}"
+    );
+    let view = read_table(&table, None);
+    assert!(view.rows.is_empty());
+    let out = ok(run_day(&module, &root, "2026-10-01", &table, &none));
+    assert!(field(&out, "result:").contains("memo"), "{out}");
+}
+
+/// Two hosts at the log write of the same slice at the same moment (a
+/// barrier inside the commit proves both got there after reading the log):
+/// exactly one commits, the other loses the race, re-reads and reports the
+/// output current; the table equals one clean run.
+#[test]
+fn two_hosts_at_the_log_write_at_once_one_commits_one_recovers() {
+    for mode in ["overwrite-partition", "append"] {
+        let dir = tempfile::tempdir().unwrap();
+        let module = common::guest("examples/clean_orders");
+        let root = dir.path().join("orders");
+        common::orders(&root, "2026-10-01", 2_000, 2);
+        let (table, clean) = (dir.path().join("t"), dir.path().join("clean"));
+        // Version 0 (the CREATE) first, so both race on the slice commit.
+        let other = dir.path().join("other");
+        common::orders(&other, "2026-10-02", 500, 1);
+        ok(run_day(
+            &module,
+            &other,
+            "2026-10-02",
+            &table,
+            &["--mode", mode],
+        ));
+        ok(run_day(
+            &module,
+            &other,
+            "2026-10-02",
+            &clean,
+            &["--mode", mode],
+        ));
+        ok(run_day(
+            &module,
+            &root,
+            "2026-10-01",
+            &clean,
+            &["--mode", mode],
+        ));
+        let barrier = dir.path().join("barrier");
+        let spawn = || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+                .args([
+                    "run",
+                    "--module",
+                    &s(&module),
+                    "--input",
+                    &s(&root),
+                    "--partition",
+                    "date=2026-10-01",
+                    "--table",
+                    &s(&table),
+                    "--batch-rows",
+                    "1000",
+                    "--mode",
+                    mode,
+                ])
+                .env("IDEM_CACHE_DIR", common::test_cache())
+                .env(
+                    "IDEM_FAULT_BARRIER",
+                    format!("before-log-write:2:{}", s(&barrier)),
+                )
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        let outs: Vec<String> = [a, b]
+            .into_iter()
+            .map(|c| {
+                ok({
+                    let o = c.wait_with_output().unwrap();
+                    (
+                        o.status.code().unwrap_or(-1),
+                        String::from_utf8_lossy(&o.stdout).into_owned(),
+                        String::from_utf8_lossy(&o.stderr).into_owned(),
+                    )
+                })
+            })
+            .collect();
+        assert_eq!(
+            std::fs::read_dir(&barrier).unwrap().count(),
+            2,
+            "both must reach the barrier"
+        );
+        let results: Vec<String> = outs.iter().map(|o| field(o, "result:")).collect();
+        let committed = results
+            .iter()
+            .filter(|r| r.starts_with("committed"))
+            .count();
+        let recovered = results
+            .iter()
+            .filter(|r| r.starts_with("unchanged") && r.contains("another host committed it first"))
+            .count();
+        assert_eq!((committed, recovered), (1, 1), "{mode}: {results:?}");
+        assert_eq!(
+            read_table(&table, None).rows,
+            read_table(&clean, None).rows,
+            "{mode}"
+        );
+    }
+}
