@@ -209,7 +209,10 @@ fn null_merge_keys_are_a_clear_error() {
         err.contains("merge key column `amount` is null in"),
         "{err}"
     );
-    assert!(!table.join("_delta_log/00000000000000000001.json").exists());
+    assert!(
+        !table.join("_delta_log").exists(),
+        "the refused run created the table"
+    );
 }
 
 #[test]
@@ -332,9 +335,40 @@ fn verify_refuses_a_forged_manifest_and_another_engine() {
     assert!(out.contains("table: commit v1"), "{out}");
 
     let m = idem::manifest::Manifest::from_bytes(&std::fs::read(&real).unwrap()).unwrap();
-    let mut spec = m.spec.clone();
-    spec.batch_rows = 999; // a run that never happened: same output, other key
-    let forged = idem::manifest::Manifest::new(spec, m.result.clone());
+    // A genuine rerun with a new run key and the same output (committed
+    // nothing) is not a forgery.
+    let out = ok(run_day(
+        &module,
+        &root,
+        "2026-10-01",
+        &table,
+        &["--params", r#"{"note": "rerun"}"#],
+    ));
+    assert!(field(&out, "result:").starts_with("unchanged"), "{out}");
+    let url = field(&out, "manifest:");
+    let rerun = table
+        .join("_idem/manifests")
+        .join(url.rsplit('/').next().unwrap());
+    let (code, out, err) = common::idem(&["verify", &s(&rerun)]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("describes the slice's current output"),
+        "{out}"
+    );
+    // A forgery: a real run over other inputs (so its replay matches),
+    // retargeted at this table, whose slice never held that output.
+    let other = dir.path().join("other");
+    common::orders(&other, "2026-10-01", 1_500, 1);
+    let t2 = dir.path().join("t2");
+    let out = ok(run_day(&module, &other, "2026-10-01", &t2, &[]));
+    let url = field(&out, "manifest:");
+    let m2_path = t2
+        .join("_idem/manifests")
+        .join(url.rsplit('/').next().unwrap());
+    let m2 = idem::manifest::Manifest::from_bytes(&std::fs::read(&m2_path).unwrap()).unwrap();
+    let mut spec = m2.spec.clone();
+    spec.target = m.spec.target.clone();
+    let forged = idem::manifest::Manifest::new(spec, m2.result.clone());
     let forged_path = dir.path().join("forged.json");
     std::fs::write(&forged_path, forged.to_bytes()).unwrap();
     let (code, out, _) = common::idem(&["verify", &s(&forged_path)]);
@@ -483,6 +517,180 @@ fn two_hosts_at_the_log_write_at_once_one_commits_one_recovers() {
             read_table(&table, None).rows,
             read_table(&clean, None).rows,
             "{mode}"
+        );
+    }
+}
+
+/// Start `idem run` that announces itself at fault point `point` (a file in
+/// `flag`) and then sleeps there; wait for the announcement and kill it.
+fn kill_at(module: &Path, root: &Path, table: &Path, extra: &[&str], point: &str, flag: &Path) {
+    let mut args: Vec<String> = [
+        "run",
+        "--module",
+        &s(module),
+        "--input",
+        &s(root),
+        "--partition",
+        "date=2026-10-01",
+        "--table",
+        &s(table),
+        "--batch-rows",
+        "1000",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(&args)
+        .env("IDEM_CACHE_DIR", common::test_cache())
+        .env("IDEM_FAULT_BARRIER", format!("{point}:1:{}", s(flag)))
+        .env("IDEM_FAULT_SLEEP_MS", format!("{point}:60000"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while std::fs::read_dir(flag).map(|d| d.count()).unwrap_or(0) == 0 {
+        assert!(t.elapsed().as_secs() < 120, "the run never reached {point}");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before {point}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// Killed after the data files are written but before the log names them:
+/// the table is untouched and the next run commits once. Killed after the
+/// log write but before the memo index and run log: the next run finds the
+/// output current and commits nothing. Rows compared exactly each time.
+#[test]
+fn kills_between_data_files_log_and_sidecars_lose_nothing_and_duplicate_nothing() {
+    for mode in ["append", "overwrite-partition"] {
+        let dir = tempfile::tempdir().unwrap();
+        let module = common::guest("examples/clean_orders");
+        let root = dir.path().join("orders");
+        common::orders(&root, "2026-10-01", 3_000, 2);
+        let (table, clean) = (dir.path().join("t"), dir.path().join("clean"));
+        let m = ["--mode", mode];
+        let a = ["--mode", mode, "--params", r#"{"min_amount": 900}"#];
+        ok(run_day(&module, &root, "2026-10-01", &table, &a));
+        ok(run_day(&module, &root, "2026-10-01", &clean, &m));
+        let before = read_table(&table, None);
+
+        kill_at(
+            &module,
+            &root,
+            &table,
+            &m,
+            "before-log-write",
+            &dir.path().join("f1"),
+        );
+        assert_eq!(
+            read_table(&table, None),
+            before,
+            "{mode}: a kill before the log write changed the table"
+        );
+        let out = ok(run_day(&module, &root, "2026-10-01", &table, &m));
+        assert_eq!(
+            field(&out, "result:"),
+            "committed version 2",
+            "{mode}: {out}"
+        );
+        assert_eq!(
+            read_table(&table, None).rows,
+            read_table(&clean, None).rows,
+            "{mode}"
+        );
+
+        // Back to output A, killed after its log write.
+        kill_at(
+            &module,
+            &root,
+            &table,
+            &a,
+            "after-log-write",
+            &dir.path().join("f2"),
+        );
+        let v3 = read_table(&table, None);
+        assert_eq!(
+            v3.version, 3,
+            "{mode}: the commit before the kill is not in the log"
+        );
+        assert_eq!(v3.rows, before.rows, "{mode}");
+        let out = ok(run_day(&module, &root, "2026-10-01", &table, &a));
+        assert!(
+            field(&out, "result:").starts_with("unchanged since version 3"),
+            "{mode}: {out}"
+        );
+        assert_eq!(read_table(&table, None), v3, "{mode}");
+    }
+}
+
+/// Reruns: without flags they are memo (nothing executes: the `execute`
+/// fault point is never reached); with --force they execute and the
+/// commit-level digest check answers "unchanged". Every mode.
+#[test]
+fn memo_executes_nothing_and_force_reaches_the_commit_check_in_every_mode() {
+    for (example, extra) in [
+        ("examples/daily_revenue", vec![]),
+        (
+            "examples/dedup_events",
+            vec!["--mode", "merge", "--key", "event_id"],
+        ),
+        ("examples/clean_orders", vec!["--mode", "append"]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let module = common::guest(example);
+        let root = dir.path().join("orders");
+        common::orders(&root, "2026-10-01", 2_000, 2);
+        let table = dir.path().join("t");
+        ok(run_day(&module, &root, "2026-10-01", &table, &extra));
+        let once = read_table(&table, None);
+        let probe = |name: &str, force: bool| {
+            let flag = dir.path().join(name);
+            let mut args: Vec<String> = [
+                "run",
+                "--module",
+                &s(&module),
+                "--input",
+                &s(&root),
+                "--partition",
+                "date=2026-10-01",
+                "--table",
+                &s(&table),
+                "--batch-rows",
+                "1000",
+            ]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+            args.extend(extra.iter().map(|a| a.to_string()));
+            if force {
+                args.push("--force".into());
+            }
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            let barrier = format!("execute:1:{}", s(&flag));
+            let out = ok(common::idem_env(&refs, &[("IDEM_FAULT_BARRIER", &barrier)]));
+            let executed = std::fs::read_dir(&flag).map(|d| d.count()).unwrap_or(0) > 0;
+            (field(&out, "result:"), executed)
+        };
+        let (memo, executed) = probe("memo", false);
+        assert!(memo.contains("memo"), "{example}: {memo}");
+        assert!(!executed, "{example}: a memo run executed the transform");
+        let (forced, executed) = probe("force", true);
+        assert!(executed, "{example}: --force did not execute");
+        assert!(
+            forced.starts_with("unchanged since version 1") && !forced.contains("memo"),
+            "{example}: {forced}"
+        );
+        assert_eq!(
+            read_table(&table, None),
+            once,
+            "{example}: a rerun changed the table"
         );
     }
 }

@@ -9,13 +9,8 @@ use std::time::{Duration, Instant};
 /// waits until `n` processes have arrived (so a test can prove that two
 /// hosts really were at the same point at once).
 pub fn point(name: &str) {
-    if let Ok(v) = std::env::var("IDEM_FAULT_SLEEP_MS")
-        && let Some((p, ms)) = v.split_once(':')
-        && p == name
-        && let Ok(ms) = ms.parse::<u64>()
-    {
-        std::thread::sleep(Duration::from_millis(ms));
-    }
+    // Announce first, then sleep: a test waits for the announcement and
+    // kills the process while it sleeps at exactly this point.
     if let Ok(v) = std::env::var("IDEM_FAULT_BARRIER") {
         let mut parts = v.splitn(3, ':');
         if let (Some(p), Some(n), Some(dir)) = (parts.next(), parts.next(), parts.next())
@@ -24,6 +19,13 @@ pub fn point(name: &str) {
         {
             barrier(std::path::Path::new(dir), n);
         }
+    }
+    if let Ok(v) = std::env::var("IDEM_FAULT_SLEEP_MS")
+        && let Some((p, ms)) = v.split_once(':')
+        && p == name
+        && let Ok(ms) = ms.parse::<u64>()
+    {
+        std::thread::sleep(Duration::from_millis(ms));
     }
 }
 
@@ -38,4 +40,8 @@ fn barrier(dir: &std::path::Path, n: usize) {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    // The test's premise (n processes at this point at once) failed: stop
+    // loudly rather than let the test pass without the race it names.
+    eprintln!("idem fault barrier: only some of {n} processes reached it in 60 s");
+    std::process::exit(86);
 }

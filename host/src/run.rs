@@ -416,6 +416,7 @@ impl Run {
         }
 
         // 4. Execute in the sandbox, digesting the output.
+        crate::fault::point("execute");
         let t = Instant::now();
         let reader = slice.reader(self.batch_rows as usize)?;
         let ctx = GuestContext {
@@ -505,6 +506,8 @@ impl Run {
             CommitOutcome::Committed { version, drift } => RunOutcome::Committed { version, drift },
             CommitOutcome::Unchanged { since, raced } => RunOutcome::Unchanged { since, raced },
         };
+        // Committed, but the memo index and run log are not written yet.
+        crate::fault::point("after-log-write");
         let report = report(&table, manifest, outcome, timings);
         rt.block_on(async {
             let index = serde_json::to_vec(&RunIndex {

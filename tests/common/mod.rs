@@ -67,11 +67,17 @@ pub fn sandbox_with(limits: Limits) -> Sandbox {
 
 /// Run the `idem` binary; returns (exit code, stdout, stderr).
 pub fn idem(args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
-        .args(args)
-        .env("IDEM_CACHE_DIR", test_cache())
-        .output()
-        .expect("running idem");
+    idem_env(args, &[])
+}
+
+/// Run the `idem` binary with extra environment variables.
+pub fn idem_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_idem"));
+    cmd.args(args).env("IDEM_CACHE_DIR", test_cache());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("running idem");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -92,17 +98,37 @@ pub struct TableView {
     pub rows: Vec<String>,
 }
 
-/// Read `table` (optionally at `version`) with tests/read_delta.py.
+/// Read `table` (optionally at `version`) with two independent readers:
+/// tests/read_delta.py (PyPI deltalake + polars, delta-rs underneath) and
+/// tests/read_delta_raw.py (its own replay of `_delta_log` + pyarrow, no
+/// delta-rs at all). They must agree; the view is returned.
 pub fn read_table(table: &Path, version: Option<u64>) -> TableView {
+    let a = python_view("tests/read_delta.py", table, version);
+    let b = python_view("tests/read_delta_raw.py", table, version);
+    assert_eq!(
+        a,
+        b,
+        "the two independent readers disagree on {}",
+        table.display()
+    );
+    a
+}
+
+/// The rows of one Parquet file, in the same form as [`read_table`].
+pub fn read_parquet_rows(file: &Path) -> Vec<String> {
+    python_view("tests/read_delta_raw.py", file, None).rows
+}
+
+fn python_view(script: &str, table: &Path, version: Option<u64>) -> TableView {
     let mut cmd = std::process::Command::new("python3");
-    cmd.arg(root().join("tests/read_delta.py")).arg(table);
+    cmd.arg(root().join(script)).arg(table);
     if let Some(v) = version {
         cmd.arg(v.to_string());
     }
     let out = cmd.output().expect("python3");
     assert!(
         out.status.success(),
-        "the Python reader could not read {}: {}",
+        "{script} could not read {}: {}",
         table.display(),
         String::from_utf8_lossy(&out.stderr)
     );
@@ -116,6 +142,37 @@ pub fn read_table(table: &Path, version: Option<u64>) -> TableView {
             .map(|r| r.as_str().unwrap().to_string())
             .collect(),
     }
+}
+
+/// Run the native build of transform `T` over `inputs` (Parquet files, in
+/// order, in batches of `batch_rows`) and write its output to `out`; returns
+/// the output's logical digest (what a manifest records).
+pub fn native_output<T: idem_guest::Transform>(
+    inputs: &[PathBuf],
+    params: &str,
+    logical_date: Option<&str>,
+    batch_rows: u32,
+    out: &Path,
+) -> idem::digest::Digest {
+    use idem::execute::{Native, execute};
+    let slice = idem::slice::ResolvedSlice::from_files("native", inputs).unwrap();
+    let reader = slice.reader(batch_rows as usize).unwrap();
+    let ctx = idem::sandbox::GuestContext {
+        slice_id: "native".into(),
+        logical_date: logical_date.map(str::to_string),
+        params: params.into(),
+        input_schema: reader.schema(),
+        batch_rows,
+    };
+    let mut w = idem::output::ParquetOutput::new(out).unwrap();
+    let mut t = Native::<T>::default();
+    let o = execute(&mut t, &ctx, reader, |b| {
+        w.write(b)
+            .map_err(|e| idem::execute::ExecError::Sink(e.to_string()))
+    })
+    .unwrap();
+    w.commit().unwrap();
+    o.output_digest
 }
 
 /// The value after `label` on the first line that starts with it.

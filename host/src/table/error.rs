@@ -84,4 +84,14 @@ pub enum TableError {
         /// Rows with a null in it.
         rows: usize,
     },
+    /// The table was created for another commit mode.
+    #[error(
+        "this table takes --mode {created} (it was created with it), not --mode {table}: modes own rows differently and cannot share a table. Use another table for --mode {table}"
+    )]
+    ModeMismatch {
+        /// The mode asked for.
+        table: String,
+        /// The table's mode.
+        created: String,
+    },
 }

@@ -87,6 +87,17 @@ fn with_partition(batch: RecordBatch, mode: &Mode) -> Result<RecordBatch, TableE
         return Ok(batch);
     };
     if let Some(col) = batch.column_by_name(column) {
+        // Delta keeps partition values as text in the log; only a text
+        // column round-trips exactly (and digests the same when read back).
+        if !matches!(
+            col.data_type(),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        ) {
+            return Err(TableError::Output(format!(
+                "the output's partition column `{column}` is {}, but a partition column must be text: cast it to a string in the transform, or drop it (idem adds it)",
+                col.data_type()
+            )));
+        }
         let text = cast(col, &DataType::Utf8).map_err(|e| {
             TableError::Output(format!(
                 "partition column `{column}` cannot be read as text: {e}"
@@ -134,4 +145,42 @@ pub(super) async fn discard(delta: &DeltaTable, adds: &[Add]) {
             tracing::debug!("could not delete uncommitted data file {}: {e}", a.path);
         }
     }
+}
+
+/// The output must land in the table exactly: every output column must
+/// exist in the table with the same type, up to encodings that hold the
+/// same values (text and binary in their plain, large and view forms).
+/// Anything Delta would convert (e.g. nanosecond timestamps, which Delta
+/// stores as microseconds) is refused: the table would not hold what the
+/// manifest's output digest describes.
+pub(super) fn check_types(output: &Schema, table: &Schema) -> Result<(), TableError> {
+    let family = |t: &DataType| match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8,
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => DataType::Binary,
+        other => other.clone(),
+    };
+    for f in output.fields() {
+        let Ok(t) = table.field_with_name(f.name()) else {
+            return Err(TableError::Output(format!(
+                "the output has a column `{}` that the table does not have (table columns: {}). A changed transform needs a new table, or a schema migration of this one",
+                f.name(),
+                table
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        if family(f.data_type()) != family(t.data_type()) {
+            return Err(TableError::Output(format!(
+                "the output's column `{}` is {}, but the table stores it as {}: the table would not hold the output exactly. Cast it to {} in the transform (or use a new table)",
+                f.name(),
+                f.data_type(),
+                t.data_type(),
+                t.data_type()
+            )));
+        }
+    }
+    Ok(())
 }

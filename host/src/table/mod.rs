@@ -30,7 +30,7 @@ use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{Action, Add, Transaction};
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::{DeltaTable, DeltaTableError};
-use futures::TryStreamExt;
+use object_store::ObjectStoreExt as _;
 use url::Url;
 
 pub use error::TableError;
@@ -52,6 +52,9 @@ fn writer_properties() -> deltalake::parquet::file::properties::WriterProperties
         .set_compression(deltalake::parquet::basic::Compression::SNAPPY)
         .build()
 }
+
+/// Table property recording the commit mode every idem commit uses.
+const MODE_PROPERTY: &str = "idem.mode";
 
 /// How many times a commit is re-planned after losing a race.
 const MAX_ATTEMPTS: usize = 5;
@@ -248,7 +251,17 @@ impl Table {
             Mode::Append => {
                 let files = ownership::data_files(&self.delta).await?;
                 let nfiles = self.txn(&nfiles_app(slice, seq)).await?;
-                ownership::drift(&files, slice, seq, nfiles, None)
+                let foreign = ownership::untagged(&files);
+                match foreign.first() {
+                    // Rows in a file no slice owns may be this slice's
+                    // (rewritten by a DELETE or OPTIMIZE).
+                    Some(f) => Some(format!(
+                        "the table holds {} data file(s) that idem did not write (e.g. {})",
+                        foreign.len(),
+                        f.path
+                    )),
+                    None => ownership::drift(&files, slice, seq, nfiles, None),
+                }
             }
         };
         Ok(match drift {
@@ -277,18 +290,23 @@ impl Table {
         &self,
         since: Option<u64>,
     ) -> Result<Option<String>, TableError> {
-        let Some(since) = since else {
-            return Ok(Some(
-                "the commit that made the output current is no longer in the log".into(),
-            ));
-        };
+        // When log cleanup removed the slice's commit, every retained commit
+        // is later than it.
+        let since_v = since.unwrap_or(0);
         let history = self.idem_history().await?;
-        Ok(history
+        let first = history
             .iter()
-            .filter(|(v, info)| *v > since && !info.contains_key("idem.slice"))
-            .map(|(v, _)| *v)
-            .min()
-            .map(|v| format!("version {v} was committed by another writer after the slice's commit (version {since})")))
+            .filter(|c| c.version > since_v && c.data_change && c.slice().is_none())
+            .map(|c| c.version)
+            .min();
+        Ok(first.map(|v| {
+            format!(
+                "version {v} changed data and was committed by another writer after the slice's commit ({})",
+                since
+                    .map(|s| format!("version {s}"))
+                    .unwrap_or_else(|| "no longer in the log".into())
+            )
+        }))
     }
 
     /// Whether `digest` is the slice's current committed output.
@@ -303,10 +321,10 @@ impl Table {
             return Ok(None);
         }
         let history = self.idem_history().await?;
-        Ok(history.into_iter().find_map(|(version, info)| {
-            let mine = info.get("idem.slice").and_then(|v| v.as_str()) == Some(slice)
-                && info.get("idem.seq").and_then(|v| v.as_i64()) == Some(seq);
-            mine.then_some(version)
+        Ok(history.into_iter().find_map(|c| {
+            let mine = c.slice() == Some(slice)
+                && c.idem.get("idem.seq").and_then(|v| v.as_i64()) == Some(seq);
+            mine.then_some(c.version)
         }))
     }
 
@@ -320,7 +338,20 @@ impl Table {
         let mut written: Option<Vec<Add>> = None;
         let result = self.commit_attempts(&req, &mut written).await;
         if let (Some(adds), Ok(CommitOutcome::Unchanged { .. }) | Err(_)) = (&written, &result) {
-            files::discard(&self.delta, adds).await;
+            // A commit can land and still report an error (a failing
+            // post-commit hook): delete only files the log does not name.
+            if self.refresh().await.is_ok()
+                && let Ok(active) = ownership::data_files(&self.delta).await
+            {
+                let active: std::collections::HashSet<&str> =
+                    active.iter().map(|a| a.path.as_str()).collect();
+                let orphans: Vec<Add> = adds
+                    .iter()
+                    .filter(|a| !active.contains(a.path.as_str()))
+                    .cloned()
+                    .collect();
+                files::discard(&self.delta, &orphans).await;
+            }
         }
         result
     }
@@ -350,6 +381,10 @@ impl Table {
                 self.create(req).await?;
                 continue;
             }
+            self.check_mode(req.mode)?;
+            if let Some(schema) = &req.schema {
+                files::check_types(schema.as_ref(), self.arrow_schema()?.as_ref())?;
+            }
             let seq = seq + 1;
             let attempt = match req.mode {
                 Mode::Merge { keys } => {
@@ -377,6 +412,22 @@ impl Table {
         )))
     }
 
+    /// A table takes one commit mode, the one it was created with.
+    fn check_mode(&self, mode: &Mode) -> Result<(), TableError> {
+        let snapshot = self
+            .delta
+            .snapshot()
+            .map_err(delta_err("reading the snapshot"))?;
+        let config = snapshot.metadata().configuration();
+        match config.get(MODE_PROPERTY) {
+            Some(m) if m.as_str() != mode.name() => Err(TableError::ModeMismatch {
+                table: mode.name().to_string(),
+                created: m.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// commitInfo metadata and app transactions of the slice's commit `seq`.
     fn props(&self, req: &CommitRequest<'_>, seq: i64, nfiles: Option<usize>) -> CommitProperties {
         let mut meta: Vec<(String, serde_json::Value)> = vec![
@@ -399,6 +450,12 @@ impl Table {
         ];
         if let Mode::OverwritePartition { column, value } = req.mode {
             meta.push(("idem.partition".into(), format!("{column}={value}").into()));
+            // Two slices committing one partition at once conflict on this
+            // app id even when neither adds or removes a file.
+            txns.push(Transaction::new(
+                format!("idem:partition:{column}={value}"),
+                seq,
+            ));
         }
         if let Some(schema) = &req.schema {
             let names: Vec<serde_json::Value> = schema
@@ -446,9 +503,14 @@ impl Table {
                         slice: req.slice.to_string(),
                     });
                 }
+                // The partition's files, and the slice's own files wherever
+                // they are (a --files slice may have moved partitions).
                 let removed = files
                     .iter()
-                    .filter(|f| ownership::in_partition(f, column, value))
+                    .filter(|f| {
+                        ownership::in_partition(f, column, value)
+                            || ownership::tag(f, ownership::TAG_SLICE) == Some(req.slice)
+                    })
                     .collect();
                 let op = DeltaOperation::Write {
                     mode: SaveMode::Overwrite,
@@ -521,9 +583,9 @@ impl Table {
     ) -> Result<Option<String>, TableError> {
         let partition = format!("{column}={value}");
         let history = self.idem_history().await?;
-        Ok(history.into_iter().find_map(|(_, info)| {
-            let owner = info.get("idem.slice").and_then(|v| v.as_str())?;
-            let part = info.get("idem.partition").and_then(|v| v.as_str())?;
+        Ok(history.into_iter().find_map(|c| {
+            let owner = c.slice()?;
+            let part = c.get_str("idem.partition")?;
             (part == partition && owner != slice).then(|| owner.to_string())
         }))
     }
@@ -572,15 +634,35 @@ impl Table {
             .create()
             .with_columns(delta_schema.fields().cloned())
             .with_partition_columns(partitions)
+            // The mode is fixed per table: modes own rows differently, so
+            // mixing them would break every slice's ownership.
+            // idem's proofs read each slice's current commit, so its log is
+            // kept for ten years (checkpoints keep reads fast).
+            .with_configuration([
+                (MODE_PROPERTY, Some(req.mode.name())),
+                ("delta.logRetentionDuration", Some("interval 3650 days")),
+            ])
+            .with_raise_if_key_not_exists(false)
             .with_save_mode(SaveMode::Ignore)
             // A lost creation race must fail, not retry as a second version.
             .with_commit_properties(CommitProperties::default().with_max_retries(0))
             .await;
         match created {
-            Ok(t) => self.delta = t,
-            Err(e) => tracing::info!("table creation raced with another writer ({e}); re-reading"),
+            Ok(t) => {
+                self.delta = t;
+                self.refresh().await
+            }
+            Err(e) => {
+                // Lost a creation race (fine: the table exists now), or a
+                // real failure (the table still does not exist).
+                self.refresh().await?;
+                if self.delta.version().is_none() {
+                    return Err(delta_err("creating the table")(e));
+                }
+                tracing::info!("table creation raced with another writer ({e}); re-reading");
+                Ok(())
+            }
         }
-        self.refresh().await
     }
 
     /// The output as a DataFusion plan for MERGE: the staged Parquet files,
@@ -739,30 +821,84 @@ impl Table {
             })
     }
 
-    /// Commit metadata of the log, newest first: (version, idem keys).
-    pub async fn idem_history(
-        &self,
-    ) -> Result<Vec<(u64, HashMap<String, serde_json::Value>)>, TableError> {
+    /// The commits of the log up to the loaded version, newest first:
+    /// their version (from the commit file's name), idem's commitInfo keys
+    /// and whether they changed data. Read from the commit files themselves
+    /// (numbered by name, so a commit without commitInfo or one made after
+    /// the loaded version cannot shift the numbering); commits removed by
+    /// log cleanup are simply absent.
+    pub async fn idem_history(&self) -> Result<Vec<LogCommit>, TableError> {
         let Some(latest) = self.delta.version() else {
             return Ok(Vec::new());
         };
+        let store = self.delta.log_store().object_store(None);
         let mut out = Vec::new();
-        let mut history = self.delta.history(None);
-        let mut i = 0u64;
-        while let Some(info) = history
-            .try_next()
-            .await
-            .map_err(delta_err("reading the history"))?
-        {
-            let idem: HashMap<String, serde_json::Value> = info
-                .info
-                .into_iter()
-                .filter(|(k, _)| k.starts_with("idem."))
-                .collect();
-            out.push((latest - i, idem));
-            i += 1;
+        for version in (0..=latest).rev() {
+            let path = object_store::path::Path::from(format!("_delta_log/{version:020}.json"));
+            let got = match store.get(&path).await {
+                Ok(r) => r.bytes().await,
+                Err(object_store::Error::NotFound { .. }) => continue,
+                Err(e) => Err(e),
+            };
+            let bytes = got.map_err(|e| TableError::Delta {
+                what: format!("reading commit {version}"),
+                detail: e.to_string(),
+            })?;
+            out.push(LogCommit::parse(version, &bytes));
         }
         Ok(out)
+    }
+}
+
+/// One commit of the Delta log, as idem reads it.
+#[derive(Debug, Clone, Default)]
+pub struct LogCommit {
+    /// The table version.
+    pub version: u64,
+    /// idem's keys of its commitInfo (`idem.slice`, `idem.seq`, ...);
+    /// empty for commits idem did not make.
+    pub idem: HashMap<String, serde_json::Value>,
+    /// Whether it added or removed data (`dataChange`); OPTIMIZE, VACUUM
+    /// and property changes do not.
+    pub data_change: bool,
+}
+
+impl LogCommit {
+    fn parse(version: u64, bytes: &[u8]) -> Self {
+        let mut c = LogCommit {
+            version,
+            ..Default::default()
+        };
+        for line in bytes.split(|b| *b == b'\n') {
+            let Ok(action) = serde_json::from_slice::<serde_json::Value>(line) else {
+                continue;
+            };
+            if let Some(info) = action.get("commitInfo").and_then(|i| i.as_object()) {
+                c.idem = info
+                    .iter()
+                    .filter(|(k, _)| k.starts_with("idem."))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+            }
+            for kind in ["add", "remove"] {
+                if let Some(a) = action.get(kind)
+                    && a.get("dataChange").and_then(|d| d.as_bool()) != Some(false)
+                {
+                    c.data_change = true;
+                }
+            }
+        }
+        c
+    }
+
+    /// The slice idem committed here, if any.
+    pub fn slice(&self) -> Option<&str> {
+        self.get_str("idem.slice")
+    }
+
+    /// A string key of idem's commitInfo.
+    pub fn get_str(&self, key: &str) -> Option<&str> {
+        self.idem.get(key).and_then(|v| v.as_str())
     }
 }
 

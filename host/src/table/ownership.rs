@@ -88,6 +88,12 @@ pub(super) fn drift(
     partition: Option<(&str, &str)>,
 ) -> Option<String> {
     let mine = slice_files(files, slice);
+    if let Some(f) = mine.iter().find(|f| f.deletion_vector.is_some()) {
+        return Some(format!(
+            "data file {} has a deletion vector: another writer deleted rows of the slice in place",
+            f.path
+        ));
+    }
     if let Some(old) = mine
         .iter()
         .find(|f| tag(f, TAG_SEQ) != Some(&seq.to_string()))

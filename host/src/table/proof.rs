@@ -51,15 +51,16 @@ impl Table {
     /// Every slice's latest commit, by slice id.
     pub async fn slice_commits(&self) -> Result<Vec<SliceCommit>, TableError> {
         let mut latest: BTreeMap<String, SliceCommit> = BTreeMap::new();
-        for (version, info) in self.idem_history().await? {
-            let Some(slice) = info.get("idem.slice").and_then(|v| v.as_str()) else {
+        for commit in self.idem_history().await? {
+            let (version, info) = (commit.version, &commit.idem);
+            let Some(slice) = commit.slice() else {
                 continue;
             };
             let seq = info.get("idem.seq").and_then(|v| v.as_i64()).unwrap_or(0);
             if latest.get(slice).is_some_and(|c| c.seq >= seq) {
                 continue;
             }
-            let output_digest = digest_field(&info, "idem.outputDigest");
+            let output_digest = digest_field(info, "idem.outputDigest");
             let current = match &output_digest {
                 Some(d) => self.slice_seq(slice).await? == seq && self.holds(slice, d, seq).await?,
                 None => false,
@@ -79,9 +80,9 @@ impl Table {
                         .get("idem.partition")
                         .and_then(|v| v.as_str())
                         .map(str::to_string),
-                    manifest_digest: digest_field(&info, "idem.manifestDigest"),
+                    manifest_digest: digest_field(info, "idem.manifestDigest"),
                     output_digest,
-                    run_key: digest_field(&info, "idem.runKey"),
+                    run_key: digest_field(info, "idem.runKey"),
                     output_columns: info.get("idem.outputColumns").and_then(|v| {
                         v.as_array().map(|a| {
                             a.iter()
