@@ -64,7 +64,8 @@ fn a_same_size_rewrite_between_pinning_and_reading_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let part = dir.path().join("data/date=1");
     std::fs::create_dir_all(&part).unwrap();
-    let expected = plain_ints(&part.join("a.parquet"), 500) + plain_ints(&part.join("b.parquet"), 500);
+    let expected =
+        plain_ints(&part.join("a.parquet"), 500) + plain_ints(&part.join("b.parquet"), 500);
     let slice = ResolvedSlice::from_partition(&dir.path().join("data"), "date", "1").unwrap();
     let pinned = slice.inputs[1].clone();
 
@@ -75,7 +76,11 @@ fn a_same_size_rewrite_between_pinning_and_reading_is_refused() {
     let at = bytes.windows(8).position(|w| w == needle).unwrap();
     bytes[at + 1] ^= 0x40;
     std::fs::write(&path, &bytes).unwrap();
-    assert_eq!(bytes.len() as u64, pinned.size, "the rewrite keeps the size");
+    assert_eq!(
+        bytes.len() as u64,
+        pinned.size,
+        "the rewrite keeps the size"
+    );
 
     match sum(&slice) {
         Err(SliceError::Changed { path, detail }) => {
@@ -124,7 +129,10 @@ fn a_partition_value_that_climbs_out_of_the_root_is_refused_and_nothing_committe
         ]);
         assert_eq!(code, 2, "{out}{err}");
         assert!(
-            err.contains(&format!("partition value `{}` is refused", value.replace('\\', "\\\\"))),
+            err.contains(&format!(
+                "partition value `{}` is refused",
+                value.replace('\\', "\\\\")
+            )),
             "{err}"
         );
         assert!(!table.join("_delta_log").exists(), "committed: {out}");
@@ -244,12 +252,21 @@ fn files_slice_ids_follow_the_files_not_how_their_paths_are_typed() {
     let module = s(&common::guest("examples/clean_orders"));
     let table = s(&d.join("t"));
     let run = |cwd: &Path, files: [&str; 2]| {
-        let mut args = vec!["run", "--module", module.as_str(), "--table", table.as_str()];
+        let mut args = vec![
+            "run",
+            "--module",
+            module.as_str(),
+            "--table",
+            table.as_str(),
+        ];
         args.extend(["--mode", "append", "--files"]);
         args.extend(files);
         let (code, out, err) = idem_in(cwd, &args);
         assert_eq!(code, 0, "{out}{err}");
-        (common::field(&out, "slice:"), common::field(&out, "result:"))
+        (
+            common::field(&out, "slice:"),
+            common::field(&out, "result:"),
+        )
     };
     let (id, result) = run(
         d,

@@ -69,7 +69,10 @@ pub fn check_params_text(text: &str, params: &serde_json::Value) -> Result<(), M
 }
 
 fn push_key(path: &mut String, key: &str) {
-    let plain = key.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    let plain = key
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if plain {
         path.push('.');
@@ -134,7 +137,8 @@ fn long_integer_literal(text: &str) -> Option<&str> {
             }
             c if c == b'-' || c.is_ascii_digit() => {
                 let start = i;
-                while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
                     i += 1;
                 }
                 let lit = &text[start..i];
@@ -417,7 +421,9 @@ mod tests {
         // Floats (even large ones) and numbers inside strings are fine.
         check(r#"{"f": 1.5, "g": 1e300, "h": -2.5e-7, "s": "9007199254740993"}"#).unwrap();
         check(r#"{"s": "a \" 100000000000000000001 \\", "n": 3}"#).unwrap();
-        let e = check(r#"{"limit": 9007199254740993}"#).unwrap_err().to_string();
+        let e = check(r#"{"limit": 9007199254740993}"#)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("params.limit = 9007199254740993 is above 2^53")
                 && e.contains("pass it as a string"),

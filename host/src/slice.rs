@@ -229,7 +229,10 @@ pub fn files_id(files: &[PathBuf]) -> Result<String, SliceError> {
         material.extend_from_slice(p.as_os_str().as_encoded_bytes());
         material.push(0);
     }
-    Ok(format!("files-{}", &Digest::of_bytes(&material).hex()[..16]))
+    Ok(format!(
+        "files-{}",
+        &Digest::of_bytes(&material).hex()[..16]
+    ))
 }
 
 /// One pinned input object.
@@ -634,7 +637,8 @@ impl Listing {
         for entry in entries {
             let name = entry.file_name();
             // Hidden and underscore files are writer bookkeeping (_SUCCESS, .crc).
-            if name.as_encoded_bytes().starts_with(b".") || name.as_encoded_bytes().starts_with(b"_")
+            if name.as_encoded_bytes().starts_with(b".")
+                || name.as_encoded_bytes().starts_with(b"_")
             {
                 continue;
             }
@@ -891,7 +895,8 @@ mod tests {
         use arrow::datatypes::{DataType, Field, Schema};
         use parquet::basic::Encoding;
         use parquet::file::properties::WriterProperties;
-        let schema = std::sync::Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let schema =
+            std::sync::Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
         let batch = RecordBatch::try_new(
             schema.clone(),
             vec![std::sync::Arc::new(Int64Array::from_iter_values(
@@ -1000,7 +1005,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.starts_with("partition value `x/../../secret` is refused: it contains a path separator"),
+            e.starts_with(
+                "partition value `x/../../secret` is refused: it contains a path separator"
+            ),
             "{e}"
         );
         for ok in ["date=1/part-0.parquet", "a.parquet", "a/..b/c", "a/.../c"] {
@@ -1045,7 +1052,10 @@ mod tests {
         // A listed file outside the root would be recorded by an absolute
         // or `..` name: refused.
         let outside = dir.path().join("secret/date=x/part-00000.parquet");
-        for f in [outside.clone(), root.join("../secret/date=x/part-00000.parquet")] {
+        for f in [
+            outside.clone(),
+            root.join("../secret/date=x/part-00000.parquet"),
+        ] {
             assert!(matches!(
                 ResolvedSlice::from_listed("s", &root, vec![f]),
                 Err(SliceError::BadName { .. })
@@ -1143,7 +1153,10 @@ mod tests {
         assert_eq!(
             skipped,
             [
-                ("date=1/again".into(), "symlink to a directory already read".into()),
+                (
+                    "date=1/again".into(),
+                    "symlink to a directory already read".into()
+                ),
                 ("date=1/broken".into(), "broken symlink".into()),
                 (
                     "date=1/copy.parquet".into(),
