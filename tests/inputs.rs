@@ -322,3 +322,31 @@ fn a_slice_id_with_a_separator_is_refused() {
     assert!(err.contains("slice id `../x` is refused"), "{err}");
     assert!(!table.join("_delta_log").exists());
 }
+
+#[test]
+fn an_integer_param_the_run_key_would_round_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = common::orders(dir.path(), "1", 100, 1);
+    let module = common::guest("examples/clean_orders");
+    let table = dir.path().join("t");
+    let (code, out, err) = common::idem(&[
+        "run",
+        "--module",
+        &s(&module),
+        "--table",
+        &s(&table),
+        "--mode",
+        "append",
+        "--params",
+        r#"{"min_amount": 1, "limits": [9007199254740993]}"#,
+        "--files",
+        &s(&files[0]),
+    ]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("params.limits[0] = 9007199254740993 is above 2^53")
+            && err.contains("pass it as a string"),
+        "{err}"
+    );
+    assert!(!table.join("_delta_log").exists());
+}
