@@ -15,12 +15,162 @@ pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 /// Our predicate type.
 pub const PREDICATE_TYPE: &str = "https://idem.dev/run-manifest/v1";
 
-/// A manifest that cannot be read.
+/// A manifest that cannot be read, or params that cannot be hashed exactly.
 #[derive(Debug, Error)]
 pub enum ManifestError {
     /// Not JSON, or not an idem manifest.
     #[error("not an idem run manifest: {0}")]
     Invalid(String),
+    /// An integer param the canonical JSON would round.
+    #[error(
+        "{path} = {value} is {side}: the run key's canonical JSON (RFC 8785) holds numbers as doubles, which round integers beyond 2^53, so two different params would share one run key; pass it as a string (\"{value}\")"
+    )]
+    InexactInteger {
+        /// JSON path of the number, e.g. `params.limit` or `params.ids[2]`.
+        path: String,
+        /// The number as written.
+        value: String,
+        /// `above 2^53` or `below -2^53`.
+        side: &'static str,
+    },
+}
+
+/// Integers of at most this magnitude are exact as doubles.
+const EXACT: u64 = 1 << 53;
+
+/// Refuse integers above 2^53 or below -2^53 anywhere in `params`: RFC 8785
+/// writes numbers as doubles, so such a number would be rounded and two
+/// different params would share a run key. Floats are left alone.
+pub fn check_params(params: &serde_json::Value) -> Result<(), ManifestError> {
+    let mut path = "params".to_string();
+    check_numbers(&mut path, params)
+}
+
+/// [`check_params`], plus integer literals in the params' `text` too long
+/// for 64 bits (serde_json has already turned those into doubles, so only
+/// the text shows they were integers).
+pub fn check_params_text(text: &str, params: &serde_json::Value) -> Result<(), ManifestError> {
+    check_params(params)?;
+    let Some(literal) = long_integer_literal(text) else {
+        return Ok(());
+    };
+    let mut path = "params".to_string();
+    let value: f64 = literal.parse().unwrap_or(f64::NAN);
+    let found = path_of_double(&mut path, params, value);
+    Err(ManifestError::InexactInteger {
+        path: if found { path } else { "params".into() },
+        side: if literal.starts_with('-') {
+            "below -2^53"
+        } else {
+            "above 2^53"
+        },
+        value: literal.to_string(),
+    })
+}
+
+fn push_key(path: &mut String, key: &str) {
+    let plain = key
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain {
+        path.push('.');
+        path.push_str(key);
+    } else {
+        path.push('[');
+        path.push_str(&serde_json::Value::from(key).to_string());
+        path.push(']');
+    }
+}
+
+fn check_numbers(path: &mut String, v: &serde_json::Value) -> Result<(), ManifestError> {
+    use serde_json::Value;
+    let len = path.len();
+    match v {
+        Value::Number(n) => {
+            let side = match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) if u > EXACT => Some("above 2^53"),
+                (None, Some(i)) if i.unsigned_abs() > EXACT => Some("below -2^53"),
+                _ => None,
+            };
+            if let Some(side) = side {
+                return Err(ManifestError::InexactInteger {
+                    path: path.clone(),
+                    value: n.to_string(),
+                    side,
+                });
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                path.push_str(&format!("[{i}]"));
+                check_numbers(path, item)?;
+                path.truncate(len);
+            }
+        }
+        Value::Object(map) => {
+            for (k, item) in map {
+                push_key(path, k);
+                check_numbers(path, item)?;
+                path.truncate(len);
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::String(_) => {}
+    }
+    Ok(())
+}
+
+/// The first integer literal (no `.`, `e`, `E`) outside strings in JSON
+/// `text` that fits neither i64 nor u64.
+fn long_integer_literal(text: &str) -> Option<&str> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            c if c == b'-' || c.is_ascii_digit() => {
+                let start = i;
+                while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
+                    i += 1;
+                }
+                let lit = &text[start..i];
+                let integer = !lit.contains(['.', 'e', 'E']);
+                if integer && lit.parse::<i64>().is_err() && lit.parse::<u64>().is_err() {
+                    return Some(lit);
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// Find (the path of) a number held as a double equal to `value`.
+fn path_of_double(path: &mut String, v: &serde_json::Value, value: f64) -> bool {
+    use serde_json::Value;
+    let len = path.len();
+    match v {
+        Value::Number(n) => n.is_f64() && n.as_f64() == Some(value),
+        Value::Array(items) => items.iter().enumerate().any(|(i, item)| {
+            path.truncate(len);
+            path.push_str(&format!("[{i}]"));
+            path_of_double(path, item, value)
+        }),
+        Value::Object(map) => map.iter().any(|(k, item)| {
+            path.truncate(len);
+            push_key(path, k);
+            path_of_double(path, item, value)
+        }),
+        Value::Null | Value::Bool(_) | Value::String(_) => false,
+    }
 }
 
 /// The slice as the run saw it.
@@ -229,6 +379,55 @@ mod tests {
         assert_ne!(
             run_key(&spec(r#"{"a": 10}"#)),
             run_key(&spec(r#"{"a": 11}"#))
+        );
+    }
+
+    fn check(text: &str) -> Result<(), ManifestError> {
+        check_params_text(text, &serde_json::from_str(text).unwrap())
+    }
+
+    fn refused_at(text: &str) -> String {
+        match check(text) {
+            Err(ManifestError::InexactInteger { path, .. }) => path,
+            other => panic!("{text}: expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn integer_params_beyond_2_pow_53_are_refused_naming_their_path() {
+        // Today's canonical JSON rounds 2^53 + 1 to 2^53: one run key for both.
+        assert_eq!(
+            canonical_json(&serde_json::json!({"a": 9007199254740993u64})),
+            canonical_json(&serde_json::json!({"a": 9007199254740992u64}))
+        );
+        assert_eq!(refused_at(r#"{"a": 9007199254740993}"#), "params.a");
+        check(r#"{"a": 9007199254740992}"#).unwrap();
+        check(r#"{"a": -9007199254740992}"#).unwrap();
+        assert_eq!(refused_at(r#"{"a": -9007199254740993}"#), "params.a");
+        assert_eq!(
+            refused_at(r#"{"x": {"ids": [1, 2, 18446744073709551615]}}"#),
+            "params.x.ids[2]"
+        );
+        assert_eq!(
+            refused_at(r#"[{"ok": 1}, {"odd key": [9007199254740993]}]"#),
+            r#"params[1]["odd key"][0]"#
+        );
+        // Beyond 64 bits serde_json already holds a double: the text tells.
+        assert_eq!(
+            refused_at(r#"{"s": "123456789012345678901234", "big": 100000000000000000001}"#),
+            "params.big"
+        );
+        assert_eq!(refused_at("-100000000000000000001"), "params");
+        // Floats (even large ones) and numbers inside strings are fine.
+        check(r#"{"f": 1.5, "g": 1e300, "h": -2.5e-7, "s": "9007199254740993"}"#).unwrap();
+        check(r#"{"s": "a \" 100000000000000000001 \\", "n": 3}"#).unwrap();
+        let e = check(r#"{"limit": 9007199254740993}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("params.limit = 9007199254740993 is above 2^53")
+                && e.contains("pass it as a string"),
+            "{e}"
         );
     }
 

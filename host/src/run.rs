@@ -261,6 +261,8 @@ pub fn parse_partition(s: &str) -> Result<(String, String), RunError> {
             "partition column `{k}` must be letters, digits and _"
         )));
     }
+    // The value becomes a directory name below the dataset root.
+    crate::slice::validate_segment("partition value", v)?;
     Ok((k.to_string(), v.to_string()))
 }
 
@@ -350,6 +352,7 @@ impl Run {
         let params: serde_json::Value = serde_json::from_str(&self.params).map_err(|e| {
             RunError::Usage(format!("--params is not valid JSON ({e}): {}", self.params))
         })?;
+        crate::manifest::check_params_text(&self.params, &params)?;
         let mode = self.resolve_mode()?;
         let rt = runtime()?;
         let mut table = rt.block_on(Table::open(&self.table))?;
@@ -596,14 +599,11 @@ fn resolve(
             "partition",
         ),
         SliceSpec::Files { files, id } => {
-            let mut names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-            names.sort();
-            let id = id.clone().unwrap_or_else(|| {
-                format!(
-                    "files-{}",
-                    &Digest::of_bytes(names.join("\n").as_bytes()).hex()[..16]
-                )
-            });
+            // Canonical paths: how the paths were typed must not matter.
+            let id = match id {
+                Some(id) => id.clone(),
+                None => crate::slice::files_id(files)?,
+            };
             (ResolvedSlice::from_files(&id, files)?, "files")
         }
         SliceSpec::Delta {

@@ -1,20 +1,32 @@
 //! Slices: a slice spec resolves to a sorted, pinned list of input objects
 //! (path, size, sha256), then streams them as fixed-size `RecordBatch`es.
 //! Memory stays O(batch), not O(slice).
+//!
+//! The bytes decoded are the bytes hashed: each input is read once through
+//! sha256 into a private copy, checked against its pinned digest, and
+//! decoded from that copy, so a rewrite after pinning cannot slip in.
 
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Component, Path, PathBuf};
 
 use arrow::compute::BatchCoalescer;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
+use bytes::Bytes;
 use parquet::arrow::arrow_reader::{
     ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
 };
+use parquet::file::reader::ChunkReader;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::digest::Digest;
+
+/// Inputs up to this size are copied to memory before decoding; larger ones
+/// to an anonymous temporary file (memory stays O(batch)).
+pub const IN_MEMORY_MAX: u64 = 64 << 20;
 
 /// Why a slice could not be resolved or read. Each names the object.
 #[derive(Debug, Error)]
@@ -66,6 +78,43 @@ pub enum SliceError {
         /// What changed.
         detail: String,
     },
+    /// A partition value, slice id or input path that could name a file
+    /// outside the slice root.
+    #[error(
+        "{what} `{value}` is refused: {reason}. It must stay inside the dataset root: no `..`, no absolute path, no NUL, not empty{segment}"
+    )]
+    BadName {
+        /// What the name is (`partition value`, `slice id`, `input path`).
+        what: String,
+        /// The name, escaped for display.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+        /// Extra rule for one-segment names.
+        segment: &'static str,
+    },
+    /// A symlinked partition directory that leads outside the dataset root.
+    #[error(
+        "`{path}` is a symlink to {target}, outside the dataset root {root}: idem reads only files inside the root; copy the data in or point --input at its real location"
+    )]
+    Outside {
+        /// The link.
+        path: String,
+        /// Where it leads.
+        target: String,
+        /// The dataset root.
+        root: String,
+    },
+    /// The target table and the input root contain one another.
+    #[error(
+        "the target table {table} and the input root {root} overlap (one contains the other): the run would read its own output. Put the table outside the input dataset"
+    )]
+    Loop {
+        /// The table directory.
+        table: String,
+        /// The input root.
+        root: String,
+    },
     /// Any other I/O failure.
     #[error("reading `{path}`: {source}")]
     Io {
@@ -74,6 +123,116 @@ pub enum SliceError {
         /// The I/O error.
         source: std::io::Error,
     },
+}
+
+const SEGMENT_RULE: &str = ", no `/` or `\\`";
+
+fn bad(what: &str, value: &str, reason: &str, segment: &'static str) -> SliceError {
+    SliceError::BadName {
+        what: what.into(),
+        value: value.escape_debug().to_string(),
+        reason: reason.into(),
+        segment,
+    }
+}
+
+/// Check a name that becomes one path segment below the dataset root (a
+/// partition column or value, a slice id): not empty, no `/` or `\`, no
+/// NUL, not `.` or `..`.
+pub fn validate_segment(what: &str, value: &str) -> Result<(), SliceError> {
+    let reason = if value.is_empty() {
+        "it is empty"
+    } else if value.contains(['/', '\\']) {
+        "it contains a path separator"
+    } else if value.contains('\0') {
+        "it contains a NUL byte"
+    } else if value == ".." || value == "." {
+        "it is a relative path component"
+    } else {
+        return Ok(());
+    };
+    Err(bad(what, value, reason, SEGMENT_RULE))
+}
+
+/// Check an input path as recorded in a manifest (relative to the slice
+/// root, `/`-separated): not empty, not absolute, no `..` component (with
+/// either separator), no NUL. `verify` refuses a manifest naming such a path.
+pub fn validate_relative_path(path: &str) -> Result<(), SliceError> {
+    let b = path.as_bytes();
+    let drive = b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':';
+    let reason = if path.is_empty() {
+        "it is empty"
+    } else if path.contains('\0') {
+        "it contains a NUL byte"
+    } else if path.starts_with(['/', '\\']) || drive || Path::new(path).is_absolute() {
+        "it is an absolute path"
+    } else if path.split(['/', '\\']).any(|c| c == "..") {
+        "it has a `..` component"
+    } else {
+        return Ok(());
+    };
+    Err(bad("input path", path, reason, ""))
+}
+
+/// Refuse a target table directory and an input root that contain one
+/// another (either way): the run would read what it writes. Paths are
+/// compared canonically (symlinks resolved); the table need not exist yet.
+pub fn check_not_inside(table_dir: &Path, root: &Path) -> Result<(), SliceError> {
+    let table = canonical_best_effort(table_dir);
+    let root_c = canonical_best_effort(root);
+    if table.starts_with(&root_c) || root_c.starts_with(&table) {
+        return Err(SliceError::Loop {
+            table: table_dir.display().to_string(),
+            root: root.display().to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The canonical form of `p` as far as it exists, with the rest appended
+/// (a table directory is created by its first commit).
+fn canonical_best_effort(p: &Path) -> PathBuf {
+    let mut cur = std::env::current_dir()
+        .and_then(std::fs::canonicalize)
+        .unwrap_or_default();
+    for c in p.components() {
+        match c {
+            Component::Prefix(_) | Component::RootDir => cur = PathBuf::from(c.as_os_str()),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                cur.pop();
+            }
+            Component::Normal(n) => {
+                let next = cur.join(n);
+                cur = std::fs::canonicalize(&next).unwrap_or(next);
+            }
+        }
+    }
+    cur
+}
+
+/// The default slice id of an explicit file list: a digest of the sorted,
+/// canonical absolute paths, so `d/a.parquet`, `./d/a.parquet` and the same
+/// file named from another directory give one id, and equal relative names
+/// in different directories do not.
+pub fn files_id(files: &[PathBuf]) -> Result<String, SliceError> {
+    let mut abs = Vec::with_capacity(files.len());
+    for f in files {
+        abs.push(
+            std::fs::canonicalize(f).map_err(|_| SliceError::NotFound(f.display().to_string()))?,
+        );
+    }
+    abs.sort();
+    abs.dedup();
+    let mut material = Vec::new();
+    for p in &abs {
+        material.extend_from_slice(p.as_os_str().as_encoded_bytes());
+        material.push(0);
+    }
+    Ok(format!(
+        "files-{}",
+        &Digest::of_bytes(&material).hex()[..16]
+    ))
 }
 
 /// One pinned input object.
@@ -96,12 +255,17 @@ pub struct ResolvedSlice {
     pub root: PathBuf,
     /// The objects, sorted by path.
     pub inputs: Vec<InputObject>,
+    /// Entries of a partition directory that were not read, each with why
+    /// (not Parquet, a symlink leaving the root...), for the caller to show.
+    /// Hidden and `_` files (writer bookkeeping) are left out silently.
+    pub skipped: Vec<(String, String)>,
 }
 
 impl ResolvedSlice {
     /// Pin an explicit list of files: paths are taken relative to their
     /// common parent, sorted, and hashed.
     pub fn from_files(id: &str, files: &[PathBuf]) -> Result<Self, SliceError> {
+        validate_segment("slice id", id)?;
         let mut abs = Vec::with_capacity(files.len());
         for f in files {
             let p = std::fs::canonicalize(f)
@@ -116,12 +280,18 @@ impl ResolvedSlice {
             });
         }
         let root = common_parent(&abs);
-        Self::pin(id, root, abs)
+        Self::pin(id, root, abs, Vec::new())
     }
 
-    /// Pin the hive partition `key=value` under `root`: every `*.parquet`
-    /// below `root/key=value/`, recursively, sorted.
+    /// Pin the hive partition `key=value` under `root`: every Parquet file
+    /// below `root/key=value/`, recursively, sorted. A file is Parquet when
+    /// its name ends in `.parquet` (a broken one then fails the read) or
+    /// when it starts and ends with `PAR1` (Hive's `part-00000`). Symlinks
+    /// are followed only to targets inside `root`. Whatever else is there
+    /// is listed in [`ResolvedSlice::skipped`].
     pub fn from_partition(root: &Path, key: &str, value: &str) -> Result<Self, SliceError> {
+        validate_segment("partition column", key)?;
+        validate_segment("partition value", value)?;
         let id = format!("{key}={value}");
         let root = std::fs::canonicalize(root)
             .map_err(|_| SliceError::NotFound(root.display().to_string()))?;
@@ -133,24 +303,47 @@ impl ResolvedSlice {
                 hint: format!("there is no partition directory {id}/ (check --partition)"),
             });
         }
-        let mut files = Vec::new();
-        walk_parquet(&dir, &mut files).map_err(|e| SliceError::Io {
+        let io = |e| SliceError::Io {
             path: dir.display().to_string(),
             source: e,
-        })?;
-        if files.is_empty() {
+        };
+        let real = std::fs::canonicalize(&dir).map_err(io)?;
+        if !real.starts_with(&root) {
+            return Err(SliceError::Outside {
+                path: dir.display().to_string(),
+                target: real.display().to_string(),
+                root: root.display().to_string(),
+            });
+        }
+        let mut listing = Listing::default();
+        listing.dirs.insert(real);
+        listing.list(&root, &dir).map_err(io)?;
+        for (path, why) in &listing.skipped {
+            tracing::warn!("slice {id}: skipped {path}: {why}");
+        }
+        if listing.files.is_empty() {
+            let mut hint = "the partition directory holds no *.parquet files".to_string();
+            if !listing.skipped.is_empty() {
+                let list: Vec<String> = listing
+                    .skipped
+                    .iter()
+                    .map(|(p, why)| format!("{p} ({why})"))
+                    .collect();
+                hint.push_str(&format!("; skipped: {}", list.join(", ")));
+            }
             return Err(SliceError::Empty {
                 slice: id,
                 root: root.display().to_string(),
-                hint: "the partition directory holds no *.parquet files".into(),
+                hint,
             });
         }
-        Self::pin(&id, root, files)
+        Self::pin(&id, root, listing.files, listing.skipped)
     }
 
     /// Pin `files` (absolute paths below `root`), e.g. the data files of a
     /// Delta table version.
     pub fn from_listed(id: &str, root: &Path, files: Vec<PathBuf>) -> Result<Self, SliceError> {
+        validate_segment("slice id", id)?;
         if files.is_empty() {
             return Err(SliceError::Empty {
                 slice: id.to_string(),
@@ -158,23 +351,30 @@ impl ResolvedSlice {
                 hint: "the table version (and partition filter) selects no data files".into(),
             });
         }
-        Self::pin(id, root.to_path_buf(), files)
+        Self::pin(id, root.to_path_buf(), files, Vec::new())
     }
 
-    fn pin(id: &str, root: PathBuf, mut files: Vec<PathBuf>) -> Result<Self, SliceError> {
+    fn pin(
+        id: &str,
+        root: PathBuf,
+        mut files: Vec<PathBuf>,
+        skipped: Vec<(String, String)>,
+    ) -> Result<Self, SliceError> {
         files.sort();
         files.dedup();
         let mut inputs = Vec::with_capacity(files.len());
         for f in &files {
-            let (digest, size) = Digest::of_file(f).map_err(|e| SliceError::Io {
-                path: f.display().to_string(),
-                source: e,
-            })?;
             let rel = f
                 .strip_prefix(&root)
                 .unwrap_or(f)
                 .to_string_lossy()
                 .replace('\\', "/");
+            // The recorded name must lead back to this file from the root.
+            validate_relative_path(&rel)?;
+            let (digest, size) = Digest::of_file(f).map_err(|e| SliceError::Io {
+                path: f.display().to_string(),
+                source: e,
+            })?;
             inputs.push(InputObject {
                 path: rel,
                 size,
@@ -185,6 +385,7 @@ impl ResolvedSlice {
             id: id.to_string(),
             root,
             inputs,
+            skipped,
         })
     }
 
@@ -194,23 +395,16 @@ impl ResolvedSlice {
     }
 
     /// Open the slice for reading in batches of exactly `batch_rows` rows
-    /// (the last may be shorter). Checks every file's footer and schema first.
+    /// (the last may be shorter). Checks every file's footer and schema
+    /// first (fail early); each file is checked again, digest and schema,
+    /// from its private copy when its turn to be decoded comes.
     pub fn reader(&self, batch_rows: usize) -> Result<SliceReader, SliceError> {
         let mut schema: Option<SchemaRef> = None;
         for input in &self.inputs {
-            let builder = self.open(input, batch_rows)?;
-            let s = builder.schema().clone();
+            let s = self.peek_schema(input)?;
             match &schema {
                 None => schema = Some(s),
-                Some(first) if strip_meta(first) == strip_meta(&s) => {}
-                Some(first) => {
-                    return Err(SliceError::SchemaMismatch {
-                        path: input.path.clone(),
-                        first: self.inputs[0].path.clone(),
-                        expected: first.to_string(),
-                        got: s.to_string(),
-                    });
-                }
+                Some(first) => self.same_schema(input, first, &s)?,
             }
         }
         let schema = schema.ok_or_else(|| SliceError::Empty {
@@ -229,13 +423,27 @@ impl ResolvedSlice {
         })
     }
 
-    fn open(
+    fn same_schema(
         &self,
         input: &InputObject,
-        batch_rows: usize,
-    ) -> Result<ParquetRecordBatchReaderBuilder<File>, SliceError> {
-        let path = self.path_of(input);
-        let f = File::open(&path).map_err(|e| SliceError::Io {
+        first: &SchemaRef,
+        s: &SchemaRef,
+    ) -> Result<(), SliceError> {
+        if strip_meta(first) == strip_meta(s) {
+            return Ok(());
+        }
+        Err(SliceError::SchemaMismatch {
+            path: input.path.clone(),
+            first: self.inputs[0].path.clone(),
+            expected: first.to_string(),
+            got: s.to_string(),
+        })
+    }
+
+    /// The schema from the file's footer, read in place (not yet checked
+    /// against the digest: only to fail early and tell the guest the schema).
+    fn peek_schema(&self, input: &InputObject) -> Result<SchemaRef, SliceError> {
+        let f = File::open(self.path_of(input)).map_err(|e| SliceError::Io {
             path: input.path.clone(),
             source: e,
         })?;
@@ -246,16 +454,134 @@ impl ResolvedSlice {
                 detail: format!("size {} pinned, {} now", input.size, len),
             });
         }
-        // Types come from the Parquet schema alone, not from a writer's
-        // embedded Arrow hints: the same data written by Spark, polars or
-        // DataFusion (which hints view types) reaches the guest identically.
-        let options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
-        ParquetRecordBatchReaderBuilder::try_new_with_options(f, options)
-            .map(|b| b.with_batch_size(batch_rows.max(1)))
+        let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(f, reader_options())
             .map_err(|e| SliceError::Malformed {
                 path: input.path.clone(),
                 detail: e.to_string(),
+            })?;
+        Ok(builder.schema().clone())
+    }
+
+    /// Read the input once through sha256 into a private copy (memory up to
+    /// [`IN_MEMORY_MAX`], else an anonymous temporary file) and check the
+    /// digest: what is decoded afterwards is exactly what was pinned.
+    fn private_copy(&self, input: &InputObject) -> Result<PrivateCopy, SliceError> {
+        self.private_copy_with(input, IN_MEMORY_MAX)
+    }
+
+    fn private_copy_with(
+        &self,
+        input: &InputObject,
+        in_memory_max: u64,
+    ) -> Result<PrivateCopy, SliceError> {
+        let io = |e| SliceError::Io {
+            path: input.path.clone(),
+            source: e,
+        };
+        let f = File::open(self.path_of(input)).map_err(io)?;
+        // One byte past the pinned size tells "grew" without reading it all.
+        let mut src = f.take(input.size.saturating_add(1));
+        let (copy, (digest, n)) = if input.size <= in_memory_max {
+            let mut buf = Vec::with_capacity(input.size as usize + 1);
+            let d = Digest::of_reader(&mut Tee {
+                from: &mut src,
+                to: &mut buf,
             })
+            .map_err(io)?;
+            (PrivateCopy::Memory(Bytes::from(buf)), d)
+        } else {
+            let mut tmp = tempfile::tempfile().map_err(|e| SliceError::Io {
+                path: format!("a temporary copy of {}", input.path),
+                source: e,
+            })?;
+            let d = Digest::of_reader(&mut Tee {
+                from: &mut src,
+                to: &mut tmp,
+            })
+            .map_err(io)?;
+            tmp.flush().map_err(io)?;
+            tmp.seek(SeekFrom::Start(0)).map_err(io)?;
+            (PrivateCopy::Disk(tmp), d)
+        };
+        if n != input.size {
+            let now = if n > input.size {
+                "more".to_string()
+            } else {
+                n.to_string()
+            };
+            return Err(SliceError::Changed {
+                path: input.path.clone(),
+                detail: format!("size {} pinned, {now} now", input.size),
+            });
+        }
+        if digest != input.digest {
+            return Err(SliceError::Changed {
+                path: input.path.clone(),
+                detail: format!("pinned {}, now {digest}", input.digest),
+            });
+        }
+        Ok(copy)
+    }
+
+    /// A decoder over the verified private copy of `input`, whose schema
+    /// must be the slice's.
+    fn open(
+        &self,
+        input: &InputObject,
+        batch_rows: usize,
+        schema: &SchemaRef,
+    ) -> Result<ParquetRecordBatchReader, SliceError> {
+        match self.private_copy(input)? {
+            PrivateCopy::Memory(b) => self.decoder(b, input, batch_rows, schema),
+            PrivateCopy::Disk(f) => self.decoder(f, input, batch_rows, schema),
+        }
+    }
+
+    fn decoder<T: ChunkReader + 'static>(
+        &self,
+        copy: T,
+        input: &InputObject,
+        batch_rows: usize,
+        schema: &SchemaRef,
+    ) -> Result<ParquetRecordBatchReader, SliceError> {
+        let malformed = |e: parquet::errors::ParquetError| SliceError::Malformed {
+            path: input.path.clone(),
+            detail: e.to_string(),
+        };
+        let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(copy, reader_options())
+            .map_err(malformed)?;
+        self.same_schema(input, schema, builder.schema())?;
+        builder
+            .with_batch_size(batch_rows.max(1))
+            .build()
+            .map_err(malformed)
+    }
+}
+
+/// Types come from the Parquet schema alone, not from a writer's embedded
+/// Arrow hints: the same data written by Spark, polars or DataFusion (which
+/// hints view types) reaches the guest identically.
+fn reader_options() -> ArrowReaderOptions {
+    ArrowReaderOptions::new().with_skip_arrow_metadata(true)
+}
+
+/// The bytes of one input as hashed, owned by this run alone.
+enum PrivateCopy {
+    Memory(Bytes),
+    Disk(File),
+}
+
+/// Copies everything read from `from` into `to`.
+struct Tee<'a, R, W> {
+    from: &'a mut R,
+    to: &'a mut W,
+}
+
+impl<R: Read, W: Write> Read for Tee<'_, R, W> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.from.read(buf)?;
+        self.to.write_all(&buf[..n])?;
+        Ok(n)
     }
 }
 
@@ -264,22 +590,116 @@ fn strip_meta(s: &SchemaRef) -> arrow::datatypes::Schema {
     arrow::datatypes::Schema::new(s.fields().clone())
 }
 
-fn walk_parquet(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let p = entry.path();
-        let name = entry.file_name().to_string_lossy().to_string();
-        // Hidden and underscore files are writer bookkeeping (_SUCCESS, .crc).
-        if name.starts_with('.') || name.starts_with('_') {
-            continue;
+/// What a partition walk found.
+#[derive(Default)]
+struct Listing {
+    files: Vec<PathBuf>,
+    skipped: Vec<(String, String)>,
+    /// Canonical directories already walked (symlink loops).
+    dirs: HashSet<PathBuf>,
+    /// Canonical file -> the name it was first listed under.
+    seen: HashMap<PathBuf, String>,
+    /// Symlinks met, followed only after every real entry was listed, so a
+    /// real file always wins over a link to it.
+    links: VecDeque<(PathBuf, String)>,
+}
+
+impl Listing {
+    /// List `dir` (below the canonical `root`, already in `dirs`): its real
+    /// tree first, then the symlinks whose targets stay inside `root`.
+    fn list(&mut self, root: &Path, dir: &Path) -> std::io::Result<()> {
+        self.walk(root, dir)?;
+        while let Some((p, rel)) = self.links.pop_front() {
+            let Ok(real) = std::fs::canonicalize(&p) else {
+                self.skip(rel, "broken symlink");
+                continue;
+            };
+            if !real.starts_with(root) {
+                self.skip(rel, "symlink leaves the dataset root");
+            } else if std::fs::metadata(&real)?.is_dir() {
+                if self.dirs.insert(real) {
+                    self.walk(root, &p)?;
+                } else {
+                    self.skip(rel, "symlink to a directory already read");
+                }
+            } else {
+                self.file(p, rel, real)?;
+            }
         }
-        if entry.file_type()?.is_dir() {
-            walk_parquet(&p, out)?;
-        } else if name.ends_with(".parquet") {
-            out.push(p);
-        }
+        Ok(())
     }
-    Ok(())
+
+    /// The real entries of `dir`, recursively, in name order; symlinks are
+    /// queued.
+    fn walk(&mut self, root: &Path, dir: &Path) -> std::io::Result<()> {
+        let mut entries = std::fs::read_dir(dir)?.collect::<Result<Vec<_>, _>>()?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let name = entry.file_name();
+            // Hidden and underscore files are writer bookkeeping (_SUCCESS, .crc).
+            if name.as_encoded_bytes().starts_with(b".")
+                || name.as_encoded_bytes().starts_with(b"_")
+            {
+                continue;
+            }
+            let p = entry.path();
+            let rel = p
+                .strip_prefix(root)
+                .unwrap_or(&p)
+                .to_string_lossy()
+                .replace('\\', "/");
+            let ty = entry.file_type()?;
+            if ty.is_symlink() {
+                self.links.push_back((p, rel));
+            } else if ty.is_dir() {
+                if self.dirs.insert(std::fs::canonicalize(&p)?) {
+                    self.walk(root, &p)?;
+                }
+            } else if ty.is_file() {
+                let real = std::fs::canonicalize(&p)?;
+                self.file(p, rel, real)?;
+            } else {
+                self.skip(rel, "not a regular file");
+            }
+        }
+        Ok(())
+    }
+
+    /// A regular file at `p` (canonically `real`): listed when it is Parquet
+    /// and not listed yet.
+    fn file(&mut self, p: PathBuf, rel: String, real: PathBuf) -> std::io::Result<()> {
+        if !std::fs::metadata(&real)?.is_file() {
+            self.skip(rel, "not a regular file");
+        } else if !(rel.ends_with(".parquet") || has_parquet_magic(&real)?) {
+            self.skip(rel, "not Parquet (no PAR1 magic at start and end)");
+        } else if let Some(first) = self.seen.get(&real) {
+            let why = format!("same file as {first}");
+            self.skip(rel, &why);
+        } else {
+            self.seen.insert(real, rel);
+            self.files.push(p);
+        }
+        Ok(())
+    }
+
+    fn skip(&mut self, rel: String, why: &str) {
+        self.skipped.push((rel, why.to_string()));
+    }
+}
+
+/// A Parquet file starts and ends with `PAR1`, whatever its name.
+fn has_parquet_magic(path: &Path) -> std::io::Result<bool> {
+    let mut f = File::open(path)?;
+    // Magic + footer length + magic: anything shorter is not Parquet.
+    if f.metadata()?.len() < 12 {
+        return Ok(false);
+    }
+    let mut head = [0u8; 4];
+    let mut tail = [0u8; 4];
+    f.read_exact(&mut head)?;
+    f.seek(SeekFrom::End(-4))?;
+    f.read_exact(&mut tail)?;
+    Ok(&head == b"PAR1" && &tail == b"PAR1")
 }
 
 fn common_parent(paths: &[PathBuf]) -> PathBuf {
@@ -326,14 +746,7 @@ impl SliceReader {
                 }
                 let input = self.slice.inputs[self.next_input].clone();
                 self.next_input += 1;
-                let reader = self
-                    .slice
-                    .open(&input, self.batch_rows)?
-                    .build()
-                    .map_err(|e| SliceError::Malformed {
-                        path: input.path.clone(),
-                        detail: e.to_string(),
-                    })?;
+                let reader = self.slice.open(&input, self.batch_rows, &self.schema)?;
                 self.current = Some((input.path, reader));
             }
             let Some((path, reader)) = self.current.as_mut() else {
@@ -472,5 +885,284 @@ mod tests {
         let slice = ResolvedSlice::from_files("s", &files).unwrap();
         crate::sample::write_day(dir.path(), "2026-10-01", 5_000, 1).unwrap();
         assert!(matches!(slice.reader(10), Err(SliceError::Changed { .. })));
+    }
+
+    /// A one-column Parquet file of `n` distinct Int64 values, uncompressed
+    /// and plain-encoded, so one flipped byte inside the data page changes a
+    /// value and still decodes.
+    fn plain_ints(path: &Path, n: i64) -> i64 {
+        use arrow::array::Int64Array;
+        use arrow::datatypes::{DataType, Field, Schema};
+        use parquet::basic::Encoding;
+        use parquet::file::properties::WriterProperties;
+        let schema =
+            std::sync::Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![std::sync::Arc::new(Int64Array::from_iter_values(
+                (0..n).map(|i| 0x0102_0304_0506_0000 + i),
+            ))],
+        )
+        .unwrap();
+        let props = WriterProperties::builder()
+            .set_dictionary_enabled(false)
+            .set_encoding(Encoding::PLAIN)
+            .set_statistics_enabled(parquet::file::properties::EnabledStatistics::None)
+            .build();
+        let mut w =
+            parquet::arrow::ArrowWriter::try_new(File::create(path).unwrap(), schema, Some(props))
+                .unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        (0..n).map(|i| 0x0102_0304_0506_0000 + i).sum()
+    }
+
+    /// Flip one byte of the value `0x0102_0304_0506_0007` in place (same size).
+    fn flip_a_value(path: &Path) {
+        let mut bytes = std::fs::read(path).unwrap();
+        let needle = 0x0102_0304_0506_0007i64.to_le_bytes();
+        let at = bytes
+            .windows(8)
+            .position(|w| w == needle)
+            .expect("value in the data page");
+        bytes[at + 1] ^= 0x40;
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    fn sum(slice: &ResolvedSlice) -> Result<i64, SliceError> {
+        let mut total = 0i64;
+        for b in slice.reader(7)? {
+            let b = b?;
+            let col = b
+                .column(0)
+                .as_any()
+                .downcast_ref::<arrow::array::Int64Array>()
+                .unwrap();
+            total += col.values().iter().sum::<i64>();
+        }
+        Ok(total)
+    }
+
+    #[test]
+    fn a_same_size_rewrite_after_pinning_is_refused_from_memory_and_disk_copies() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.parquet");
+        let expected = plain_ints(&path, 100);
+        let slice = ResolvedSlice::from_files("s", std::slice::from_ref(&path)).unwrap();
+        assert_eq!(sum(&slice).unwrap(), expected);
+        let input = &slice.inputs[0];
+        assert!(matches!(
+            slice.private_copy_with(input, 0).unwrap(),
+            PrivateCopy::Disk(_)
+        ));
+        // The disk copy decodes like the memory one.
+        let copy = slice.private_copy_with(input, 0).unwrap();
+        let PrivateCopy::Disk(f) = copy else {
+            unreachable!()
+        };
+        let schema = slice.peek_schema(input).unwrap();
+        let rows: usize = slice
+            .decoder(f, input, 7, &schema)
+            .unwrap()
+            .map(|b| b.unwrap().num_rows())
+            .sum();
+        assert_eq!(rows, 100);
+
+        flip_a_value(&path);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), input.size);
+        for max in [IN_MEMORY_MAX, 0] {
+            match slice.private_copy_with(input, max) {
+                Err(SliceError::Changed { path, detail }) => {
+                    assert_eq!(path, "a.parquet");
+                    assert!(detail.starts_with(&format!("pinned {}, now sha256:", input.digest)));
+                }
+                Err(e) => panic!("{e}"),
+                Ok(_) => panic!("a changed file was read"),
+            }
+        }
+        let e = sum(&slice).unwrap_err();
+        assert!(
+            e.to_string().contains("rerun to pin the new version"),
+            "{e}"
+        );
+        // The flipped file still decodes: without the digest check the run
+        // would have used a different value silently.
+        let repinned = ResolvedSlice::from_files("s", &[path]).unwrap();
+        let changed = sum(&repinned).unwrap();
+        assert_ne!(changed, expected);
+    }
+
+    #[test]
+    fn names_that_could_leave_the_root_are_refused() {
+        for ok in ["2026-10-01", "a..b", "x=y", "files-0123abcd", "..."] {
+            validate_segment("partition value", ok).unwrap();
+        }
+        for bad in ["", "x/../../secret", "..", ".", "a\\b", "a\0b", "/etc"] {
+            let e = validate_segment("partition value", bad).unwrap_err();
+            assert!(matches!(e, SliceError::BadName { .. }), "{bad}: {e}");
+        }
+        let e = validate_segment("partition value", "x/../../secret")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(
+                "partition value `x/../../secret` is refused: it contains a path separator"
+            ),
+            "{e}"
+        );
+        for ok in ["date=1/part-0.parquet", "a.parquet", "a/..b/c", "a/.../c"] {
+            validate_relative_path(ok).unwrap();
+        }
+        for bad in [
+            "",
+            "/etc/passwd",
+            "\\\\server\\x",
+            "C:\\x",
+            "c:/x",
+            "../x",
+            "a/../../x",
+            "a\\..\\x",
+            "a/..",
+            "a\0",
+        ] {
+            let e = validate_relative_path(bad).unwrap_err();
+            assert!(matches!(e, SliceError::BadName { .. }), "{bad}: {e}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("data");
+        crate::sample::write_day(&dir.path().join("secret"), "x", 10, 1).unwrap();
+        std::fs::create_dir_all(root.join("date=x")).unwrap();
+        for (key, value) in [("date", "x/../../secret/date=x"), ("..", "x"), ("date", "")] {
+            assert!(matches!(
+                ResolvedSlice::from_partition(&root, key, value),
+                Err(SliceError::BadName { .. })
+            ));
+        }
+        let files = crate::sample::write_day(&root, "2026-10-01", 10, 1).unwrap();
+        for id in ["a/b", "..", ""] {
+            assert!(matches!(
+                ResolvedSlice::from_files(id, &files),
+                Err(SliceError::BadName { .. })
+            ));
+            assert!(matches!(
+                ResolvedSlice::from_listed(id, &root, files.clone()),
+                Err(SliceError::BadName { .. })
+            ));
+        }
+        // A listed file outside the root would be recorded by an absolute
+        // or `..` name: refused.
+        let outside = dir.path().join("secret/date=x/part-00000.parquet");
+        for f in [
+            outside.clone(),
+            root.join("../secret/date=x/part-00000.parquet"),
+        ] {
+            assert!(matches!(
+                ResolvedSlice::from_listed("s", &root, vec![f]),
+                Err(SliceError::BadName { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn a_table_and_an_input_root_that_contain_one_another_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("data/date=1")).unwrap();
+        std::os::unix::fs::symlink(d.join("data"), d.join("link")).unwrap();
+        let loops = [
+            d.join("data/out"),
+            d.join("data/date=1/t"),
+            d.join("link/new/table"),
+            d.join("data"),
+            d.to_path_buf(),
+            d.join("elsewhere/../data/t"),
+        ];
+        for table in &loops {
+            assert!(
+                matches!(
+                    check_not_inside(table, &d.join("data")),
+                    Err(SliceError::Loop { .. })
+                ),
+                "{}",
+                table.display()
+            );
+        }
+        for table in [d.join("table"), d.join("data2"), d.join("data/../t")] {
+            check_not_inside(&table, &d.join("data")).unwrap();
+        }
+        check_not_inside(&d.join("t"), &d.join("link")).unwrap();
+        assert!(check_not_inside(&d.join("data/t"), &d.join("link")).is_err());
+    }
+
+    #[test]
+    fn files_ids_follow_the_files_not_how_their_paths_are_typed() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let a = crate::sample::write_day(&d.join("one"), "1", 10, 2).unwrap();
+        let b = crate::sample::write_day(&d.join("two"), "1", 10, 2).unwrap();
+        std::os::unix::fs::symlink(d.join("one"), d.join("alias")).unwrap();
+        let id = files_id(&a).unwrap();
+        assert!(id.starts_with("files-"), "{id}");
+        let spelled = vec![
+            d.join("one/./date=1/part-00001.parquet"),
+            d.join("two/../one/date=1/part-00000.parquet"),
+        ];
+        assert_eq!(files_id(&spelled).unwrap(), id);
+        let aliased = vec![
+            d.join("alias/date=1/part-00000.parquet"),
+            d.join("alias/date=1/part-00001.parquet"),
+            a[0].clone(),
+        ];
+        assert_eq!(files_id(&aliased).unwrap(), id);
+        // Same relative names, other directory: another slice.
+        assert_ne!(files_id(&b).unwrap(), id);
+        assert_ne!(files_id(&a[..1]).unwrap(), id);
+        assert!(matches!(
+            files_id(&[d.join("nope.parquet")]),
+            Err(SliceError::NotFound(_))
+        ));
+    }
+
+    #[test]
+    fn a_partition_directory_that_is_a_symlink_out_of_the_root_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        crate::sample::write_day(&d.join("secret"), "x", 10, 1).unwrap();
+        std::fs::create_dir_all(d.join("data")).unwrap();
+        std::os::unix::fs::symlink(d.join("secret/date=x"), d.join("data/date=x")).unwrap();
+        assert!(matches!(
+            ResolvedSlice::from_partition(&d.join("data"), "date", "x"),
+            Err(SliceError::Outside { .. })
+        ));
+    }
+
+    #[test]
+    fn symlink_loops_and_duplicate_links_are_read_once_and_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("data");
+        let files = crate::sample::write_day(&root, "1", 10, 1).unwrap();
+        let part = root.join("date=1");
+        std::os::unix::fs::symlink(&part, part.join("again")).unwrap();
+        std::os::unix::fs::symlink(&files[0], part.join("copy.parquet")).unwrap();
+        std::os::unix::fs::symlink(part.join("gone"), part.join("broken")).unwrap();
+        let slice = ResolvedSlice::from_partition(&root, "date", "1").unwrap();
+        let names: Vec<&str> = slice.inputs.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(names, ["date=1/part-00000.parquet"]);
+        let mut skipped = slice.skipped.clone();
+        skipped.sort();
+        assert_eq!(
+            skipped,
+            [
+                (
+                    "date=1/again".into(),
+                    "symlink to a directory already read".into()
+                ),
+                ("date=1/broken".into(), "broken symlink".into()),
+                (
+                    "date=1/copy.parquet".into(),
+                    "same file as date=1/part-00000.parquet".into()
+                ),
+            ]
+        );
     }
 }
