@@ -360,6 +360,13 @@ impl Run {
         // 1. Resolve and pin the inputs.
         let t = Instant::now();
         let (slice, kind) = resolve(&rt, &self.slice)?;
+        // A table inside its own input (or the reverse) would read its own
+        // output as input on the next run.
+        if let Ok(dir) = table.url().to_file_path()
+            && kind != "delta"
+        {
+            crate::slice::check_not_inside(&dir, &slice.root)?;
+        }
         let mut timings = Timings {
             resolve_ms: ms(t),
             ..Timings::default()
@@ -611,34 +618,59 @@ fn resolve(
             version,
             partition,
         } => {
-            let (files, root) = rt.block_on(async {
+            // Read through the pinned snapshot: its files only, with the
+            // partition values its log holds (not in the files).
+            let (inputs, root, schema) = rt.block_on(async {
                 let mut t = Table::open(table).await?;
                 t.load_version(*version).await?;
-                let uris = t
-                    .file_uris(partition.as_ref().map(|(k, v)| (k.as_str(), v.as_str())))
+                let inputs = t
+                    .input_files(partition.as_ref().map(|(k, v)| (k.as_str(), v.as_str())))
                     .await?;
+                let schema = t.arrow_schema()?;
                 let root = t.url().to_file_path().map_err(|_| {
                     RunError::Usage(format!(
                         "Delta input `{table}`: only local tables can be read in this version"
                     ))
                 })?;
-                let files = uris
-                    .iter()
-                    .map(|u| match url::Url::parse(u) {
-                        // Local tables list plain paths; others list URLs.
-                        Err(_) => Ok(PathBuf::from(u)),
-                        Ok(url) => url.to_file_path().map_err(|_| {
-                            RunError::Usage(format!("Delta input file `{u}` is not a local file"))
-                        }),
-                    })
-                    .collect::<Result<Vec<_>, RunError>>()?;
-                Ok::<_, RunError>((files, root))
+                Ok::<_, RunError>((inputs, root, schema))
             })?;
+            let mut files = Vec::with_capacity(inputs.len());
+            let mut values = Vec::with_capacity(inputs.len());
+            let mut columns: Vec<String> = Vec::new();
+            for f in &inputs {
+                let path = f.location.to_file_path().map_err(|_| {
+                    RunError::Usage(format!(
+                        "Delta input file `{}` is not a local file",
+                        f.location
+                    ))
+                })?;
+                if columns.is_empty() {
+                    columns = f.partition_values.iter().map(|(k, _)| k.clone()).collect();
+                }
+                values.push((
+                    path.clone(),
+                    f.partition_values.iter().map(|(_, v)| v.clone()).collect(),
+                ));
+                files.push(path);
+            }
+            let fields = columns
+                .iter()
+                .map(|c| {
+                    schema
+                        .field_with_name(c)
+                        .map(|f| f.as_ref().clone().with_nullable(true))
+                        .unwrap_or_else(|_| {
+                            arrow::datatypes::Field::new(c, arrow::datatypes::DataType::Utf8, true)
+                        })
+                })
+                .collect();
             let id = match partition {
                 Some((k, v)) => format!("{k}={v}"),
                 None => format!("delta-v{version}"),
             };
-            (ResolvedSlice::from_listed(&id, &root, files)?, "delta")
+            let slice =
+                ResolvedSlice::from_listed(&id, &root, files)?.with_constants(fields, values);
+            (slice, "delta")
         }
     })
 }

@@ -6,13 +6,15 @@
 //! sha256 into a private copy, checked against its pinned digest, and
 //! decoded from that copy, so a rewrite after pinning cannot slip in.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
+use arrow::array::{ArrayRef, StringArray};
 use arrow::compute::BatchCoalescer;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::{
@@ -259,6 +261,13 @@ pub struct ResolvedSlice {
     /// (not Parquet, a symlink leaving the root...), for the caller to show.
     /// Hidden and `_` files (writer bookkeeping) are left out silently.
     pub skipped: Vec<(String, String)>,
+    /// Columns whose values live outside the files (a Delta table's
+    /// partition columns, kept in its log): appended to every batch, each
+    /// input's value from [`ResolvedSlice::constants`].
+    pub constant_fields: Vec<Field>,
+    /// Per input path, the values of [`ResolvedSlice::constant_fields`], in
+    /// that order (`None` = null).
+    pub constants: BTreeMap<String, Vec<Option<String>>>,
 }
 
 impl ResolvedSlice {
@@ -386,7 +395,45 @@ impl ResolvedSlice {
             root,
             inputs,
             skipped,
+            constant_fields: Vec::new(),
+            constants: BTreeMap::new(),
         })
+    }
+
+    /// Give every input constant columns (a Delta table's partition
+    /// values): `values` maps an absolute input path to one value per field.
+    pub fn with_constants(
+        mut self,
+        fields: Vec<Field>,
+        values: Vec<(PathBuf, Vec<Option<String>>)>,
+    ) -> Self {
+        for (path, vals) in values {
+            let rel = path
+                .strip_prefix(&self.root)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .replace('\\', "/");
+            self.constants.insert(rel, vals);
+        }
+        self.constant_fields = fields;
+        self
+    }
+
+    /// The constant columns of `input` for a batch of `rows` rows.
+    fn constant_columns(&self, input: &str, rows: usize) -> Result<Vec<ArrayRef>, SliceError> {
+        let values = self.constants.get(input);
+        let mut out = Vec::with_capacity(self.constant_fields.len());
+        for (i, f) in self.constant_fields.iter().enumerate() {
+            let v = values.and_then(|v| v.get(i)).cloned().flatten();
+            let text: ArrayRef = Arc::new(StringArray::from(vec![v.as_deref(); rows]));
+            let typed =
+                arrow::compute::cast(&text, f.data_type()).map_err(|e| SliceError::Malformed {
+                    path: input.to_string(),
+                    detail: format!("partition value of `{}`: {e}", f.name()),
+                })?;
+            out.push(typed);
+        }
+        Ok(out)
     }
 
     /// Absolute path of an input.
@@ -407,11 +454,21 @@ impl ResolvedSlice {
                 Some(first) => self.same_schema(input, first, &s)?,
             }
         }
-        let schema = schema.ok_or_else(|| SliceError::Empty {
+        let file_schema = schema.ok_or_else(|| SliceError::Empty {
             slice: self.id.clone(),
             root: self.root.display().to_string(),
             hint: "no inputs".into(),
         })?;
+        let mut fields: Vec<Field> = file_schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.extend(self.constant_fields.iter().cloned());
+        let schema = Arc::new(Schema::new_with_metadata(
+            fields,
+            file_schema.metadata().clone(),
+        ));
         Ok(SliceReader {
             slice: self.clone(),
             batch_rows,
@@ -419,6 +476,7 @@ impl ResolvedSlice {
             current: None,
             coalescer: BatchCoalescer::new(schema.clone(), batch_rows.max(1)),
             schema,
+            file_schema,
             done: false,
         })
     }
@@ -721,7 +779,10 @@ pub struct SliceReader {
     next_input: usize,
     current: Option<(String, ParquetRecordBatchReader)>,
     coalescer: BatchCoalescer,
+    /// What the guest sees: the files' columns, then the constant ones.
     schema: SchemaRef,
+    /// What every file holds.
+    file_schema: SchemaRef,
     done: bool,
 }
 
@@ -746,7 +807,9 @@ impl SliceReader {
                 }
                 let input = self.slice.inputs[self.next_input].clone();
                 self.next_input += 1;
-                let reader = self.slice.open(&input, self.batch_rows, &self.schema)?;
+                let reader = self
+                    .slice
+                    .open(&input, self.batch_rows, &self.file_schema)?;
                 self.current = Some((input.path, reader));
             }
             let Some((path, reader)) = self.current.as_mut() else {
@@ -761,11 +824,18 @@ impl SliceReader {
                     });
                 }
                 Some(Ok(batch)) => {
-                    // Files may differ only in schema metadata: rebind.
-                    let batch = RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())
-                        .map_err(|e| SliceError::Malformed {
-                            path: path.clone(),
-                            detail: e.to_string(),
+                    // Files may differ only in schema metadata: rebind (and
+                    // append the file's constant columns).
+                    let mut columns = batch.columns().to_vec();
+                    if !self.slice.constant_fields.is_empty() {
+                        columns.extend(self.slice.constant_columns(path, batch.num_rows())?);
+                    }
+                    let batch =
+                        RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| {
+                            SliceError::Malformed {
+                                path: path.clone(),
+                                detail: e.to_string(),
+                            }
                         })?;
                     self.coalescer
                         .push_batch(batch)

@@ -727,33 +727,6 @@ impl Table {
         sidecar::list(&self.delta, prefix).await
     }
 
-    /// File URIs of the table at its loaded version, optionally limited to a
-    /// partition `column = value`.
-    pub async fn file_uris(
-        &self,
-        partition: Option<(&str, &str)>,
-    ) -> Result<Vec<String>, TableError> {
-        let uris: Vec<String> = match partition {
-            None => self
-                .delta
-                .get_file_uris()
-                .map_err(delta_err("listing files"))?
-                .collect(),
-            Some((k, v)) => {
-                let filter = (
-                    k,
-                    deltalake::FilterOp::Eq,
-                    deltalake::FilterValue::Scalar(v),
-                );
-                self.delta
-                    .get_file_uris_by_partitions(&[filter])
-                    .await
-                    .map_err(delta_err("listing files"))?
-            }
-        };
-        Ok(uris)
-    }
-
     /// The data files of the loaded version as a slice input: each file's
     /// location and its partition values (Delta keeps those in the log, not
     /// in the files), optionally limited to partition `column = value`.
