@@ -694,3 +694,36 @@ fn memo_executes_nothing_and_force_reaches_the_commit_check_in_every_mode() {
         );
     }
 }
+
+/// Merge slices own their rows too (the `_idem_slice` column): a slice's
+/// new output removes its keys that vanished, and a key another slice
+/// committed is refused, not silently taken over.
+#[test]
+fn merge_slices_own_their_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/dedup_events");
+    let x = dir.path().join("in/x.parquet");
+    let (table, clean) = (dir.path().join("t"), dir.path().join("clean"));
+    let merge = ["--mode", "merge", "--key", "event_id"];
+    day_file(dir.path(), "2026-10-01", 2_000, &x);
+    ok(run_files(&module, &x, "a", &table, &merge));
+    // The corrected input has half the events: the other half must go.
+    day_file(dir.path(), "2026-10-01", 1_000, &x);
+    let out = ok(run_files(&module, &x, "a", &table, &merge));
+    assert!(field(&out, "result:").starts_with("committed"), "{out}");
+    ok(run_files(&module, &x, "a", &clean, &merge));
+    let want = read_table(&clean, None).rows;
+    assert!(
+        want.iter().all(|r| r.contains("\"_idem_slice\": \"a\"")),
+        "{}",
+        want[0]
+    );
+    assert_eq!(read_table(&table, None).rows, want, "vanished keys stayed");
+    // Another slice with the same keys is refused, and changes nothing.
+    let y = dir.path().join("in/y.parquet");
+    day_file(dir.path(), "2026-10-01", 1_000, &y);
+    let (code, out, err) = run_files(&module, &y, "b", &table, &merge);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("belongs to slice `a`"), "{err}");
+    assert_eq!(read_table(&table, None).rows, want);
+}

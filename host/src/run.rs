@@ -362,10 +362,20 @@ impl Run {
         let (slice, kind) = resolve(&rt, &self.slice)?;
         // A table inside its own input (or the reverse) would read its own
         // output as input on the next run.
-        if let Ok(dir) = table.url().to_file_path()
-            && kind != "delta"
-        {
-            crate::slice::check_not_inside(&dir, &slice.root)?;
+        if let Ok(dir) = table.url().to_file_path() {
+            if kind == "partition" {
+                crate::slice::check_not_inside(&dir, &slice.root)?;
+            } else if let Some(i) = slice
+                .inputs
+                .iter()
+                .find(|i| slice.path_of(i).starts_with(&dir))
+            {
+                return Err(RunError::Usage(format!(
+                    "input {} lies inside the target table {}: the run would read its own output",
+                    i.path,
+                    dir.display()
+                )));
+            }
         }
         let mut timings = Timings {
             resolve_ms: ms(t),

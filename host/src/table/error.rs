@@ -94,4 +94,18 @@ pub enum TableError {
         /// The table's mode.
         created: String,
     },
+    /// A merge key is owned by another slice.
+    #[error(
+        "merge key ({keys}) = ({example}) belongs to slice `{owner}`; slice `{slice}` cannot take it over (every row of an idem table belongs to one slice). Make the slices' keys disjoint (e.g. include the slice's date in the key), or write to another table"
+    )]
+    KeyOwned {
+        /// The key columns.
+        keys: String,
+        /// One such key.
+        example: String,
+        /// Its owning slice.
+        owner: String,
+        /// The slice that tried.
+        slice: String,
+    },
 }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use deltalake::datafusion::prelude::{DataFrame, ParquetReadOptions, SessionContext};
+use deltalake::datafusion::prelude::{DataFrame, ParquetReadOptions, SessionContext, lit};
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{Action, Add, Transaction};
@@ -605,8 +605,31 @@ impl Table {
         )
         .map_err(delta_err("configuring the write session"))?
         .into_inner();
-        let source = self.source(req, &ctx).await?;
-        let table = mode::merge(self.delta.clone(), source, keys, props).await?;
+        let source = self
+            .source(req, &ctx)
+            .await?
+            .with_column(mode::OWNER_COLUMN, lit(req.slice))
+            .map_err(|e| TableError::Output(e.to_string()))?;
+        // A key belongs to one slice: refuse keys another slice committed.
+        self.delta
+            .update_datafusion_session(&ctx.state())
+            .map_err(delta_err("reading the table"))?;
+        let provider = self
+            .delta
+            .table_provider()
+            .await
+            .map_err(|e| TableError::Output(e.to_string()))?;
+        if let Some((owner, example)) =
+            mode::stolen_key(&ctx, provider, source.clone(), keys, req.slice).await?
+        {
+            return Err(TableError::KeyOwned {
+                keys: keys.join(", "),
+                example,
+                owner,
+                slice: req.slice.to_string(),
+            });
+        }
+        let table = mode::merge(self.delta.clone(), source, keys, req.slice, props).await?;
         self.delta = table;
         self.delta.version().ok_or_else(|| TableError::Delta {
             what: "committing".into(),
@@ -622,7 +645,16 @@ impl Table {
             Mode::OverwritePartition { column, .. } => {
                 (add_field(&schema, column), vec![column.clone()])
             }
-            _ => (schema, vec![]),
+            Mode::Merge { .. } => {
+                if schema.field_with_name(mode::OWNER_COLUMN).is_ok() {
+                    return Err(TableError::Output(format!(
+                        "the output has a column named `{}`, which idem keeps for itself in merge tables (the slice owning each row): rename it",
+                        mode::OWNER_COLUMN
+                    )));
+                }
+                (add_field(&schema, mode::OWNER_COLUMN), vec![])
+            }
+            Mode::Append => (schema, vec![]),
         };
         let delta_schema: deltalake::kernel::StructType =
             schema.as_ref().try_into_kernel().map_err(|e| {

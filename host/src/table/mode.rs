@@ -6,7 +6,7 @@ use arrow::array::{Array as _, RecordBatch};
 use arrow::row::{RowConverter, SortField};
 use arrow::util::display::array_value_to_string;
 use deltalake::DeltaTable;
-use deltalake::datafusion::prelude::DataFrame;
+use deltalake::datafusion::prelude::{DataFrame, SessionContext};
 use deltalake::kernel::transaction::CommitProperties;
 
 use super::TableError;
@@ -42,6 +42,14 @@ impl Mode {
     }
 }
 
+/// The column of a merge table that names the slice owning each row.
+pub const OWNER_COLUMN: &str = "_idem_slice";
+
+/// A SQL string literal.
+fn literal(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "''"))
+}
+
 /// Quote an identifier for a SQL predicate.
 fn q(ident: &str) -> String {
     format!("\"{}\"", ident.replace('"', "\"\""))
@@ -49,7 +57,7 @@ fn q(ident: &str) -> String {
 
 /// `column = 'value'` as a SQL predicate.
 pub(super) fn equals(column: &str, value: &str) -> String {
-    format!("{} = '{}'", q(column), value.replace('\'', "''"))
+    format!("{} = {}", q(column), literal(value))
 }
 
 /// Checks, batch by batch as the output streams past, that no merge key
@@ -158,6 +166,7 @@ pub(super) async fn merge(
     table: DeltaTable,
     source: DataFrame,
     keys: &[String],
+    slice: &str,
     props: CommitProperties,
 ) -> Result<DeltaTable, TableError> {
     let cols: Vec<String> = source
@@ -187,8 +196,77 @@ pub(super) async fn merge(
                     .fold(i, |i, c| i.set(c.as_str(), format!("source.{}", q(c))))
             })
         })
+        // The slice's rows whose keys its new output no longer has: a
+        // slice's output replaces exactly its own rows.
+        .and_then(|m| {
+            m.when_not_matched_by_source_delete(|d| {
+                d.predicate(format!("target.{} = {}", q(OWNER_COLUMN), literal(slice)))
+            })
+        })
         .map_err(super::classify)?
         .await
         .map_err(super::classify)?;
     Ok(table)
+}
+
+/// A key of `source` that the table already holds for another slice:
+/// `(owner, key values)` of the first one found.
+pub(super) async fn stolen_key(
+    ctx: &SessionContext,
+    table: std::sync::Arc<dyn deltalake::datafusion::catalog::TableProvider>,
+    source: DataFrame,
+    keys: &[String],
+    slice: &str,
+) -> Result<Option<(String, String)>, TableError> {
+    let err = |e: deltalake::datafusion::error::DataFusionError| TableError::Output(e.to_string());
+    let target = ctx
+        .read_table(table)
+        .map_err(err)?
+        .alias("target")
+        .map_err(err)?;
+    let source = source.alias("source").map_err(err)?;
+    let on: Vec<String> = keys
+        .iter()
+        .map(|k| format!("target.{} = source.{}", q(k), q(k)))
+        .collect();
+    let mut filter = on.join(" AND ");
+    filter.push_str(&format!(
+        " AND target.{} <> {}",
+        q(OWNER_COLUMN),
+        literal(slice)
+    ));
+    let mut cols = vec![format!("target.{}", q(OWNER_COLUMN))];
+    cols.extend(
+        keys.iter()
+            .map(|k| format!("CAST(target.{} AS VARCHAR)", q(k))),
+    );
+    let cols: Vec<&str> = cols.iter().map(String::as_str).collect();
+    let found = target
+        .join_on(
+            source,
+            deltalake::datafusion::logical_expr::JoinType::Inner,
+            [],
+        )
+        .map_err(err)?;
+    let predicate = ctx.parse_sql_expr(&filter, found.schema()).map_err(err)?;
+    let found = found
+        .filter(predicate)
+        .map_err(err)?
+        .select_exprs(&cols)
+        .map_err(err)?
+        .limit(0, Some(1))
+        .map_err(err)?
+        .collect()
+        .await
+        .map_err(err)?;
+    let Some(b) = found.iter().find(|b| b.num_rows() > 0) else {
+        return Ok(None);
+    };
+    let text = |i: usize| array_value_to_string(b.column(i), 0).unwrap_or_default();
+    let owner = text(0);
+    let example = (1..b.num_columns())
+        .map(text)
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok(Some((owner, example)))
 }
