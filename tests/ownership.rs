@@ -727,3 +727,37 @@ fn merge_slices_own_their_keys() {
     assert!(err.contains("belongs to slice `a`"), "{err}");
     assert_eq!(read_table(&table, None).rows, want);
 }
+
+/// The replay's "output differs" branch and verify's exit code 2.
+#[test]
+fn replay_names_a_different_output_and_verify_exits_2_on_garbage() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/daily_revenue");
+    let root = dir.path().join("orders");
+    common::orders(&root, "2026-10-01", 1_000, 1);
+    let table = dir.path().join("t");
+    let out = ok(run_day(&module, &root, "2026-10-01", &table, &[]));
+    let url = field(&out, "manifest:");
+    let real = table
+        .join("_idem/manifests")
+        .join(url.rsplit('/').next().unwrap());
+    let m = idem::manifest::Manifest::from_bytes(&std::fs::read(&real).unwrap()).unwrap();
+    // Same run (the result is not in the run key), another output digest.
+    let mut result = m.result.clone();
+    result.output_digest = idem::digest::Digest::of_bytes(b"not this output");
+    let claimed = idem::manifest::Manifest::new(m.spec.clone(), result);
+    assert_eq!(claimed.run_key, m.run_key);
+    let sandbox = common::sandbox_with(idem::sandbox::Limits::default());
+    match idem::run::replay(&claimed.to_bytes(), &sandbox).unwrap() {
+        idem::run::Verdict::Mismatch(why) => {
+            assert!(why.starts_with("output differs"), "{why}");
+            assert!(why.contains(m.result.output_digest.as_str()), "{why}");
+        }
+        v => panic!("a different output matched: {v:?}"),
+    }
+    let garbage = dir.path().join("garbage.json");
+    std::fs::write(&garbage, b"{\"not\": \"a manifest\"}").unwrap();
+    let (code, _, err) = common::idem(&["verify", &s(&garbage)]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not an idem run manifest"), "{err}");
+}

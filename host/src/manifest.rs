@@ -370,6 +370,62 @@ mod tests {
         }
     }
 
+    /// Every field of the run spec that can change the output changes the
+    /// run key (and nothing else does: see the JSON spelling test).
+    #[test]
+    fn every_field_of_the_run_spec_changes_the_run_key() {
+        let mut base = spec("{}");
+        base.slice.inputs = vec![InputObject {
+            path: "a.parquet".into(),
+            size: 10,
+            digest: Digest::of_bytes(b"a"),
+        }];
+        let k = run_key(&base);
+        let edits: Vec<(&str, Box<dyn Fn(&mut RunSpec)>)> = vec![
+            ("module", Box::new(|s| s.module = Digest::of_bytes(b"m2"))),
+            ("engine", Box::new(|s| s.engine.push_str("+fuel"))),
+            (
+                "slice id",
+                Box::new(|s| s.slice.id = "date=2026-10-02".into()),
+            ),
+            (
+                "slice root",
+                Box::new(|s| s.slice.root = "file:///e/".into()),
+            ),
+            (
+                "input path",
+                Box::new(|s| s.slice.inputs[0].path = "b.parquet".into()),
+            ),
+            ("input size", Box::new(|s| s.slice.inputs[0].size = 11)),
+            (
+                "input digest",
+                Box::new(|s| s.slice.inputs[0].digest = Digest::of_bytes(b"b")),
+            ),
+            (
+                "an extra input",
+                Box::new(|s| s.slice.inputs.push(s.slice.inputs[0].clone())),
+            ),
+            (
+                "params",
+                Box::new(|s| s.params = serde_json::json!({"a": 1})),
+            ),
+            ("logical date", Box::new(|s| s.logical_date = None)),
+            ("batch rows", Box::new(|s| s.batch_rows = 1000)),
+            ("table", Box::new(|s| s.target.table = "file:///u/".into())),
+            ("mode", Box::new(|s| s.target.mode = "merge".into())),
+            (
+                "partition",
+                Box::new(|s| s.target.partition = Some(("date".into(), "x".into()))),
+            ),
+            ("keys", Box::new(|s| s.target.keys = vec!["id".into()])),
+        ];
+        for (field, edit) in edits {
+            let mut s = base.clone();
+            edit(&mut s);
+            assert_ne!(run_key(&s), k, "{field} does not change the run key");
+        }
+    }
+
     #[test]
     fn run_key_ignores_json_spelling_but_not_values() {
         assert_eq!(
