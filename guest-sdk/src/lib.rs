@@ -2,7 +2,9 @@
 //! [`RecordBatch`]es, then export it to the `idem:transform` WIT world with
 //! [`export!`].
 //!
-//! ```ignore
+//! ```
+//! use idem_guest::arrow::record_batch::RecordBatch;
+//!
 //! #[derive(Default)]
 //! struct Passthrough;
 //! impl idem_guest::Transform for Passthrough {

@@ -459,6 +459,13 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode> {
                 "{pass:<5}  date={d}  {} rows  {}",
                 r.manifest.result.rows_out, r.outcome
             );
+            // The point of the demo: a rerun changes nothing.
+            if pass == "rerun" && !matches!(r.outcome, idem::run::RunOutcome::Memo { .. }) {
+                bail!(
+                    "the rerun of date={d} did not find its committed run ({}): idempotency is broken",
+                    r.outcome
+                );
+            }
         }
     }
     println!("history: idem log {}", table.display());

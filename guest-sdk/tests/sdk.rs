@@ -1,0 +1,147 @@
+//! The guest SDK on its own: parameters, context, the IPC glue both sides
+//! of the sandbox boundary use, and the native runner.
+
+use std::sync::Arc;
+
+use idem_guest::arrow::array::{Int64Array, RecordBatch, StringArray};
+use idem_guest::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use idem_guest::{Context, Result, Transform, ipc, native};
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, true),
+    ]))
+}
+
+fn batch(ids: &[i64]) -> RecordBatch {
+    let names: Vec<Option<String>> = ids
+        .iter()
+        .map(|i| (i % 3 != 0).then(|| format!("n{i}")))
+        .collect();
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from(ids.to_vec())),
+            Arc::new(StringArray::from(names)),
+        ],
+    )
+    .unwrap()
+}
+
+fn ctx(params: serde_json::Value) -> Context {
+    Context {
+        slice_id: "date=2026-10-01".into(),
+        logical_date: Some("2026-10-01".into()),
+        params,
+        input_schema: schema(),
+        batch_rows: 2,
+    }
+}
+
+#[test]
+fn params_are_typed_and_errors_name_the_parameter() {
+    let c = ctx(serde_json::json!({"min": 2.5, "label": "x", "n": null}));
+    assert_eq!(c.param_f64("min").unwrap(), Some(2.5));
+    assert_eq!(c.param_f64("absent").unwrap(), None);
+    assert_eq!(c.param_f64("n").unwrap(), None);
+    assert_eq!(c.param_str("label").unwrap(), Some("x"));
+    let e = c.param_f64("label").unwrap_err();
+    assert!(e.0.contains("`label` must be a number"), "{}", e.0);
+    let e = c.param_str("min").unwrap_err();
+    assert!(e.0.contains("`min` must be a string"), "{}", e.0);
+}
+
+#[test]
+fn ipc_round_trips_batches_schemas_and_empty_outputs() {
+    let b = batch(&[1, 2, 3, 4]);
+    let bytes = ipc::encode(Some(&b)).unwrap();
+    assert_eq!(ipc::decode(bytes).unwrap().unwrap(), b);
+    // None is "no rows and no schema": nothing crosses.
+    assert!(ipc::encode(None).unwrap().is_empty());
+    assert!(ipc::decode(Vec::new()).unwrap().is_none());
+    // A zero-row batch still carries its schema (so an empty output can
+    // create a table or empty a slice).
+    let empty = RecordBatch::new_empty(schema());
+    let bytes = ipc::encode(Some(&empty)).unwrap();
+    assert!(!bytes.is_empty());
+    let back = ipc::decode(bytes).unwrap().unwrap();
+    assert_eq!((back.num_rows(), back.schema()), (0, schema()));
+    let s = ipc::encode_schema(&schema()).unwrap();
+    assert_eq!(ipc::decode_schema(&s).unwrap(), schema());
+    // Garbage is an error, not a panic.
+    assert!(ipc::decode(b"definitely not arrow".to_vec()).is_err());
+}
+
+/// Keeps rows whose id is at least the `min` param; counts what it saw and
+/// emits the count in `finish`, tagged with the context's logical date.
+#[derive(Default)]
+struct KeepAtLeast {
+    min: i64,
+    seen: i64,
+    day: String,
+}
+
+impl Transform for KeepAtLeast {
+    fn open(&mut self, ctx: &Context) -> Result<()> {
+        self.min = ctx.param_f64("min")?.unwrap_or(0.0) as i64;
+        self.day = ctx.logical_date.clone().unwrap_or_default();
+        Ok(())
+    }
+    fn push(&mut self, b: RecordBatch) -> Result<Option<RecordBatch>> {
+        self.seen += b.num_rows() as i64;
+        let ids = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        let keep = ids.iter().map(|v| v.map(|v| v >= self.min)).collect();
+        Ok(Some(idem_guest::arrow::compute::filter_record_batch(
+            &b, &keep,
+        )?))
+    }
+    fn finish(&mut self) -> Result<Option<RecordBatch>> {
+        let s = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("name", DataType::Utf8, true),
+        ]));
+        Ok(Some(RecordBatch::try_new(
+            s,
+            vec![
+                Arc::new(Int64Array::from(vec![-self.seen])),
+                Arc::new(StringArray::from(vec![Some(self.day.clone())])),
+            ],
+        )?))
+    }
+}
+
+#[test]
+fn the_native_runner_drives_open_push_finish_in_order() {
+    let out = native::run::<KeepAtLeast>(
+        &ctx(serde_json::json!({"min": 3})),
+        [batch(&[1, 2]), batch(&[3, 4]), batch(&[2, 5])],
+    )
+    .unwrap();
+    let ids: Vec<i64> = out
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    // The first batch keeps nothing (dropped from the outputs), then 3, 4,
+    // 5, then the count of all six rows.
+    assert_eq!(ids, [3, 4, 5, -6]);
+    assert_eq!(out.len(), 3);
+    let last = out.last().unwrap();
+    let day = last
+        .column(1)
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .unwrap();
+    assert_eq!(day.value(0), "2026-10-01");
+    // A bad parameter is the transform's error, naming it.
+    let e = native::run::<KeepAtLeast>(&ctx(serde_json::json!({"min": "x"})), [batch(&[1])])
+        .unwrap_err();
+    assert!(e.0.contains("`min`"), "{}", e.0);
+}
