@@ -73,6 +73,9 @@ pub fn to_component(bytes: &[u8]) -> Result<Vec<u8>, SandboxError> {
     match wat::parse_bytes(bytes) {
         Ok(bin) if bin.starts_with(&CORE_HEADER) || bin.starts_with(&COMPONENT_HEADER) => to_component(&bin),
         Ok(_) => Err(SandboxError::Compile("WAT did not produce a module or component".into())),
+        Err(e) if looks_like_text(bytes) => Err(SandboxError::Compile(format!(
+            "WAT text does not parse: {e}"
+        ))),
         Err(e) if bytes.starts_with(b"\0asm") => Err(SandboxError::Compile(format!(
             "unsupported wasm version header ({e}): expected a core module or a component"
         ))),
@@ -80,6 +83,13 @@ pub fn to_component(bytes: &[u8]) -> Result<Vec<u8>, SandboxError> {
             "not a wasm module, component or WAT text (bad magic header): pass the .wasm that `idem build` wrote".into(),
         )),
     }
+}
+
+/// Whether `bytes` start like WAT text (a form or a comment), so a parse
+/// error is worth showing.
+fn looks_like_text(bytes: &[u8]) -> bool {
+    let start = bytes.trim_ascii_start();
+    start.starts_with(b"(") || start.starts_with(b";;")
 }
 
 /// Refuse a module of `len` bytes over `limit` before it is parsed, encoded
