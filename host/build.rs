@@ -30,13 +30,21 @@ fn main() {
     let lock = [dir.join("Cargo.lock"), dir.join("../Cargo.lock")]
         .into_iter()
         .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("no Cargo.lock next to or above {}: the engine fingerprint is derived from it", dir.display()));
+        .unwrap_or_else(|| {
+            panic!(
+                "no Cargo.lock next to or above {}: the engine fingerprint is derived from it",
+                dir.display()
+            )
+        });
     println!("cargo:rerun-if-changed={}", lock.display());
     let text = std::fs::read_to_string(&lock)
         .unwrap_or_else(|e| panic!("reading {}: {e}", lock.display()));
     let packages = parse_lock(&text);
     let Some(idem) = packages.iter().find(|p| p.name == "idem") else {
-        panic!("{} has no `idem` package: not this workspace's lock file", lock.display());
+        panic!(
+            "{} has no `idem` package: not this workspace's lock file",
+            lock.display()
+        );
     };
     let mut parts = Vec::new();
     for name in OUTPUT_CRATES {

@@ -503,7 +503,11 @@ fn the_memory_limit_covers_all_of_a_guests_memories_together() {
         ..Limits::default()
     });
     let module = roomy.load(&component).unwrap();
-    roomy.instantiate(&module).unwrap().open(&tiny_context()).unwrap();
+    roomy
+        .instantiate(&module)
+        .unwrap()
+        .open(&tiny_context())
+        .unwrap();
     // ...while under 64 MiB each memory alone fits and both together do not.
     let tight = common::sandbox_with(Limits {
         max_memory_bytes: 64 << 20,
@@ -550,7 +554,10 @@ fn an_oversized_module_is_refused_before_it_is_read_or_compiled() {
     let bytes = std::fs::read(&path).unwrap();
     assert!(bytes.len() > 1 << 20);
     let t = std::time::Instant::now();
-    let e = sandbox.load(&bytes).err().expect("oversized module admitted");
+    let e = sandbox
+        .load(&bytes)
+        .err()
+        .expect("oversized module admitted");
     // Compiling it takes seconds; the size check takes nothing.
     assert!(t.elapsed() < std::time::Duration::from_millis(500));
     assert!(
@@ -657,7 +664,11 @@ fn a_cache_entry_copied_over_another_modules_is_not_run() {
     // A new engine, as in the next `idem exec`.
     let sandbox = Sandbox::new(cfg.clone()).unwrap();
     let loaded = sandbox.load(&b).unwrap();
-    assert_eq!(loaded.cache, CacheOutcome::Miss, "the copied entry was used");
+    assert_eq!(
+        loaded.cache,
+        CacheOutcome::Miss,
+        "the copied entry was used"
+    );
     // B's own code runs: its output is clean_orders', as computed natively.
     let dir = tempfile::tempdir().unwrap();
     let slice = sample_slice(dir.path());
@@ -686,7 +697,11 @@ fn a_corrupted_cache_entry_is_recompiled_not_loaded() {
     };
     let bytes = common::guest_bytes("examples/dedup_events");
     assert_eq!(
-        Sandbox::new(cfg.clone()).unwrap().load(&bytes).unwrap().cache,
+        Sandbox::new(cfg.clone())
+            .unwrap()
+            .load(&bytes)
+            .unwrap()
+            .cache,
         CacheOutcome::Miss
     );
     let entry = cache_entries(cache.path()).pop_first().unwrap();
@@ -698,7 +713,11 @@ fn a_corrupted_cache_entry_is_recompiled_not_loaded() {
     std::fs::write(&entry, &code).unwrap();
     let sandbox = Sandbox::new(cfg).unwrap();
     let loaded = sandbox.load(&bytes).unwrap();
-    assert_eq!(loaded.cache, CacheOutcome::Miss, "corrupted code was loaded");
+    assert_eq!(
+        loaded.cache,
+        CacheOutcome::Miss,
+        "corrupted code was loaded"
+    );
     let dir = tempfile::tempdir().unwrap();
     let slice = sample_slice(dir.path());
     let mut inst = sandbox.instantiate(&loaded).unwrap();
@@ -723,7 +742,11 @@ fn a_cache_directory_others_can_write_is_not_used() {
     // Once only its owner may write it, it is used.
     std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     assert_eq!(
-        Sandbox::new(cfg.clone()).unwrap().load(&component).unwrap().cache,
+        Sandbox::new(cfg.clone())
+            .unwrap()
+            .load(&component)
+            .unwrap()
+            .cache,
         CacheOutcome::Miss
     );
     assert_eq!(

@@ -182,10 +182,7 @@ impl TrustedCache {
         match unsafe { Component::deserialize(engine, artifact) } {
             Ok(c) => Some(c),
             Err(e) => {
-                tracing::warn!(
-                    "ignoring compiled cache entry {}: {e:#}",
-                    path.display()
-                );
+                tracing::warn!("ignoring compiled cache entry {}: {e:#}", path.display());
                 None
             }
         }

@@ -139,10 +139,7 @@ impl Sandbox {
         let bytes = Arc::new(admission::to_component(bytes)?);
         let digest = Digest::of_bytes(&bytes);
         // A forbidden import costs a parse, never a compile or a cache entry.
-        admission::check_imports(
-            &admission::declared_imports(&bytes)?,
-            self.config.profile,
-        )?;
+        admission::check_imports(&admission::declared_imports(&bytes)?, self.config.profile)?;
         let (component, cache) = cache::load_or_compile(
             &self.engine,
             self.config.cache_dir.as_deref(),

@@ -75,8 +75,8 @@ mod tests {
     /// The version of `name` in the workspace's Cargo.lock, read here
     /// independently of build.rs.
     fn locked(name: &str) -> String {
-        let lock = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.lock"))
-            .unwrap();
+        let lock =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.lock")).unwrap();
         let at = lock
             .find(&format!("name = \"{name}\"\n"))
             .unwrap_or_else(|| panic!("{name} not in Cargo.lock"));
@@ -92,17 +92,26 @@ mod tests {
         assert!(wasmtime.split('.').count() == 3, "{wasmtime}");
         assert!(f.contains(&format!(" wasmtime/{wasmtime} ")), "{f}");
         assert!(
-            f.contains(&format!(" cranelift-codegen/{} ", locked("cranelift-codegen"))),
+            f.contains(&format!(
+                " cranelift-codegen/{} ",
+                locked("cranelift-codegen")
+            )),
             "{f}"
         );
-        assert!(f.contains(&format!(" arrow-array/{} ", locked("arrow-array"))), "{f}");
+        assert!(
+            f.contains(&format!(" arrow-array/{} ", locked("arrow-array"))),
+            "{f}"
+        );
         // sha2 is locked twice (cranelift uses 0.10): idem's own is named.
         assert!(f.contains(" sha2/0.11."), "{f}");
         assert!(
             f.contains(&format!(" target/{} ", std::env::consts::ARCH)),
             "{f}"
         );
-        assert!(f.starts_with(&format!("idem/{} ", env!("CARGO_PKG_VERSION"))), "{f}");
+        assert!(
+            f.starts_with(&format!("idem/{} ", env!("CARGO_PKG_VERSION"))),
+            "{f}"
+        );
         assert!(f.ends_with(" profile/strict+fuel"), "{f}");
         assert_eq!(
             fingerprint(Profile::Strict, false),
