@@ -152,7 +152,7 @@ fn fmt_log(lines: &[String]) -> String {
 }
 
 fn mib(bytes: usize) -> String {
-    if bytes % (1 << 20) == 0 {
+    if bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
     } else {
         format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
