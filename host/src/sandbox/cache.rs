@@ -287,12 +287,18 @@ fn read_or_create_key(path: &Path) -> Result<[u8; KEY_LEN], String> {
     })
 }
 
+/// Create `dir` (mode 0700) if missing; its parents get the default mode.
 fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
     let mut b = std::fs::DirBuilder::new();
-    b.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-    b.create(dir)
+    match b.create(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        r => r,
+    }
 }
 
 /// `Ok` when `path` belongs to the user running idem and no one else may
