@@ -247,3 +247,59 @@ fn sample_data_is_deterministic() {
         assert_eq!(std::fs::read(x).unwrap(), std::fs::read(y).unwrap());
     }
 }
+
+#[test]
+fn exec_refuses_a_module_over_the_size_limit_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = common::orders(dir.path(), "2026-10-01", 100, 1);
+    let module = common::guest("examples/clean_orders");
+    let out_path = dir.path().join("out.parquet");
+    let (code, _, err) = common::idem(&[
+        "exec",
+        "--module",
+        s(&module),
+        "--output",
+        s(&out_path),
+        "--input",
+        s(&files[0]),
+        "--max-module-mb",
+        "1",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("over the 1 MiB limit: raise --max-module-mb"),
+        "{err}"
+    );
+    assert!(!out_path.exists());
+}
+
+#[cfg(unix)]
+#[test]
+fn exec_warns_about_and_skips_a_cache_directory_others_can_write() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let files = common::orders(&dir.path().join("in"), "2026-10-01", 1_000, 1);
+    let cache = dir.path().join("cache");
+    std::fs::create_dir(&cache).unwrap();
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let module = common::guest("examples/clean_orders");
+    let out_path = dir.path().join("out.parquet");
+    let (code, _, err) = common::idem(&[
+        "exec",
+        "--module",
+        s(&module),
+        "--output",
+        s(&out_path),
+        "--input",
+        s(&files[0]),
+        "--cache-dir",
+        s(&cache),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("not using the compiled-code cache") && err.contains("chmod go-w"),
+        "{err}"
+    );
+    assert!(std::fs::read_dir(&cache).unwrap().next().is_none());
+    assert!(out_path.exists());
+}

@@ -482,3 +482,275 @@ fn compiled_code_is_loaded_from_the_cache_the_second_time() {
         CacheOutcome::Miss
     );
 }
+
+fn tiny_context() -> GuestContext {
+    GuestContext {
+        slice_id: "s".into(),
+        logical_date: None,
+        params: "{}".into(),
+        input_schema: Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, true)])),
+        batch_rows: 1,
+    }
+}
+
+#[test]
+fn the_memory_limit_covers_all_of_a_guests_memories_together() {
+    let component = wat("two-memories.wat");
+    // 40 MiB in one core instance, then 40 MiB more in another: fine under
+    // 128 MiB, which shows the component itself works...
+    let roomy = common::sandbox_with(Limits {
+        max_memory_bytes: 128 << 20,
+        ..Limits::default()
+    });
+    let module = roomy.load(&component).unwrap();
+    roomy
+        .instantiate(&module)
+        .unwrap()
+        .open(&tiny_context())
+        .unwrap();
+    // ...while under 64 MiB each memory alone fits and both together do not.
+    let tight = common::sandbox_with(Limits {
+        max_memory_bytes: 64 << 20,
+        ..Limits::default()
+    });
+    let module = tight.load(&component).unwrap();
+    let mut inst = tight.instantiate(&module).unwrap();
+    match inst.open(&tiny_context()) {
+        Err(SandboxError::MemoryLimit { limit, requested }) => {
+            assert_eq!(limit, 64 << 20);
+            // 40 MiB + 40 MiB + the main memory's first page.
+            assert_eq!(requested, (80 << 20) + (64 << 10));
+        }
+        Err(e) => panic!("wrong error kind: {e}"),
+        Ok(()) => panic!("two memories held 80 MiB under a 64 MiB limit"),
+    }
+}
+
+#[test]
+fn the_number_of_memories_a_guest_defines_is_bounded() {
+    let sandbox = common::sandbox_with(Limits::default());
+    // 14 memories of a page or so: tiny in bytes, too many in count.
+    let module = sandbox.load(&wat("many-memories.wat")).unwrap();
+    match sandbox.instantiate(&module) {
+        Err(SandboxError::Instantiate(why)) => assert!(why.contains("memory count"), "{why}"),
+        Err(e) => panic!("wrong error kind: {e}"),
+        Ok(_) => panic!("a guest instantiated 14 memories"),
+    }
+}
+
+#[test]
+fn an_oversized_module_is_refused_before_it_is_read_or_compiled() {
+    let cache = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(SandboxConfig {
+        limits: Limits {
+            max_module_bytes: 1 << 20,
+            ..Limits::default()
+        },
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let path = common::guest("examples/clean_orders");
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(bytes.len() > 1 << 20);
+    let t = std::time::Instant::now();
+    let e = sandbox
+        .load(&bytes)
+        .err()
+        .expect("oversized module admitted");
+    // Compiling it takes seconds; the size check takes nothing.
+    assert!(t.elapsed() < std::time::Duration::from_millis(500));
+    assert!(
+        matches!(e, SandboxError::ModuleTooLarge { bytes: n, limit } if n == bytes.len() && limit == 1 << 20),
+        "{e}"
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!("({} bytes)", bytes.len()))
+            && msg.contains("over the 1 MiB limit")
+            && msg.contains("--max-module-mb"),
+        "{msg}"
+    );
+    assert!(std::fs::read_dir(cache.path()).unwrap().next().is_none());
+    // Reading a module file applies the limit before reading it.
+    assert!(matches!(
+        sandbox.read_module(&path),
+        Err(SandboxError::ModuleTooLarge { .. })
+    ));
+    // Under the default 64 MiB limit, 64 MiB + 1 of anything is refused by
+    // size, not parsed.
+    let e = common::sandbox_with(Limits::default())
+        .load(&vec![0u8; (64 << 20) + 1])
+        .err()
+        .expect("admitted");
+    assert!(matches!(e, SandboxError::ModuleTooLarge { .. }), "{e}");
+}
+
+#[test]
+fn a_forbidden_import_is_refused_before_anything_is_compiled() {
+    let cache = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    for file in ["import-random.wat", "import-wall-clock.wat"] {
+        assert!(
+            matches!(
+                sandbox.load(&wat(file)),
+                Err(SandboxError::Forbidden { .. })
+            ),
+            "{file}"
+        );
+    }
+    // Compiling would have left its code in the cache.
+    let compiled = cache.path().join("compiled");
+    assert!(
+        !compiled.exists() || std::fs::read_dir(&compiled).unwrap().next().is_none(),
+        "a forbidden module was compiled"
+    );
+}
+
+#[test]
+fn compilation_has_a_wall_clock_budget() {
+    let sandbox = Sandbox::new(SandboxConfig {
+        limits: Limits {
+            compile_deadline_ms: 1,
+            ..Limits::default()
+        },
+        cache_dir: None,
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let e = sandbox
+        .load(&common::guest_bytes("examples/clean_orders"))
+        .err()
+        .expect("compiled within 1 ms");
+    assert!(matches!(e, SandboxError::CompileDeadline { ms: 1 }), "{e}");
+    assert!(e.to_string().contains("--compile-deadline-ms"), "{e}");
+}
+
+/// The compiled-code entries in a cache directory.
+fn cache_entries(cache: &std::path::Path) -> std::collections::BTreeSet<std::path::PathBuf> {
+    std::fs::read_dir(cache.join("compiled"))
+        .map(|d| {
+            d.map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_cache_entry_copied_over_another_modules_is_not_run() {
+    let cache = tempfile::tempdir().unwrap();
+    let cfg = SandboxConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..SandboxConfig::default()
+    };
+    let a = common::guest_bytes("examples/daily_revenue");
+    let b = common::guest_bytes("examples/clean_orders");
+    let sandbox = Sandbox::new(cfg.clone()).unwrap();
+    assert_eq!(sandbox.load(&a).unwrap().cache, CacheOutcome::Miss);
+    let a_entries = cache_entries(cache.path());
+    assert_eq!(sandbox.load(&b).unwrap().cache, CacheOutcome::Miss);
+    let b_entry = cache_entries(cache.path())
+        .difference(&a_entries)
+        .next()
+        .cloned()
+        .unwrap();
+    // The attack: A's compiled code under B's name.
+    std::fs::copy(a_entries.first().unwrap(), &b_entry).unwrap();
+    // A new engine, as in the next `idem exec`.
+    let sandbox = Sandbox::new(cfg.clone()).unwrap();
+    let loaded = sandbox.load(&b).unwrap();
+    assert_eq!(
+        loaded.cache,
+        CacheOutcome::Miss,
+        "the copied entry was used"
+    );
+    // B's own code runs: its output is clean_orders', as computed natively.
+    let dir = tempfile::tempdir().unwrap();
+    let slice = sample_slice(dir.path());
+    let params = r#"{"min_amount": 250}"#;
+    let mut inst = sandbox.instantiate(&loaded).unwrap();
+    let (wasm, _) = run_over(&mut inst, &slice, params);
+    let (native, _) = run_over(
+        &mut Native::<clean_orders::CleanOrders>::default(),
+        &slice,
+        params,
+    );
+    assert_eq!(wasm.output_digest, native.output_digest);
+    // The entry now holds B's own code again.
+    assert_eq!(
+        Sandbox::new(cfg).unwrap().load(&b).unwrap().cache,
+        CacheOutcome::Hit
+    );
+}
+
+#[test]
+fn a_corrupted_cache_entry_is_recompiled_not_loaded() {
+    let cache = tempfile::tempdir().unwrap();
+    let cfg = SandboxConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..SandboxConfig::default()
+    };
+    let bytes = common::guest_bytes("examples/dedup_events");
+    assert_eq!(
+        Sandbox::new(cfg.clone())
+            .unwrap()
+            .load(&bytes)
+            .unwrap()
+            .cache,
+        CacheOutcome::Miss
+    );
+    let entry = cache_entries(cache.path()).pop_first().unwrap();
+    // One bit in the middle of the entry: inside the machine code, where
+    // wasmtime's own header checks do not look.
+    let mut code = std::fs::read(&entry).unwrap();
+    let mid = code.len() / 2;
+    code[mid] ^= 0x01;
+    std::fs::write(&entry, &code).unwrap();
+    let sandbox = Sandbox::new(cfg).unwrap();
+    let loaded = sandbox.load(&bytes).unwrap();
+    assert_eq!(
+        loaded.cache,
+        CacheOutcome::Miss,
+        "corrupted code was loaded"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let slice = sample_slice(dir.path());
+    let mut inst = sandbox.instantiate(&loaded).unwrap();
+    assert_eq!(run_over(&mut inst, &slice, "{}").0.rows_in, 12_345);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_cache_directory_others_can_write_is_not_used() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let cache = tempfile::tempdir().unwrap();
+    let cfg = SandboxConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..SandboxConfig::default()
+    };
+    let component = wat("two-memories.wat");
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let loaded = Sandbox::new(cfg.clone()).unwrap().load(&component).unwrap();
+    assert_eq!(loaded.cache, CacheOutcome::Refused);
+    // Nothing was read from it or written to it.
+    assert!(std::fs::read_dir(cache.path()).unwrap().next().is_none());
+    // Once only its owner may write it, it is used.
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(
+        Sandbox::new(cfg.clone())
+            .unwrap()
+            .load(&component)
+            .unwrap()
+            .cache,
+        CacheOutcome::Miss
+    );
+    assert_eq!(
+        Sandbox::new(cfg).unwrap().load(&component).unwrap().cache,
+        CacheOutcome::Hit
+    );
+}

@@ -28,6 +28,12 @@ pub struct LimitArgs {
     /// Deterministic CPU budget in fuel units (costs ~2x; off by default).
     #[arg(long)]
     pub fuel: Option<u64>,
+    /// Largest module accepted, in MiB (checked before it is compiled).
+    #[arg(long, default_value_t = 64)]
+    pub max_module_mb: usize,
+    /// Wall-clock budget for compiling the module, in milliseconds.
+    #[arg(long, default_value_t = 60_000)]
+    pub compile_deadline_ms: u64,
     /// Compiled-code cache directory (default: $IDEM_CACHE_DIR or ~/.cache/idem).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
@@ -41,6 +47,8 @@ impl LimitArgs {
                 max_output_bytes: self.max_output_mb << 20,
                 deadline_ms: self.deadline_ms,
                 fuel: self.fuel,
+                max_module_bytes: self.max_module_mb.saturating_mul(1 << 20),
+                compile_deadline_ms: self.compile_deadline_ms,
                 ..Limits::default()
             },
             ..SandboxConfig::default()
@@ -137,8 +145,7 @@ pub fn exec(a: ExecArgs) -> Result<ExitCode> {
     serde_json::from_str::<serde_json::Value>(&a.params)
         .with_context(|| format!("--params is not valid JSON: {}", a.params))?;
     let sandbox = a.limits.sandbox()?;
-    let bytes = std::fs::read(&a.module)
-        .with_context(|| format!("reading module {}", a.module.display()))?;
+    let bytes = sandbox.read_module(&a.module)?;
     let module = sandbox
         .load(&bytes)
         .with_context(|| format!("module {}", a.module.display()))?;

@@ -384,10 +384,8 @@ impl Run {
 
         // 2. Load the module (compiled-code cache).
         let t = Instant::now();
-        let bytes = std::fs::read(&self.module).map_err(|e| RunError::Io {
-            what: format!("reading module {}", self.module.display()),
-            source: e,
-        })?;
+        // Size-checked before it is read: a module is untrusted input.
+        let bytes = sandbox.read_module(&self.module)?;
         let module = sandbox.load(&bytes)?;
         timings.load_ms = ms(t);
 

@@ -73,6 +73,9 @@ pub fn to_component(bytes: &[u8]) -> Result<Vec<u8>, SandboxError> {
     match wat::parse_bytes(bytes) {
         Ok(bin) if bin.starts_with(&CORE_HEADER) || bin.starts_with(&COMPONENT_HEADER) => to_component(&bin),
         Ok(_) => Err(SandboxError::Compile("WAT did not produce a module or component".into())),
+        Err(e) if looks_like_text(bytes) => Err(SandboxError::Compile(format!(
+            "WAT text does not parse: {e}"
+        ))),
         Err(e) if bytes.starts_with(b"\0asm") => Err(SandboxError::Compile(format!(
             "unsupported wasm version header ({e}): expected a core module or a component"
         ))),
@@ -80,6 +83,63 @@ pub fn to_component(bytes: &[u8]) -> Result<Vec<u8>, SandboxError> {
             "not a wasm module, component or WAT text (bad magic header): pass the .wasm that `idem build` wrote".into(),
         )),
     }
+}
+
+/// Whether `bytes` start like WAT text (a form or a comment), so a parse
+/// error is worth showing.
+fn looks_like_text(bytes: &[u8]) -> bool {
+    let start = bytes.trim_ascii_start();
+    start.starts_with(b"(") || start.starts_with(b";;")
+}
+
+/// Refuse a module of `len` bytes over `limit` before it is parsed, encoded
+/// or compiled: compile time and memory grow with size.
+pub fn check_size(len: usize, limit: usize) -> Result<(), SandboxError> {
+    if len > limit {
+        return Err(SandboxError::ModuleTooLarge { bytes: len, limit });
+    }
+    Ok(())
+}
+
+/// The top-level import names of component bytes, read by parsing alone:
+/// nothing is validated or compiled, so a forbidden import costs one pass
+/// over the bytes. Imports of nested components and core modules are
+/// satisfied inside the component, never by the host, so they are skipped.
+pub fn declared_imports(component: &[u8]) -> Result<Vec<String>, SandboxError> {
+    use wasmparser::{Parser, Payload};
+    let bad = |e: wasmparser::BinaryReaderError| {
+        SandboxError::Compile(format!("the component does not parse: {e}"))
+    };
+    let mut names = Vec::new();
+    // `parse_all` walks nested modules and components inline; each one
+    // ends with its own `End`.
+    let mut depth = 0usize;
+    for payload in Parser::new(0).parse_all(component) {
+        match payload.map_err(bad)? {
+            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
+            Payload::End(_) => depth = depth.saturating_sub(1),
+            Payload::ComponentImportSection(reader) if depth == 0 => {
+                for import in reader {
+                    names.push(import.map_err(bad)?.name.name.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(names)
+}
+
+/// Refuse the first forbidden name of `imports` under `profile`.
+pub fn check_imports(imports: &[String], profile: Profile) -> Result<(), SandboxError> {
+    for import in imports {
+        if let ImportVerdict::Forbidden(reason) = classify(import, profile) {
+            return Err(SandboxError::Forbidden {
+                import: import.clone(),
+                reason,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Check every import and the transform export of a compiled component.
@@ -172,6 +232,40 @@ mod tests {
             classify(HOST_IMPORT, Profile::Strict),
             ImportVerdict::Allowed
         );
+    }
+
+    #[test]
+    fn imports_are_read_without_compiling() {
+        let wat = br#"(component
+            (import "wasi:clocks/wall-clock@0.2.0" (instance))
+            (component $inner (import "acme:inner/thing" (instance)))
+            (import "idem:transform/host@0.1.0" (instance)))"#;
+        let bytes = to_component(wat).unwrap();
+        let names = declared_imports(&bytes).unwrap();
+        // The nested component's import is not the host's business.
+        assert_eq!(
+            names,
+            ["wasi:clocks/wall-clock@0.2.0", "idem:transform/host@0.1.0"]
+        );
+        assert!(matches!(
+            check_imports(&names, Profile::Strict),
+            Err(SandboxError::Forbidden { import, .. }) if import == "wasi:clocks/wall-clock@0.2.0"
+        ));
+        assert!(check_imports(&names[1..], Profile::Strict).is_ok());
+        // Truncated bytes are an error, not a panic.
+        assert!(matches!(
+            declared_imports(&bytes[..bytes.len() - 3]),
+            Err(SandboxError::Compile(_))
+        ));
+    }
+
+    #[test]
+    fn module_size_is_checked_against_the_limit() {
+        assert!(check_size(64 << 20, 64 << 20).is_ok());
+        let e = check_size((80 << 20) + 1, 64 << 20).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("80.0 MiB") && msg.contains("64 MiB"), "{msg}");
+        assert!(msg.contains("--max-module-mb"), "{msg}");
     }
 
     #[test]

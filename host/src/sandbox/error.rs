@@ -22,6 +22,34 @@ pub enum SandboxError {
         "module is not an idem transform: {0}. Export a Transform with `idem_guest::export!(YourType)` and build with `idem build`"
     )]
     NotATransform(String),
+    /// The module is bigger than the limit; nothing was parsed or compiled.
+    #[error(
+        "module is {} ({bytes} bytes), over the {} limit: raise --max-module-mb if you trust it",
+        mib(*bytes),
+        mib(*limit)
+    )]
+    ModuleTooLarge {
+        /// The module's size in bytes.
+        bytes: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// Compiling the module took longer than its budget.
+    #[error(
+        "compiling the module took longer than {ms} ms and was abandoned (a compile bomb, or a large module on a slow machine): raise --compile-deadline-ms if you trust it"
+    )]
+    CompileDeadline {
+        /// The budget in milliseconds.
+        ms: u64,
+    },
+    /// The module file could not be read.
+    #[error("reading module {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The bytes are not a valid wasm module or component.
     #[error("module does not compile: {0}")]
     Compile(String),
@@ -42,14 +70,14 @@ pub enum SandboxError {
         /// The budget.
         fuel: u64,
     },
-    /// The guest tried to grow its memory past the limit.
+    /// The guest tried to grow its memories past the limit.
     #[error(
-        "guest tried to grow its memory to {requested} bytes, over the limit of {limit} bytes, and was stopped (unbounded state? raise --max-memory-mb if the transform really needs it)"
+        "guest tried to grow its memories to {requested} bytes in total, over the limit of {limit} bytes, and was stopped (unbounded state? raise --max-memory-mb if the transform really needs it)"
     )]
     MemoryLimit {
         /// The limit in bytes.
         limit: usize,
-        /// The size the guest asked for.
+        /// The total size of all its memories the guest asked for.
         requested: usize,
     },
     /// The guest returned more output than allowed.
@@ -120,5 +148,13 @@ fn fmt_log(lines: &[String]) -> String {
         String::new()
     } else {
         format!("\n  guest said: {}", lines.join("\n  guest said: "))
+    }
+}
+
+fn mib(bytes: usize) -> String {
+    if bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
     }
 }

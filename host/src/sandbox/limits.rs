@@ -2,11 +2,12 @@
 
 use wasmtime::ResourceLimiter;
 
-/// Resource limits of one run.
+/// Resource limits of one run (and of loading its module).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
-    /// Most linear memory a guest may grow to, in bytes. Guest memories
-    /// declare no maximum; this is the one that counts.
+    /// Most linear memory a guest may hold, in bytes, over all of its
+    /// memories together. Guest memories declare no maximum; this is the one
+    /// that counts.
     pub max_memory_bytes: usize,
     /// Most bytes a guest may return over a whole run (all batches, as
     /// Arrow IPC). Per call, the memory limit bounds it anyway; this bounds
@@ -18,6 +19,12 @@ pub struct Limits {
     pub fuel: Option<u64>,
     /// Most wasm stack, in bytes.
     pub max_stack_bytes: usize,
+    /// Largest module accepted, in bytes, checked before it is parsed,
+    /// encoded or compiled.
+    pub max_module_bytes: usize,
+    /// Wall-clock budget for compiling a module, in milliseconds (a cache
+    /// hit compiles nothing).
+    pub compile_deadline_ms: u64,
 }
 
 impl Default for Limits {
@@ -28,14 +35,38 @@ impl Default for Limits {
             deadline_ms: 300_000,
             fuel: None,
             max_stack_bytes: 1 << 20,
+            max_module_bytes: 64 << 20,
+            compile_deadline_ms: 60_000,
         }
     }
 }
 
-/// Enforces [`Limits::max_memory_bytes`] and remembers whether it fired, so
-/// the resulting trap is reported as a memory limit, not a generic trap.
+/// Core instances one guest may create. A wit-bindgen component has a
+/// handful (the module, wit-component's shim and fixup); a component that
+/// needs dozens is not a transform.
+const MAX_INSTANCES: usize = 32;
+/// Linear memories one guest may define. Each one reserves gigabytes of
+/// address space, so the count is bounded as well as their total size.
+const MAX_MEMORIES: usize = 8;
+/// Tables one guest may define.
+const MAX_TABLES: usize = 16;
+/// Table elements over all tables: they hold function references; a guest
+/// has no reason for more.
+const MAX_TABLE_ELEMENTS: usize = 100_000;
+
+/// Enforces [`Limits::max_memory_bytes`] over all of a guest's memories
+/// together (a component may hold several core instances, each with its
+/// own memory), bounds the number of instances, memories and tables, and
+/// remembers whether the memory limit fired, so the resulting trap is
+/// reported as a memory limit, not a generic trap.
 pub(crate) struct GuestLimiter {
     max_memory: usize,
+    /// Bytes of all memories, counting growth that was granted.
+    memory_total: usize,
+    /// The last growth granted, taken back if wasmtime then fails it.
+    memory_pending: usize,
+    table_total: usize,
+    table_pending: usize,
     pub(crate) memory_denied: Option<usize>,
 }
 
@@ -43,36 +74,107 @@ impl GuestLimiter {
     pub(crate) fn new(max_memory: usize) -> Self {
         GuestLimiter {
             max_memory,
+            memory_total: 0,
+            memory_pending: 0,
+            table_total: 0,
+            table_pending: 0,
             memory_denied: None,
         }
     }
 }
 
-/// Tables hold function references; a guest has no reason for more.
-const MAX_TABLE_ELEMENTS: usize = 100_000;
-
 impl ResourceLimiter for GuestLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.max_memory {
-            self.memory_denied = Some(desired);
+        // A new memory arrives as growth from 0 to its initial size, so the
+        // total counts every memory of every core instance in the store.
+        let grow = desired.saturating_sub(current);
+        let total = self.memory_total.saturating_add(grow);
+        if total > self.max_memory {
+            self.memory_denied = Some(total);
             // Trapping (rather than failing the grow) stops the guest at once
             // instead of letting it limp on into an allocator abort.
-            return Err(wasmtime::Error::msg("memory limit reached"));
+            return Err(wasmtime::Error::msg(format!(
+                "guest memories would total {total} bytes, over the limit of {} bytes (raise --max-memory-mb if the transform really needs it)",
+                self.max_memory
+            )));
         }
+        self.memory_total = total;
+        self.memory_pending = grow;
         Ok(true)
+    }
+
+    fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        // The grow we granted did not happen: `memory.grow` returns -1 and
+        // the guest may go on, so give the bytes back.
+        self.memory_total = self.memory_total.saturating_sub(self.memory_pending);
+        self.memory_pending = 0;
+        Ok(())
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= MAX_TABLE_ELEMENTS)
+        let grow = desired.saturating_sub(current);
+        let total = self.table_total.saturating_add(grow);
+        if total > MAX_TABLE_ELEMENTS {
+            return Ok(false);
+        }
+        self.table_total = total;
+        self.table_pending = grow;
+        Ok(true)
+    }
+
+    fn table_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.table_total = self.table_total.saturating_sub(self.table_pending);
+        self.table_pending = 0;
+        Ok(())
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_memory_limit_covers_all_memories_together() {
+        let mut l = GuestLimiter::new(100);
+        // Two memories of 40 each: fine.
+        assert!(l.memory_growing(0, 40, None).unwrap());
+        assert!(l.memory_growing(0, 40, None).unwrap());
+        // Growing either by 30 would make 110: denied, though 70 < 100.
+        assert!(l.memory_growing(40, 70, None).is_err());
+        assert_eq!(l.memory_denied, Some(110));
+    }
+
+    #[test]
+    fn a_failed_grow_gives_its_bytes_back() {
+        let mut l = GuestLimiter::new(100);
+        assert!(l.memory_growing(0, 60, None).unwrap());
+        assert!(l.memory_growing(60, 90, None).unwrap());
+        l.memory_grow_failed(wasmtime::Error::msg("os said no"))
+            .unwrap();
+        // 60 held, so 30 more fits again.
+        assert!(l.memory_growing(60, 90, None).unwrap());
+        assert!(l.memory_denied.is_none());
     }
 }

@@ -9,7 +9,7 @@ mod guest;
 mod limits;
 mod profile;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -114,9 +114,11 @@ impl Sandbox {
         })
     }
 
-    /// The engine fingerprint that goes into run keys: idem version,
-    /// wasmtime version and profile. Two hosts with the same fingerprint
-    /// produce the same output for the same module and inputs.
+    /// The engine fingerprint that goes into run keys: idem version, the
+    /// exact versions (from Cargo.lock) of every crate that shapes output
+    /// bytes, the target architecture and the profile. Two hosts with the
+    /// same fingerprint produce the same output for the same module and
+    /// inputs.
     pub fn fingerprint(&self) -> &str {
         &self.fingerprint
     }
@@ -127,36 +129,66 @@ impl Sandbox {
     }
 
     /// Admit and compile a module (a component, or a wit-bindgen core module
-    /// that is encoded into one first). Compiled code is cached on disk keyed
-    /// by module digest + engine fingerprint.
+    /// that is encoded into one first). Its size is checked first, then its
+    /// imports by parsing, and only then is it compiled (within
+    /// [`Limits::compile_deadline_ms`]) or loaded from the cache, which is
+    /// keyed by module digest + engine fingerprint.
     pub fn load(&self, bytes: &[u8]) -> Result<GuestModule, SandboxError> {
-        let bytes = admission::to_component(bytes)?;
+        let limits = &self.config.limits;
+        admission::check_size(bytes.len(), limits.max_module_bytes)?;
+        let bytes = Arc::new(admission::to_component(bytes)?);
         let digest = Digest::of_bytes(&bytes);
+        // A forbidden import costs a parse, never a compile or a cache entry.
+        admission::check_imports(&admission::declared_imports(&bytes)?, self.config.profile)?;
         let (component, cache) = cache::load_or_compile(
             &self.engine,
             self.config.cache_dir.as_deref(),
             &digest,
             &self.fingerprint,
             &bytes,
+            limits.compile_deadline_ms,
         )?;
+        // The compiled view is checked too: the export's shape needs types.
         let admission = admission::admit(&self.engine, &component, self.config.profile);
         admission.verdict()?;
         Ok(GuestModule {
             digest,
-            bytes: Arc::new(bytes),
+            bytes,
             cache,
             admission,
             component,
         })
     }
 
+    /// Read a module file, refusing it by its size before reading it.
+    pub fn read_module(&self, path: &Path) -> Result<Vec<u8>, SandboxError> {
+        let read_err = |source| SandboxError::Read {
+            path: path.display().to_string(),
+            source,
+        };
+        let limit = self.config.limits.max_module_bytes;
+        let file = std::fs::File::open(path).map_err(read_err)?;
+        let len = file.metadata().map_err(read_err)?.len();
+        admission::check_size(usize::try_from(len).unwrap_or(usize::MAX), limit)?;
+        let mut bytes = Vec::new();
+        // `take` holds the limit even if the file grows while being read.
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(file, (limit as u64).saturating_add(1)),
+            &mut bytes,
+        )
+        .map_err(read_err)?;
+        admission::check_size(bytes.len(), limit)?;
+        Ok(bytes)
+    }
+
     /// Inspect a module without rejecting it: digest, imports, exports and
-    /// the admission verdict.
+    /// the admission verdict. The size limit and compile budget apply.
     pub fn inspect(&self, bytes: &[u8]) -> Result<(Digest, Admission), SandboxError> {
-        let bytes = admission::to_component(bytes)?;
+        let limits = &self.config.limits;
+        admission::check_size(bytes.len(), limits.max_module_bytes)?;
+        let bytes = Arc::new(admission::to_component(bytes)?);
         let digest = Digest::of_bytes(&bytes);
-        let component = Component::new(&self.engine, &bytes)
-            .map_err(|e| SandboxError::Compile(format!("{e:#}")))?;
+        let component = cache::compile(&self.engine, &bytes, limits.compile_deadline_ms)?;
         Ok((
             digest,
             admission::admit(&self.engine, &component, self.config.profile),

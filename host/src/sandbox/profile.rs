@@ -24,16 +24,18 @@ impl Profile {
     }
 }
 
-/// The wasmtime version this host embeds (kept in step with Cargo.toml).
-pub const WASMTIME_VERSION: &str = "48";
+/// The exact versions, read from Cargo.lock at build time (`host/build.rs`),
+/// of every crate that can change output bytes, and the target
+/// architecture: `wasmtime/48.0.8 cranelift-codegen/... target/x86_64`.
+pub const ENGINE_CRATES: &str = env!("IDEM_ENGINE_CRATES");
 
-/// idem version + wasmtime version + profile (+ fuel metering, which changes
-/// the compiled code). Part of every run key.
+/// idem version + the crates that shape output + target + profile (+ fuel
+/// metering, which changes the compiled code). Part of every run key.
 pub fn fingerprint(profile: Profile, metered: bool) -> String {
     format!(
-        "idem/{} wasmtime/{} profile/{}{}",
+        "idem/{} {} profile/{}{}",
         env!("CARGO_PKG_VERSION"),
-        WASMTIME_VERSION,
+        ENGINE_CRATES,
         profile.name(),
         if metered { "+fuel" } else { "" }
     )
@@ -64,4 +66,56 @@ pub fn engine_config(profile: Profile, limits: &Limits) -> Config {
     c.cranelift_opt_level(OptLevel::Speed);
     c.parallel_compilation(true);
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The version of `name` in the workspace's Cargo.lock, read here
+    /// independently of build.rs.
+    fn locked(name: &str) -> String {
+        let lock =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.lock")).unwrap();
+        let at = lock
+            .find(&format!("name = \"{name}\"\n"))
+            .unwrap_or_else(|| panic!("{name} not in Cargo.lock"));
+        let rest = &lock[at..];
+        let v = rest.split("version = \"").nth(1).unwrap();
+        v[..v.find('"').unwrap()].to_string()
+    }
+
+    #[test]
+    fn the_fingerprint_names_exact_locked_versions_and_the_target() {
+        let f = fingerprint(Profile::Strict, true);
+        let wasmtime = locked("wasmtime");
+        assert!(wasmtime.split('.').count() == 3, "{wasmtime}");
+        assert!(f.contains(&format!(" wasmtime/{wasmtime} ")), "{f}");
+        assert!(
+            f.contains(&format!(
+                " cranelift-codegen/{} ",
+                locked("cranelift-codegen")
+            )),
+            "{f}"
+        );
+        assert!(
+            f.contains(&format!(" arrow-array/{} ", locked("arrow-array"))),
+            "{f}"
+        );
+        // sha2 is locked twice (cranelift uses 0.10): idem's own is named.
+        assert!(f.contains(" sha2/0.11."), "{f}");
+        assert!(
+            f.contains(&format!(" target/{} ", std::env::consts::ARCH)),
+            "{f}"
+        );
+        assert!(
+            f.starts_with(&format!("idem/{} ", env!("CARGO_PKG_VERSION"))),
+            "{f}"
+        );
+        assert!(f.ends_with(" profile/strict+fuel"), "{f}");
+        assert_eq!(
+            fingerprint(Profile::Strict, false),
+            f.trim_end_matches("+fuel")
+        );
+    }
 }

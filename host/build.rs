@@ -1,0 +1,132 @@
+//! Derive the engine fingerprint's crate versions from the lock file, so a
+//! dependency upgrade that could change output bytes changes every run key.
+//! The result is the `IDEM_ENGINE_CRATES` environment variable, read by
+//! `sandbox::profile` with `env!`.
+
+use std::path::PathBuf;
+
+/// The crates whose version can change what a run outputs or how it is
+/// digested: the compiler and its component encoder, the Arrow and Parquet
+/// code that reads inputs and decodes/digests outputs, the canonical JSON of
+/// params and run keys, the hash, and the Delta writer.
+const OUTPUT_CRATES: &[&str] = &[
+    "wasmtime",
+    "cranelift-codegen",
+    "wit-component",
+    "arrow-array",
+    "arrow-ipc",
+    "arrow-digest",
+    "parquet",
+    "serde_jcs",
+    "sha2",
+    "deltalake-core",
+];
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
+    // A packaged crate carries its own lock file; in the workspace it is
+    // one level up.
+    let lock = [dir.join("Cargo.lock"), dir.join("../Cargo.lock")]
+        .into_iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "no Cargo.lock next to or above {}: the engine fingerprint is derived from it",
+                dir.display()
+            )
+        });
+    println!("cargo:rerun-if-changed={}", lock.display());
+    let text = std::fs::read_to_string(&lock)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", lock.display()));
+    let packages = parse_lock(&text);
+    let Some(idem) = packages.iter().find(|p| p.name == "idem") else {
+        panic!(
+            "{} has no `idem` package: not this workspace's lock file",
+            lock.display()
+        );
+    };
+    let mut parts = Vec::new();
+    for name in OUTPUT_CRATES {
+        let versions: Vec<&str> = packages
+            .iter()
+            .filter(|p| p.name == *name)
+            .map(|p| p.version.as_str())
+            .collect();
+        // With several versions in the lock, idem's own dependency entry
+        // names the one it uses ("sha2 0.11.1").
+        let direct = idem.dependencies.iter().find_map(|d| {
+            d.split_once(' ')
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| v.split(' ').next().unwrap_or(v))
+        });
+        let version = match (versions.as_slice(), direct) {
+            ([], _) => panic!(
+                "{name} is not in {}: update OUTPUT_CRATES in host/build.rs",
+                lock.display()
+            ),
+            (_, Some(v)) => v.to_string(),
+            ([v], None) => v.to_string(),
+            (vs, None) => {
+                let mut vs = vs.to_vec();
+                vs.sort();
+                vs.join("|")
+            }
+        };
+        parts.push(format!("{name}/{version}"));
+    }
+    let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "unknown".into());
+    parts.push(format!("target/{arch}"));
+    println!("cargo:rustc-env=IDEM_ENGINE_CRATES={}", parts.join(" "));
+}
+
+struct Package {
+    name: String,
+    version: String,
+    dependencies: Vec<String>,
+}
+
+/// The `[[package]]` entries of a Cargo.lock: name, version and the raw
+/// dependency strings ("name" or "name version" or "name version (source)").
+fn parse_lock(text: &str) -> Vec<Package> {
+    let mut out: Vec<Package> = Vec::new();
+    // Lines belong to the last package until another table starts.
+    let mut in_package = false;
+    let mut in_deps = false;
+    let unquote = |s: &str| s.trim().trim_end_matches(',').trim_matches('"').to_string();
+    for line in text.lines() {
+        let line = line.trim();
+        if line == "[[package]]" {
+            out.push(Package {
+                name: String::new(),
+                version: String::new(),
+                dependencies: Vec::new(),
+            });
+            in_package = true;
+            in_deps = false;
+            continue;
+        }
+        if !in_deps && line.starts_with('[') {
+            // Another table ([metadata], [[patch.unused]]): not a package.
+            in_package = false;
+            continue;
+        }
+        let Some(p) = out.last_mut().filter(|_| in_package) else {
+            continue;
+        };
+        if in_deps {
+            if line.starts_with(']') {
+                in_deps = false;
+            } else {
+                p.dependencies.push(unquote(line));
+            }
+        } else if let Some(v) = line.strip_prefix("name = ") {
+            p.name = unquote(v);
+        } else if let Some(v) = line.strip_prefix("version = ") {
+            p.version = unquote(v);
+        } else if line.starts_with("dependencies = [") {
+            in_deps = !line.ends_with(']');
+        }
+    }
+    out
+}
