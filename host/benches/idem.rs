@@ -1,4 +1,4 @@
-//! idem's benchmark suite: `cargo bench -p idem [-- --rows N --e2e-rows N]`.
+//! idem's benchmark suite: `cargo bench -p idem [-- --rows N --e2e-rows N --samples N]`.
 //!
 //! Every figure is printed next to a baseline measured in the same run and
 //! their ratio. Whole-pipeline figures run in child processes (this binary
@@ -311,8 +311,16 @@ fn run_child(example: &str, kind: &str, rows: u64, batch: u32) {
     );
 }
 
-/// Figures 2, 3 and 5: whole runs, Parquet in -> Delta commit out.
-fn end_to_end(rows: u64, out: &mut Vec<Row>) {
+/// The sample with the median run time (its RSS and rerun come along).
+fn median(mut v: Vec<ChildResult>) -> ChildResult {
+    v.sort_by(|a, b| a.secs.total_cmp(&b.secs));
+    let mid = v.len() / 2;
+    v.swap_remove(mid)
+}
+
+/// Figures 2, 3 and 5: whole runs, Parquet in -> Delta commit out, each
+/// side the median of `samples` alternating runs.
+fn end_to_end(rows: u64, samples: u64, out: &mut Vec<Row>) {
     // A scheduled run finds its module compiled already: warm the cache the
     // children share, so compile time (figure 4) is not counted here.
     let cache = work_dir().join("compiled-cache");
@@ -327,8 +335,14 @@ fn end_to_end(rows: u64, out: &mut Vec<Row>) {
     let data = ensure_slice(rows);
     let bytes = dir_bytes(&data);
     for ex in EXAMPLES {
-        let w = child(ex, "wasm", rows, BATCH);
-        let n = child(ex, "native", rows, BATCH);
+        // Alternate the two sides and take medians, so neither always runs
+        // on a warmer page cache or a quieter machine.
+        let (mut ws, mut ns) = (Vec::new(), Vec::new());
+        for _ in 0..samples.max(1) {
+            ws.push(child(ex, "wasm", rows, BATCH));
+            ns.push(child(ex, "native", rows, BATCH));
+        }
+        let (w, n) = (median(ws), median(ns));
         out.push(Row {
             figure: format!(
                 "2. {ex}: idem run {}M rows, wasm vs native",
@@ -456,13 +470,14 @@ fn main() {
     let rows = arg(&args, "--rows", 2_000_000);
     let e2e = arg(&args, "--e2e-rows", 10_000_000);
     let mem = arg(&args, "--mem-rows", 20_000_000);
+    let samples = arg(&args, "--samples", 5);
     println!(
         "idem benchmarks: {rows} rows in memory, {e2e}-row slice end to end, batch {BATCH} rows"
     );
     let mut out = Vec::new();
     startup(&mut out);
     sandbox_overhead(rows, &mut out);
-    end_to_end(e2e, &mut out);
+    end_to_end(e2e, samples, &mut out);
     memory(mem, &mut out);
     print(&out);
 }
