@@ -3,13 +3,23 @@
 
 use std::fmt;
 use std::io::Read;
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
+use std::sync::Arc;
 
-use arrow::datatypes::Schema;
+use arrow::array::{
+    Array, ArrayRef, AsArray, BinaryArray, BinaryViewArray, BooleanArray, FixedSizeBinaryArray,
+    FixedSizeListArray, LargeBinaryArray, LargeListArray, LargeStringArray, ListArray, MapArray,
+    StringArray, StringViewArray, StructArray,
+};
+use arrow::buffer::{Buffer, NullBuffer, OffsetBuffer};
+use arrow::datatypes::{DataType, FieldRef, IntervalUnit, Schema, TimeUnit};
+use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
-use arrow_digest::{RecordDigest, RecordDigestV0};
+use arrow_digest::{ArrayDigest, ArrayDigestV0};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
+use thiserror::Error;
 
 /// A content digest, always written `sha256:<64 hex>`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -97,12 +107,403 @@ impl fmt::Display for Digest {
     }
 }
 
-/// Streams output batches into a logical Arrow digest (arrow-digest V0 over
-/// sha256). Batch boundaries do not matter, only rows, order and schema.
+/// Why output rows could not be digested. Nothing is committed after any
+/// of these.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DigestError {
+    /// A column's type cannot be digested soundly; refused before any
+    /// digest code ran.
+    #[error("output column `{column}` has type {data_type}, which idem cannot digest: {fix}")]
+    UnsupportedType {
+        /// The column, with the path to the nested field at fault
+        /// (`col.field`, `col[]` for list elements).
+        column: String,
+        /// The offending type.
+        data_type: String,
+        /// What to do instead.
+        fix: String,
+    },
+    /// A batch's columns differ from the first batch's.
+    #[error(
+        "output batch {batch} has schema {got}, but the first batch had {expected}: every output batch of a run must have the same schema"
+    )]
+    SchemaChanged {
+        /// Index of the offending batch.
+        batch: u64,
+        /// The first batch's schema.
+        expected: String,
+        /// This batch's schema.
+        got: String,
+    },
+    /// A column's arrays do not hold what their type says.
+    #[error("output column `{column}` could not be digested: {detail}")]
+    Invalid {
+        /// The column.
+        column: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// Digesting panicked: a bug in idem or a library, caught so the host
+    /// survives. The run stops.
+    #[error(
+        "digesting the output panicked ({0}); this is a bug in idem, please report it. Nothing was committed"
+    )]
+    Panicked(String),
+}
+
+/// Deepest type nesting idem digests.
+const MAX_NESTING: usize = 64;
+
+/// Check that every column of `schema` can be digested, naming the first
+/// one that cannot and what to do about it. [`OutputDigester`] runs this on
+/// the first batch before any digest code; the sandbox runs it on a guest's
+/// output before decoding any array.
+pub fn check_schema(schema: &Schema) -> Result<(), DigestError> {
+    schema
+        .fields()
+        .iter()
+        .try_for_each(|f| check_type(f.name(), f.data_type(), 0))
+}
+
+fn check_type(path: &str, dt: &DataType, depth: usize) -> Result<(), DigestError> {
+    let refuse = |fix: &str| {
+        Err(DigestError::UnsupportedType {
+            column: path.to_string(),
+            data_type: dt.to_string(),
+            fix: fix.to_string(),
+        })
+    };
+    if depth > MAX_NESTING {
+        return refuse("it is nested more than 64 levels deep; flatten it in the transform");
+    }
+    match dt {
+        DataType::Null
+        | DataType::Boolean
+        | DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::UInt64
+        | DataType::Float16
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Decimal32(..)
+        | DataType::Decimal64(..)
+        | DataType::Decimal128(..)
+        | DataType::Decimal256(..)
+        | DataType::Date32
+        | DataType::Date64
+        | DataType::Time32(_)
+        | DataType::Time64(_)
+        | DataType::Timestamp(..)
+        | DataType::Duration(_)
+        | DataType::Interval(_)
+        | DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_)
+        | DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Utf8View => Ok(()),
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            check_type(&format!("{path}[]"), f.data_type(), depth + 1)
+        }
+        DataType::Struct(fields) => fields.iter().try_for_each(|f| {
+            check_type(&format!("{path}.{}", f.name()), f.data_type(), depth + 1)
+        }),
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => kv.iter().try_for_each(|f| {
+                check_type(&format!("{path}.{}", f.name()), f.data_type(), depth + 1)
+            }),
+            _ => refuse("its entries are not a key/value struct; build it with arrow's MapBuilder"),
+        },
+        DataType::Dictionary(key, value) if key.is_dictionary_key_type() => {
+            check_type(path, value, depth + 1)
+        }
+        DataType::Union(..) => refuse(
+            "union columns are not supported; return each variant as its own nullable column",
+        ),
+        DataType::RunEndEncoded(..) => refuse(
+            "run-end encoded columns are not supported (their logical size cannot be bounded cheaply); return the plain column, e.g. arrow's `cast` to the value type",
+        ),
+        DataType::ListView(_) | DataType::LargeListView(_) => {
+            refuse("list views are not supported; return a List column instead")
+        }
+        _ => refuse("this type is not supported; return a plainer type (see the README)"),
+    }
+}
+
+/// Whether arrow-digest's `ArrayDigestV0` digests `dt` as a function of its
+/// logical values. Read from arrow-digest 59.1's source: flat columns are
+/// hashed value by value with the array offset applied, and list elements
+/// recursively with their own validity; it panics on structs inside lists,
+/// maps, dictionaries, durations, intervals and nulls, and merges struct
+/// validity wrongly (so structs never go to it).
+fn arrow_digest_sound(dt: &DataType) -> bool {
+    match dt {
+        DataType::Boolean
+        | DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::UInt64
+        | DataType::Float16
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Decimal32(..)
+        | DataType::Decimal64(..)
+        | DataType::Decimal128(..)
+        | DataType::Decimal256(..)
+        | DataType::Date32
+        | DataType::Date64
+        | DataType::Time32(_)
+        | DataType::Time64(_)
+        | DataType::Timestamp(..)
+        | DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_)
+        | DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Utf8View => true,
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            arrow_digest_sound(f.data_type())
+        }
+        _ => false,
+    }
+}
+
+fn has_dictionary(dt: &DataType) -> bool {
+    match dt {
+        DataType::Dictionary(..) => true,
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::FixedSizeList(f, _)
+        | DataType::Map(f, _) => has_dictionary(f.data_type()),
+        DataType::Struct(fields) => fields.iter().any(|f| has_dictionary(f.data_type())),
+        _ => false,
+    }
+}
+
+/// `dt` with every dictionary replaced by its value type: what a column
+/// is digested as.
+fn plain_type(dt: &DataType) -> DataType {
+    match dt {
+        DataType::Dictionary(_, v) => plain_type(v),
+        DataType::List(f) => DataType::List(plain_field(f)),
+        DataType::LargeList(f) => DataType::LargeList(plain_field(f)),
+        DataType::FixedSizeList(f, n) => DataType::FixedSizeList(plain_field(f), *n),
+        DataType::Map(f, sorted) => DataType::Map(plain_field(f), *sorted),
+        DataType::Struct(fields) => DataType::Struct(fields.iter().map(plain_field).collect()),
+        other => other.clone(),
+    }
+}
+
+fn plain_field(f: &FieldRef) -> FieldRef {
+    if !has_dictionary(f.data_type()) {
+        return f.clone();
+    }
+    Arc::new(f.as_ref().clone().with_data_type(plain_type(f.data_type())))
+}
+
+/// `array` with every dictionary expanded into its values, so a
+/// dictionary-encoded column digests like the plain column of the same
+/// values. Copies only where there is a dictionary; the sandbox has
+/// already bounded the expanded (logical) size of guest output.
+fn plain_array(array: &ArrayRef) -> Result<ArrayRef, ArrowError> {
+    if !has_dictionary(array.data_type()) {
+        return Ok(array.clone());
+    }
+    let mismatch = || ArrowError::InvalidArgumentError("array does not match its type".into());
+    Ok(match array.data_type() {
+        DataType::Dictionary(..) => {
+            let d = array.as_any_dictionary_opt().ok_or_else(mismatch)?;
+            let values = plain_array(d.values())?;
+            arrow::compute::take(values.as_ref(), d.keys(), None)?
+        }
+        DataType::List(f) => {
+            let l = array.as_list_opt::<i32>().ok_or_else(mismatch)?;
+            Arc::new(ListArray::try_new(
+                plain_field(f),
+                l.offsets().clone(),
+                plain_array(l.values())?,
+                l.nulls().cloned(),
+            )?)
+        }
+        DataType::LargeList(f) => {
+            let l = array.as_list_opt::<i64>().ok_or_else(mismatch)?;
+            Arc::new(LargeListArray::try_new(
+                plain_field(f),
+                l.offsets().clone(),
+                plain_array(l.values())?,
+                l.nulls().cloned(),
+            )?)
+        }
+        DataType::FixedSizeList(f, n) => {
+            let l = array.as_fixed_size_list_opt().ok_or_else(mismatch)?;
+            Arc::new(FixedSizeListArray::try_new(
+                plain_field(f),
+                *n,
+                plain_array(l.values())?,
+                l.nulls().cloned(),
+            )?)
+        }
+        DataType::Map(f, sorted) => {
+            let m = array.as_map_opt().ok_or_else(mismatch)?;
+            let entries: ArrayRef = Arc::new(m.entries().clone());
+            let entries = plain_array(&entries)?;
+            let entries = entries.as_struct_opt().ok_or_else(mismatch)?.clone();
+            Arc::new(MapArray::try_new(
+                plain_field(f),
+                m.offsets().clone(),
+                entries,
+                m.nulls().cloned(),
+                *sorted,
+            )?)
+        }
+        DataType::Struct(fields) => {
+            let s = array.as_struct_opt().ok_or_else(mismatch)?;
+            let columns = s
+                .columns()
+                .iter()
+                .map(plain_array)
+                .collect::<Result<Vec<_>, _>>()?;
+            Arc::new(StructArray::try_new(
+                fields.iter().map(plain_field).collect(),
+                columns,
+                s.nulls().cloned(),
+            )?)
+        }
+        _ => array.clone(),
+    })
+}
+
+/// How one column is hashed.
+enum ColumnHasher {
+    /// arrow-digest's own column hash: flat columns and lists of them, so
+    /// their digests stay what they always were.
+    ArrowDigest(ArrayDigestV0<Sha256>),
+    /// idem's row encoding v1 ([`rows`]): everything else idem supports.
+    Rows(Sha256),
+}
+
+/// The digest state of a run whose first batch fixed the schema.
+struct Plan {
+    types: Vec<DataType>,
+    expected: String,
+    fields: Sha256,
+    columns: Vec<ColumnHasher>,
+}
+
+impl Plan {
+    fn new(schema: &Schema) -> Result<Self, DigestError> {
+        check_schema(schema)?;
+        let mut fields = Sha256::new();
+        let mut columns = Vec::with_capacity(schema.fields().len());
+        for f in schema.fields() {
+            // Exactly what arrow-digest's RecordDigestV0 hashes for a
+            // top-level field (name length, name, nesting level 0), so flat
+            // schemas keep their digests. Nested fields are described in
+            // their column's hash instead.
+            fields.update((f.name().len() as u64).to_le_bytes());
+            fields.update(f.name().as_bytes());
+            fields.update(0u64.to_le_bytes());
+            let dt = plain_type(f.data_type());
+            columns.push(if arrow_digest_sound(&dt) {
+                ColumnHasher::ArrowDigest(ArrayDigestV0::new(&dt))
+            } else {
+                let mut h = Sha256::new();
+                h.update(rows::TAG);
+                let mut description = Vec::new();
+                rows::describe(&dt, &mut description);
+                h.update(&description);
+                ColumnHasher::Rows(h)
+            });
+        }
+        Ok(Plan {
+            types: schema.fields().iter().map(|f| f.data_type().clone()).collect(),
+            expected: schema.to_string(),
+            fields,
+            columns,
+        })
+    }
+
+    fn update(&mut self, batch: &RecordBatch, index: u64) -> Result<(), DigestError> {
+        let schema = batch.schema();
+        let same = schema.fields().len() == self.types.len()
+            && schema
+                .fields()
+                .iter()
+                .zip(&self.types)
+                .all(|(f, t)| f.data_type() == t);
+        if !same {
+            return Err(DigestError::SchemaChanged {
+                batch: index,
+                expected: self.expected.clone(),
+                got: schema.to_string(),
+            });
+        }
+        for ((column, hasher), field) in batch
+            .columns()
+            .iter()
+            .zip(self.columns.iter_mut())
+            .zip(schema.fields())
+        {
+            let invalid = |detail: String| DigestError::Invalid {
+                column: field.name().clone(),
+                detail,
+            };
+            let plain = plain_array(column).map_err(|e| invalid(e.to_string()))?;
+            match hasher {
+                ColumnHasher::ArrowDigest(d) => d.update(plain.as_ref(), None),
+                ColumnHasher::Rows(h) => rows::update(h, plain.as_ref()).map_err(invalid)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Digest {
+        let mut h = self.fields;
+        for c in self.columns {
+            match c {
+                ColumnHasher::ArrowDigest(d) => h.update(d.finalize().as_slice()),
+                ColumnHasher::Rows(r) => h.update(r.finalize().as_slice()),
+            }
+        }
+        Digest::from_hash(h.finalize().as_slice())
+    }
+}
+
+/// Streams output batches into the logical output digest. Batch boundaries
+/// and buffer layout do not matter, only rows, order and schema.
+///
+/// How: one hash per top-level column, combined as arrow-digest's
+/// `RecordDigestV0` combines them (each field's name, then each column's
+/// hash). Flat columns (booleans, numbers, decimals, dates, times,
+/// timestamps, strings, binary) and lists of them are hashed by arrow-digest
+/// 59.1 unchanged, so their digests are what they always were. Every other
+/// supported column (structs, maps, lists of structs, durations, intervals,
+/// nulls) is hashed by idem's row encoding v1 ([`rows`]), because
+/// arrow-digest panics on them or, for structs, ORs the struct's validity
+/// with its children's (`{x: null}` hashed like `{x: 0}`). Dictionaries are
+/// expanded to their values first. Unions, run-end encoded and list-view
+/// columns are refused ([`check_schema`]).
+///
+/// Kept from arrow-digest for compatibility: in a flat column a null hashes
+/// as one zero byte, so in 1-byte integer columns (Int8/UInt8) a null and a
+/// `0` digest alike.
 #[derive(Default)]
 pub struct OutputDigester {
-    inner: Option<RecordDigestV0<Sha256>>,
+    plan: Option<Plan>,
     rows: u64,
+    batches: u64,
+    failed: Option<DigestError>,
 }
 
 impl OutputDigester {
@@ -111,12 +512,37 @@ impl OutputDigester {
         Self::default()
     }
 
-    /// Add a batch (its schema must match earlier batches').
-    pub fn update(&mut self, batch: &RecordBatch) {
-        self.inner
-            .get_or_insert_with(|| RecordDigestV0::new(batch.schema().as_ref()))
-            .update(batch);
+    /// Add a batch (its schema must match earlier batches'). Unsupported
+    /// types are refused before anything is hashed. After an error the
+    /// digester refuses every further batch.
+    pub fn update(&mut self, batch: &RecordBatch) -> Result<(), DigestError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        // Last line of defence, not the first: the code below returns errors
+        // for everything it knows to be wrong, but a panic in a library on
+        // data nobody foresaw must not take the host down (release and dev
+        // profiles unwind; never build idem with panic = "abort").
+        let r = std::panic::catch_unwind(AssertUnwindSafe(|| self.update_unguarded(batch)))
+            .unwrap_or_else(|payload| Err(DigestError::Panicked(panic_message(payload.as_ref()))));
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
+    }
+
+    /// [`OutputDigester::update`] without the panic backstop, for tests
+    /// that must see a panic.
+    pub(crate) fn update_unguarded(&mut self, batch: &RecordBatch) -> Result<(), DigestError> {
+        let plan = match self.plan.take() {
+            Some(p) => p,
+            None => Plan::new(batch.schema().as_ref())?,
+        };
+        let plan = self.plan.insert(plan);
+        plan.update(batch, self.batches)?;
         self.rows += batch.num_rows() as u64;
+        self.batches += 1;
+        Ok(())
     }
 
     /// Rows seen so far.
@@ -126,20 +552,367 @@ impl OutputDigester {
 
     /// The digest; no batches at all digest as an empty schema.
     pub fn finish(self) -> Digest {
-        let d = self
-            .inner
-            .unwrap_or_else(|| RecordDigestV0::new(&Schema::empty()));
-        Digest::from_hash(d.finalize().as_slice())
+        match self.plan {
+            Some(plan) => plan.finish(),
+            None => Digest::from_hash(Sha256::new().finalize().as_slice()),
+        }
     }
 }
 
 /// The logical digest of `batches`.
-pub fn of_batches<'a>(batches: impl IntoIterator<Item = &'a RecordBatch>) -> Digest {
+pub fn of_batches<'a>(
+    batches: impl IntoIterator<Item = &'a RecordBatch>,
+) -> Result<Digest, DigestError> {
     let mut d = OutputDigester::new();
     for b in batches {
-        d.update(b);
+        d.update(b)?;
     }
-    d.finish()
+    Ok(d.finish())
+}
+
+/// The text of a caught panic.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// idem's row encoding, version 1: the hash of a column that arrow-digest
+/// cannot digest soundly. A function of the logical values alone, never of
+/// batch boundaries, array offsets or what sits under a null.
+///
+/// The column hash is sha256 of [`TAG`], a description of the type
+/// ([`describe`]), then every row, in order:
+/// - a null: `0x00`; a value: `0x01`, then
+/// - fixed-width values (numbers, decimals, dates, times, timestamps,
+///   durations, intervals): their little-endian bytes;
+/// - booleans: one byte, 0 or 1;
+/// - strings and binary (any offset width, views, fixed size): u64 LE
+///   length, then the bytes;
+/// - lists (any kind) and maps: u64 LE count, then each element; a map
+///   entry is its key then its value;
+/// - structs: each child in field order.
+///
+/// Changing any of this changes digests: bump [`TAG`] when you do.
+pub mod rows {
+    use super::*;
+    use sha2::Digest as _;
+
+    /// Names the encoding inside every column hash.
+    pub const TAG: &[u8] = b"idem-rows-v1\0";
+
+    /// Append the type description: one tag byte per type with its
+    /// parameters; struct field names are part of it, list item and map
+    /// entry names and nullability are not (writers disagree on them).
+    pub fn describe(dt: &DataType, out: &mut Vec<u8>) {
+        fn unit(u: &TimeUnit) -> u8 {
+            match u {
+                TimeUnit::Second => 0,
+                TimeUnit::Millisecond => 1,
+                TimeUnit::Microsecond => 2,
+                TimeUnit::Nanosecond => 3,
+            }
+        }
+        fn decimal(out: &mut Vec<u8>, bits: u16, p: u8, s: i8) {
+            out.push(5);
+            out.extend(bits.to_le_bytes());
+            out.push(p);
+            out.extend(s.to_le_bytes());
+        }
+        fn name(out: &mut Vec<u8>, n: &str) {
+            out.extend((n.len() as u64).to_le_bytes());
+            out.extend(n.as_bytes());
+        }
+        match dt {
+            DataType::Null => out.push(1),
+            DataType::Boolean => out.push(2),
+            DataType::Int8 => out.extend([3, 8, 1]),
+            DataType::Int16 => out.extend([3, 16, 1]),
+            DataType::Int32 => out.extend([3, 32, 1]),
+            DataType::Int64 => out.extend([3, 64, 1]),
+            DataType::UInt8 => out.extend([3, 8, 0]),
+            DataType::UInt16 => out.extend([3, 16, 0]),
+            DataType::UInt32 => out.extend([3, 32, 0]),
+            DataType::UInt64 => out.extend([3, 64, 0]),
+            DataType::Float16 => out.extend([4, 16]),
+            DataType::Float32 => out.extend([4, 32]),
+            DataType::Float64 => out.extend([4, 64]),
+            DataType::Decimal32(p, s) => decimal(out, 32, *p, *s),
+            DataType::Decimal64(p, s) => decimal(out, 64, *p, *s),
+            DataType::Decimal128(p, s) => decimal(out, 128, *p, *s),
+            DataType::Decimal256(p, s) => decimal(out, 256, *p, *s),
+            DataType::Date32 => out.push(6),
+            DataType::Date64 => out.push(7),
+            DataType::Time32(u) => out.extend([8, 32, unit(u)]),
+            DataType::Time64(u) => out.extend([8, 64, unit(u)]),
+            DataType::Timestamp(u, tz) => {
+                out.extend([9, unit(u)]);
+                match tz {
+                    None => out.push(0),
+                    Some(tz) => {
+                        out.push(1);
+                        name(out, tz);
+                    }
+                }
+            }
+            DataType::Duration(u) => out.extend([10, unit(u)]),
+            DataType::Interval(u) => out.extend([
+                11,
+                match u {
+                    IntervalUnit::YearMonth => 0,
+                    IntervalUnit::DayTime => 1,
+                    IntervalUnit::MonthDayNano => 2,
+                },
+            ]),
+            DataType::Binary
+            | DataType::LargeBinary
+            | DataType::BinaryView
+            | DataType::FixedSizeBinary(_) => out.push(12),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => out.push(13),
+            DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+                out.push(14);
+                describe(f.data_type(), out);
+            }
+            DataType::Struct(fields) => {
+                out.push(15);
+                out.extend((fields.len() as u64).to_le_bytes());
+                for f in fields {
+                    name(out, f.name());
+                    describe(f.data_type(), out);
+                }
+            }
+            DataType::Map(entries, _) => {
+                out.push(16);
+                if let DataType::Struct(kv) = entries.data_type() {
+                    for f in kv {
+                        describe(f.data_type(), out);
+                    }
+                }
+            }
+            // Refused by check_schema before a plan exists.
+            other => {
+                out.push(0xff);
+                name(out, &other.to_string());
+            }
+        }
+    }
+
+    /// Hash every row of `array` (already without dictionaries) into `h`.
+    pub(super) fn update(h: &mut Sha256, array: &dyn Array) -> Result<(), String> {
+        let rows = Rows::new(array)?;
+        let mut out = Sink {
+            h,
+            buf: Vec::with_capacity(SINK_BYTES),
+        };
+        for i in 0..array.len() {
+            rows.encode(i, &mut out)?;
+        }
+        out.flush();
+        Ok(())
+    }
+
+    const SINK_BYTES: usize = 64 << 10;
+
+    /// Batches the many small writes of the encoding into the hasher.
+    struct Sink<'h> {
+        h: &'h mut Sha256,
+        buf: Vec<u8>,
+    }
+
+    impl Sink<'_> {
+        fn put(&mut self, b: &[u8]) {
+            self.buf.extend_from_slice(b);
+            if self.buf.len() >= SINK_BYTES {
+                self.h.update(&self.buf);
+                self.buf.clear();
+            }
+        }
+
+        fn bytes(&mut self, b: &[u8]) {
+            self.put(&(b.len() as u64).to_le_bytes());
+            self.put(b);
+        }
+
+        fn flush(self) {
+            self.h.update(&self.buf);
+        }
+    }
+
+    enum Offsets {
+        I32(OffsetBuffer<i32>),
+        I64(OffsetBuffer<i64>),
+        Fixed(usize),
+    }
+
+    impl Offsets {
+        /// The child range of list `i`.
+        fn range(&self, i: usize) -> Option<(usize, usize)> {
+            let (s, e) = match self {
+                Offsets::I32(o) => (
+                    usize::try_from(*o.get(i)?).ok()?,
+                    usize::try_from(*o.get(i + 1)?).ok()?,
+                ),
+                Offsets::I64(o) => (
+                    usize::try_from(*o.get(i)?).ok()?,
+                    usize::try_from(*o.get(i + 1)?).ok()?,
+                ),
+                Offsets::Fixed(n) => (i.checked_mul(*n)?, (i + 1).checked_mul(*n)?),
+            };
+            (s <= e).then_some((s, e))
+        }
+    }
+
+    enum Kind {
+        Null,
+        Bool(BooleanArray),
+        Fixed { values: Buffer, width: usize },
+        Utf8(StringArray),
+        LargeUtf8(LargeStringArray),
+        Utf8View(StringViewArray),
+        Binary(BinaryArray),
+        LargeBinary(LargeBinaryArray),
+        BinaryView(BinaryViewArray),
+        FixedBinary(FixedSizeBinaryArray),
+        List { offsets: Offsets, child: Box<Rows> },
+        Struct(Vec<Rows>),
+    }
+
+    /// One array, downcast once per batch, ready to encode row by row.
+    struct Rows {
+        len: usize,
+        nulls: Option<NullBuffer>,
+        kind: Kind,
+    }
+
+    impl Rows {
+        fn new(array: &dyn Array) -> Result<Rows, String> {
+            let mismatch = || format!("array does not match its type {}", array.data_type());
+            let kind = match array.data_type() {
+                DataType::Null => Kind::Null,
+                DataType::Boolean => Kind::Bool(array.as_boolean_opt().ok_or_else(mismatch)?.clone()),
+                DataType::Utf8 => Kind::Utf8(array.as_string_opt::<i32>().ok_or_else(mismatch)?.clone()),
+                DataType::LargeUtf8 => {
+                    Kind::LargeUtf8(array.as_string_opt::<i64>().ok_or_else(mismatch)?.clone())
+                }
+                DataType::Utf8View => {
+                    Kind::Utf8View(array.as_string_view_opt().ok_or_else(mismatch)?.clone())
+                }
+                DataType::Binary => Kind::Binary(array.as_binary_opt::<i32>().ok_or_else(mismatch)?.clone()),
+                DataType::LargeBinary => {
+                    Kind::LargeBinary(array.as_binary_opt::<i64>().ok_or_else(mismatch)?.clone())
+                }
+                DataType::BinaryView => {
+                    Kind::BinaryView(array.as_binary_view_opt().ok_or_else(mismatch)?.clone())
+                }
+                DataType::FixedSizeBinary(_) => Kind::FixedBinary(
+                    array.as_fixed_size_binary_opt().ok_or_else(mismatch)?.clone(),
+                ),
+                DataType::List(_) => {
+                    let l = array.as_list_opt::<i32>().ok_or_else(mismatch)?;
+                    Kind::List {
+                        offsets: Offsets::I32(l.offsets().clone()),
+                        child: Box::new(Rows::new(l.values().as_ref())?),
+                    }
+                }
+                DataType::LargeList(_) => {
+                    let l = array.as_list_opt::<i64>().ok_or_else(mismatch)?;
+                    Kind::List {
+                        offsets: Offsets::I64(l.offsets().clone()),
+                        child: Box::new(Rows::new(l.values().as_ref())?),
+                    }
+                }
+                DataType::FixedSizeList(_, n) => {
+                    let l = array.as_fixed_size_list_opt().ok_or_else(mismatch)?;
+                    Kind::List {
+                        offsets: Offsets::Fixed(usize::try_from(*n).map_err(|_| mismatch())?),
+                        child: Box::new(Rows::new(l.values().as_ref())?),
+                    }
+                }
+                DataType::Map(..) => {
+                    let m = array.as_map_opt().ok_or_else(mismatch)?;
+                    Kind::List {
+                        offsets: Offsets::I32(m.offsets().clone()),
+                        child: Box::new(Rows::new(m.entries())?),
+                    }
+                }
+                DataType::Struct(_) => {
+                    let s = array.as_struct_opt().ok_or_else(mismatch)?;
+                    Kind::Struct(
+                        s.columns()
+                            .iter()
+                            .map(|c| Rows::new(c.as_ref()))
+                            .collect::<Result<_, _>>()?,
+                    )
+                }
+                dt => {
+                    let width = dt
+                        .primitive_width()
+                        .ok_or_else(|| format!("type {dt} cannot be digested"))?;
+                    let data = array.to_data();
+                    let values = data.buffers().first().ok_or_else(mismatch)?;
+                    let start = data.offset().checked_mul(width).ok_or_else(mismatch)?;
+                    let len = data.len().checked_mul(width).ok_or_else(mismatch)?;
+                    if start.checked_add(len).is_none_or(|end| end > values.len()) {
+                        return Err(mismatch());
+                    }
+                    Kind::Fixed {
+                        values: values.slice_with_length(start, len),
+                        width,
+                    }
+                }
+            };
+            Ok(Rows {
+                len: array.len(),
+                nulls: array.nulls().cloned(),
+                kind,
+            })
+        }
+
+        fn encode(&self, i: usize, out: &mut Sink<'_>) -> Result<(), String> {
+            if i >= self.len {
+                return Err(format!("row {i} past the end of a {}-row array", self.len));
+            }
+            if matches!(self.kind, Kind::Null) || self.nulls.as_ref().is_some_and(|n| n.is_null(i)) {
+                out.put(&[0]);
+                return Ok(());
+            }
+            out.put(&[1]);
+            match &self.kind {
+                Kind::Null => {}
+                Kind::Bool(a) => out.put(&[u8::from(a.value(i))]),
+                Kind::Fixed { values, width } => {
+                    let value = values
+                        .get(i * width..(i + 1) * width)
+                        .ok_or_else(|| format!("value {i} out of range"))?;
+                    out.put(value);
+                }
+                Kind::Utf8(a) => out.bytes(a.value(i).as_bytes()),
+                Kind::LargeUtf8(a) => out.bytes(a.value(i).as_bytes()),
+                Kind::Utf8View(a) => out.bytes(a.value(i).as_bytes()),
+                Kind::Binary(a) => out.bytes(a.value(i)),
+                Kind::LargeBinary(a) => out.bytes(a.value(i)),
+                Kind::BinaryView(a) => out.bytes(a.value(i)),
+                Kind::FixedBinary(a) => out.bytes(a.value(i)),
+                Kind::List { offsets, child } => {
+                    let (start, end) = offsets
+                        .range(i)
+                        .ok_or_else(|| format!("list {i} has invalid offsets"))?;
+                    out.put(&((end - start) as u64).to_le_bytes());
+                    for j in start..end {
+                        child.encode(j, out)?;
+                    }
+                }
+                Kind::Struct(children) => {
+                    for c in children {
+                        c.encode(i, out)?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use thiserror::Error;
 
-use crate::digest::{Digest, OutputDigester};
+use crate::digest::{Digest, DigestError, OutputDigester};
 use crate::sandbox::{GuestContext, Instance, SandboxError};
 use crate::slice::SliceError;
 
@@ -25,6 +25,9 @@ pub enum ExecError {
     /// Writing the output failed.
     #[error("writing output: {0}")]
     Sink(String),
+    /// The output could not be digested (a type idem refuses).
+    #[error(transparent)]
+    Digest(#[from] DigestError),
 }
 
 /// Something that transforms batches: a sandboxed [`Instance`] or a native
@@ -168,7 +171,7 @@ where
         |out: Option<RecordBatch>, digester: &mut OutputDigester| -> Result<(), ExecError> {
             if let Some(b) = out.filter(|b| b.num_rows() > 0) {
                 schema.get_or_insert_with(|| b.schema());
-                digester.update(&b);
+                digester.update(&b)?;
                 sink(&b)?;
             }
             Ok(())
