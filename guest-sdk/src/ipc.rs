@@ -568,7 +568,8 @@ impl<'b> BatchCheck<'b> {
 
     /// Sum what the views point at; arrow validates the views themselves.
     fn views(&mut self, field: &Field, node: Node, views: Range<usize>) -> Result<(), ArrowError> {
-        let raw = &self.body[views];
+        let body = self.body;
+        let raw = &body[views];
         if raw.len() / VIEW_SIZE < node.len {
             return Err(ipc_error(format!(
                 "column `{}`: views buffer shorter than its {} rows",

@@ -110,13 +110,20 @@ pub(crate) fn decode_guarded(
     bytes: Vec<u8>,
     budget: &OutputBudget,
 ) -> Result<Option<DecodedOutput>, SandboxError> {
-    std::panic::catch_unwind(AssertUnwindSafe(|| decode_guest_output(bytes, budget)))
-        .unwrap_or_else(|payload| {
-            Err(SandboxError::OutputPanic {
-                batch: budget.batch,
-                detail: panic_message(payload.as_ref()),
-            })
+    backstop(budget.batch, || decode_guest_output(bytes, budget))
+}
+
+/// Run `f`, turning a panic into [`SandboxError::OutputPanic`].
+fn backstop<T>(
+    batch: usize,
+    f: impl FnOnce() -> Result<T, SandboxError>,
+) -> Result<T, SandboxError> {
+    std::panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        Err(SandboxError::OutputPanic {
+            batch,
+            detail: panic_message(payload.as_ref()),
         })
+    })
 }
 
 fn unsupported(e: DigestError) -> SandboxError {
@@ -273,4 +280,324 @@ fn referenced<O: arrow::array::OffsetSizeTrait>(
 ) -> Option<ArrayRef> {
     let (s, e) = (offsets.first()?.to_usize()?, offsets.last()?.to_usize()?);
     (s <= e && e <= child.len()).then(|| child.slice(s, e - s))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::*;
+    use arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
+    use arrow::datatypes::{Field, Fields, Int32Type, UnionFields};
+
+    use super::*;
+    use crate::digest::{OutputDigester, TestRng};
+
+    fn budget(limit: usize) -> OutputBudget {
+        OutputBudget {
+            limit,
+            produced: 0,
+            batch: 0,
+        }
+    }
+
+    fn batch_of(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
+        RecordBatch::try_from_iter_with_nullable(columns.into_iter().map(|(n, a)| (n, a, true)))
+            .unwrap()
+    }
+
+    fn encode(batches: &[RecordBatch]) -> Vec<u8> {
+        let mut w =
+            arrow::ipc::writer::StreamWriter::try_new(Vec::new(), &batches[0].schema()).unwrap();
+        for b in batches {
+            w.write(b).unwrap();
+        }
+        w.into_inner().unwrap()
+    }
+
+    /// Real encoded batches of many types: what the fuzzer mutates.
+    fn seeds() -> Vec<Vec<u8>> {
+        let n = 12;
+        let ints = || Int32Array::from_iter((0..n).map(|i| (i % 3 != 0).then_some(i)));
+        let strings = || StringArray::from_iter((0..n).map(|i| (i % 4 != 0).then(|| "ab".repeat(i as usize % 3))));
+        let flat = batch_of(vec![
+            ("i", Arc::new(ints())),
+            ("l", Arc::new(Int64Array::from_iter_values(0..n as i64))),
+            ("s", Arc::new(strings())),
+            ("b", Arc::new(BooleanArray::from_iter((0..n).map(|i| (i % 5 != 0).then_some(i % 2 == 0))))),
+            ("f", Arc::new(Float64Array::from_iter_values((0..n).map(f64::from)))),
+            ("d", Arc::new(Decimal128Array::from_iter_values((0..n).map(i128::from)).with_precision_and_scale(10, 2).unwrap())),
+            ("t", Arc::new(TimestampMillisecondArray::from_iter_values((0..n).map(i64::from)).with_timezone("UTC"))),
+            ("fsb", Arc::new(FixedSizeBinaryArray::try_from_iter((0..n).map(|i| [i as u8; 3])).unwrap())),
+            ("ls", Arc::new(LargeStringArray::from_iter_values((0..n).map(|i| format!("v{i}"))))),
+            ("bin", Arc::new(BinaryArray::from_iter_values((0..n).map(|i| vec![i as u8; 2])))),
+        ]);
+        let dict = DictionaryArray::<Int32Type>::try_new(
+            Int32Array::from_iter((0..n).map(|i| (i % 4 != 0).then_some(i % 3))),
+            Arc::new(StringArray::from(vec!["x", "yy", "zzz"])),
+        )
+        .unwrap();
+        let st_fields = Fields::from(vec![
+            Field::new("x", arrow::datatypes::DataType::Int32, true),
+            Field::new("y", arrow::datatypes::DataType::Utf8, true),
+        ]);
+        let st = StructArray::try_new(
+            st_fields.clone(),
+            vec![Arc::new(ints()), Arc::new(strings())],
+            Some(NullBuffer::from_iter((0..n).map(|i| i % 5 != 1))),
+        )
+        .unwrap();
+        let list_struct = ListArray::try_new(
+            Arc::new(Field::new("item", arrow::datatypes::DataType::Struct(st_fields), true)),
+            OffsetBuffer::new(ScalarBuffer::from(vec![0, 2, 2, 5, 9, 12])),
+            Arc::new(st.clone()),
+            Some(NullBuffer::from(vec![true, false, true, true, true])),
+        )
+        .unwrap();
+        let mut map = MapBuilder::new(None, StringBuilder::new(), Int64Builder::new());
+        for i in 0..5 {
+            for k in 0..i % 3 {
+                map.keys().append_value(format!("k{k}"));
+                map.values().append_option((k != 1).then_some(i64::from(i)));
+            }
+            map.append(i != 3).unwrap();
+        }
+        let nested = batch_of(vec![
+            ("dict", Arc::new(dict)),
+            ("st", Arc::new(st)),
+        ]);
+        let lists = batch_of(vec![
+            ("ls", Arc::new(list_struct)),
+            ("m", Arc::new(map.finish())),
+            (
+                "fsl",
+                Arc::new(FixedSizeListArray::from_iter_primitive::<Int32Type, _, _>(
+                    (0..5).map(|i| (i != 2).then(|| vec![Some(i), None])),
+                    2,
+                )),
+            ),
+            ("ll", Arc::new(LargeListArray::from_iter_primitive::<Int32Type, _, _>((0..5).map(|i| Some(vec![Some(i); i as usize]))))),
+        ]);
+        let views = batch_of(vec![
+            ("sv", Arc::new(StringViewArray::from_iter((0..n).map(|i| (i % 3 != 0).then(|| format!("a string long enough to leave the view {i}")))))),
+            ("bv", Arc::new(BinaryViewArray::from_iter_values((0..n).map(|i| vec![7u8; i as usize * 3])))),
+        ]);
+        let times = batch_of(vec![
+            ("dur", Arc::new(DurationSecondArray::from_iter((0..n).map(|i| (i != 4).then_some(i64::from(i)))))),
+            ("iv", Arc::new(IntervalMonthDayNanoArray::from_iter_values((0..n).map(|i| IntervalMonthDayNano::new(i, i, i64::from(i)))))),
+            ("ym", Arc::new(IntervalYearMonthArray::from_iter_values(0..n))),
+            ("t32", Arc::new(Time32SecondArray::from_iter_values(0..n))),
+            ("nul", Arc::new(NullArray::new(n as usize))),
+        ]);
+        let union_fields = UnionFields::try_new(
+            vec![0, 1],
+            vec![
+                Field::new("i", arrow::datatypes::DataType::Int32, true),
+                Field::new("s", arrow::datatypes::DataType::Utf8, true),
+            ],
+        )
+        .unwrap();
+        let sparse = UnionArray::try_new(
+            union_fields.clone(),
+            ScalarBuffer::from(vec![0i8, 1, 0]),
+            None,
+            vec![Arc::new(Int32Array::from(vec![1, 2, 3])), Arc::new(StringArray::from(vec!["a", "b", "c"]))],
+        )
+        .unwrap();
+        let dense = UnionArray::try_new(
+            union_fields,
+            ScalarBuffer::from(vec![0i8, 1, 1]),
+            Some(ScalarBuffer::from(vec![0, 0, 1])),
+            vec![Arc::new(Int32Array::from(vec![1])), Arc::new(StringArray::from(vec!["a", "b"]))],
+        )
+        .unwrap();
+        let ree = RunArray::<Int32Type>::try_new(
+            &Int32Array::from(vec![2, 3]),
+            &StringArray::from(vec!["r", "s"]),
+        )
+        .unwrap();
+        let list_view = ListViewArray::try_new(
+            Arc::new(Field::new("item", arrow::datatypes::DataType::Int32, true)),
+            ScalarBuffer::from(vec![0, 1, 0]),
+            ScalarBuffer::from(vec![1, 2, 0]),
+            Arc::new(Int32Array::from(vec![5, 6, 7])),
+            None,
+        )
+        .unwrap();
+        let exotic = vec![
+            batch_of(vec![("u", Arc::new(sparse))]),
+            batch_of(vec![("u", Arc::new(dense))]),
+            batch_of(vec![("r", Arc::new(ree))]),
+            batch_of(vec![("lv", Arc::new(list_view))]),
+        ];
+        let mut seeds = vec![
+            encode(std::slice::from_ref(&flat)),
+            encode(&[flat.slice(0, 5), flat.slice(5, 7)]),
+            encode(std::slice::from_ref(&nested)),
+            encode(std::slice::from_ref(&lists)),
+            encode(std::slice::from_ref(&views)),
+            encode(std::slice::from_ref(&times)),
+            idem_guest::ipc::encode_schema(&flat.schema()).unwrap(),
+        ];
+        seeds.extend(exotic.iter().map(|b| encode(std::slice::from_ref(b))));
+        seeds
+    }
+
+    /// One to three of: flipped bytes, overwritten integers, a truncation,
+    /// a splice with another seed, a duplicated chunk; or pure noise.
+    fn mutate(seed: &[u8], seeds: &[Vec<u8>], rng: &mut TestRng) -> Vec<u8> {
+        if rng.one_in(50) {
+            let mut noise: Vec<u8> = (0..rng.below(300)).map(|_| rng.next() as u8).collect();
+            if rng.one_in(2) {
+                noise.splice(0..0, [0xff, 0xff, 0xff, 0xff, 0x40, 0, 0, 0]);
+            }
+            return noise;
+        }
+        let mut b = seed.to_vec();
+        for _ in 0..1 + rng.below(3) {
+            if b.is_empty() {
+                break;
+            }
+            // Metadata sits at the front of each message: aim there often.
+            let pos = |rng: &mut TestRng, len: usize| {
+                if rng.one_in(2) { rng.below(len.min(400)) } else { rng.below(len) }
+            };
+            match rng.below(6) {
+                0 => {
+                    for _ in 0..1 + rng.below(4) {
+                        let p = pos(rng, b.len());
+                        b[p] ^= 1 << rng.below(8);
+                    }
+                }
+                1 => {
+                    let p = pos(rng, b.len());
+                    b[p] = rng.next() as u8;
+                }
+                2 => {
+                    const INTERESTING: [i64; 9] =
+                        [0, 1, -1, 7, 255, i32::MAX as i64, i32::MIN as i64, i64::MAX, i64::MIN];
+                    let v = INTERESTING[rng.below(INTERESTING.len())];
+                    let width = [2usize, 4, 8][rng.below(3)];
+                    let p = pos(rng, b.len());
+                    let end = (p + width).min(b.len());
+                    b[p..end].copy_from_slice(&v.to_le_bytes()[..end - p]);
+                }
+                3 => b.truncate(rng.below(b.len())),
+                4 => {
+                    let other = &seeds[rng.below(seeds.len())];
+                    let cut = rng.below(b.len());
+                    let from = rng.below(other.len());
+                    b.truncate(cut);
+                    b.extend_from_slice(&other[from..]);
+                }
+                _ => {
+                    let s = rng.below(b.len());
+                    let e = (s + 1 + rng.below(64)).min(b.len());
+                    let chunk = b[s..e].to_vec();
+                    let at = rng.below(b.len());
+                    b.splice(at..at, chunk);
+                }
+            }
+        }
+        b
+    }
+
+    #[test]
+    fn thousands_of_mutated_ipc_streams_never_panic_the_host() {
+        // Calls the decoder and the digester WITHOUT their catch_unwind
+        // backstops: any panic fails this test (the PRNG is seeded, so a
+        // failure reproduces).
+        let started = std::time::Instant::now();
+        let seeds = seeds();
+        let mut rng = TestRng(0xf022_b0a7_d5ee_d001);
+        let (mut accepted, mut refused) = (0usize, 0usize);
+        for seed in &seeds {
+            let d = decode_guest_output(seed.clone(), &budget(1 << 30));
+            match d {
+                Ok(Some(d)) => {
+                    OutputDigester::new().update_unguarded(&d.batch).unwrap();
+                    accepted += 1;
+                }
+                Ok(None) => accepted += 1,
+                Err(SandboxError::UnsupportedOutputType { .. }) => refused += 1,
+                Err(e) => panic!("a real stream was refused: {e}"),
+            }
+        }
+        assert_eq!((accepted, refused), (7, 4), "the seeds themselves");
+        let mut outcomes = [0usize; 3];
+        for _ in 0..6_000 {
+            let seed = &seeds[rng.below(seeds.len())];
+            let bytes = mutate(seed, &seeds, &mut rng);
+            match decode_guest_output(bytes, &budget(1 << 24)) {
+                Ok(Some(d)) => {
+                    // Whatever decodes must digest or be refused, not panic.
+                    let _ = OutputDigester::new().update_unguarded(&d.batch);
+                    outcomes[0] += 1;
+                }
+                Ok(None) => outcomes[1] += 1,
+                Err(_) => outcomes[2] += 1,
+            }
+        }
+        // The fuzzer reached both sides of the boundary.
+        assert!(outcomes[0] > 100 && outcomes[2] > 1_000, "{outcomes:?}");
+        assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn logical_size_follows_views_slices_and_dictionaries() {
+        // 1,000 views of the same 1 KiB: 16 KB of views, 1 MB of strings.
+        let view = (u128::from(u32::from_le_bytes(*b"aaaa")) << 32) | 1024;
+        let views = StringViewArray::try_new(
+            ScalarBuffer::from(vec![view; 1000]),
+            vec![arrow::buffer::Buffer::from_vec(vec![b'a'; 1024])],
+            None,
+        )
+        .unwrap();
+        assert_eq!(logical_bytes(&views).unwrap(), 1000 * (16 + 1024));
+        // A slice counts its own range, not the buffers it shares.
+        let strings = StringArray::from_iter_values((0..1000).map(|_| "x".repeat(100)));
+        let whole = logical_bytes(&strings).unwrap();
+        let part = logical_bytes(&strings.slice(10, 10)).unwrap();
+        assert_eq!(part, 11 * 4 + 10 * 100);
+        assert!(whole > 50 * part);
+        // A dictionary counts its values once per row.
+        let dict = DictionaryArray::<Int32Type>::try_new(
+            Int32Array::from(vec![Some(0); 500].into_iter().chain([None]).collect::<Vec<_>>()),
+            Arc::new(StringArray::from(vec!["y".repeat(1000)])),
+        )
+        .unwrap();
+        assert!(logical_bytes(&dict).unwrap() >= 500 * 1000);
+        // Nulls still cost a byte each: a long null column is not free.
+        assert_eq!(logical_bytes(&NullArray::new(1 << 20)).unwrap(), 1 << 20);
+    }
+
+    #[test]
+    fn a_dictionary_that_expands_past_the_limit_is_refused_before_digesting() {
+        let dict = DictionaryArray::<Int32Type>::try_new(
+            Int32Array::from(vec![0; 10_000]),
+            Arc::new(StringArray::from(vec!["z".repeat(10_000)])),
+        )
+        .unwrap();
+        let bytes = encode(&[batch_of(vec![("d", Arc::new(dict))])]);
+        assert!(bytes.len() < 64 << 10);
+        match decode_guest_output(bytes, &budget(16 << 20)) {
+            Err(SandboxError::OutputLimit { limit, produced }) => {
+                assert_eq!(limit, 16 << 20);
+                assert!(produced >= 100_000_000, "{produced}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_backstop_turns_a_panic_into_a_typed_error() {
+        // No guest bytes make the decoder panic (see the fuzz test), so the
+        // backstop is exercised on a panic of its own.
+        let r = backstop(3, || -> Result<(), SandboxError> { panic!("boom") });
+        assert!(
+            matches!(r, Err(SandboxError::OutputPanic { batch: 3, ref detail }) if detail == "boom"),
+            "{r:?}"
+        );
+        assert!(backstop(3, || Ok(7)).is_ok_and(|v| v == 7));
+    }
 }
