@@ -253,8 +253,7 @@ fn scan<'m>(
                 let field = Field::new("", dictionary_values(s, header.id())?, true);
                 let mut check = BatchCheck::new(data, &bytes[body.clone()], version)?;
                 check.array(&field, 0)?;
-                check.finish()?;
-                view_bytes = view_bytes.saturating_add(check.view_bytes);
+                view_bytes = view_bytes.saturating_add(check.finish()?);
                 visit(Item::Dictionary {
                     message: header,
                     body,
@@ -273,9 +272,8 @@ fn scan<'m>(
                 for f in s.fields() {
                     check.array(f, 0)?;
                 }
-                check.finish()?;
+                view_bytes = view_bytes.saturating_add(check.finish()?);
                 rows = rows.saturating_add(header.length() as u64);
-                view_bytes = view_bytes.saturating_add(check.view_bytes);
                 visit(Item::Batch {
                     message: header,
                     body,
@@ -414,7 +412,10 @@ impl<'b> BatchCheck<'b> {
         })
     }
 
-    fn buffer(&mut self, field: &Field) -> Result<Range<usize>, ArrowError> {
+    /// The next buffer's range in the body. Its length must be a whole
+    /// number of `width`-byte values: arrow's validation views typed
+    /// buffers with an assertion that panics otherwise.
+    fn buffer(&mut self, field: &Field, width: usize) -> Result<Range<usize>, ArrowError> {
         let (offset, len) = *self.buffers.get(self.next_buffer).ok_or_else(|| {
             ipc_error(format!("no buffer left for column `{}`", field.name()))
         })?;
@@ -422,9 +423,11 @@ impl<'b> BatchCheck<'b> {
         let start = usize::try_from(offset).ok();
         let end = start.zip(usize::try_from(len).ok()).and_then(|(s, l)| s.checked_add(l));
         match (start, end) {
-            (Some(start), Some(end)) if end <= self.body.len() => Ok(start..end),
+            (Some(start), Some(end)) if end <= self.body.len() && (end - start) % width == 0 => {
+                Ok(start..end)
+            }
             _ => Err(ipc_error(format!(
-                "column `{}`: buffer at {offset} of {len} bytes is outside the {}-byte body",
+                "column `{}`: buffer at {offset} of {len} bytes is outside the {}-byte body or not a whole number of {width}-byte values",
                 field.name(),
                 self.body.len()
             ))),
@@ -449,13 +452,8 @@ impl<'b> BatchCheck<'b> {
             return Err(ipc_error("schema nested too deeply"));
         }
         match field.data_type() {
-            DataType::Utf8 | DataType::Binary | DataType::LargeUtf8 | DataType::LargeBinary => {
-                let node = self.node(field)?;
-                let bits = self.buffer(field)?;
-                self.buffer(field)?;
-                self.buffer(field)?;
-                self.validity(field, node, &bits)
-            }
+            DataType::Utf8 | DataType::Binary => self.offsets_and_data(field, 4),
+            DataType::LargeUtf8 | DataType::LargeBinary => self.offsets_and_data(field, 8),
             DataType::Utf8View | DataType::BinaryView => {
                 let count = self
                     .variadic
@@ -468,10 +466,10 @@ impl<'b> BatchCheck<'b> {
                             field.name()
                         ))
                     })?;
-                let bits = self.buffer(field)?;
-                let views = self.buffer(field)?;
+                let bits = self.buffer(field, 1)?;
+                let views = self.buffer(field, VIEW_SIZE)?;
                 for _ in 0..count {
-                    self.buffer(field)?;
+                    self.buffer(field, 1)?;
                 }
                 let node = self.node(field)?;
                 self.validity(field, node, &bits)?;
@@ -481,35 +479,25 @@ impl<'b> BatchCheck<'b> {
                 if *width < 0 {
                     return Err(ipc_error("negative FixedSizeBinary width"));
                 }
-                self.plain(field)
+                self.plain(field, 1)
             }
-            DataType::List(child) | DataType::LargeList(child) | DataType::Map(child, _) => {
-                let node = self.node(field)?;
-                let bits = self.buffer(field)?;
-                self.buffer(field)?;
-                self.validity(field, node, &bits)?;
-                self.array(child, depth + 1)
+            DataType::List(child) | DataType::Map(child, _) => {
+                self.offsets_and_child(field, child, &[4], depth)
             }
-            DataType::ListView(child) | DataType::LargeListView(child) => {
-                let node = self.node(field)?;
-                let bits = self.buffer(field)?;
-                self.buffer(field)?;
-                self.buffer(field)?;
-                self.validity(field, node, &bits)?;
-                self.array(child, depth + 1)
+            DataType::LargeList(child) => self.offsets_and_child(field, child, &[8], depth),
+            DataType::ListView(child) => self.offsets_and_child(field, child, &[4, 4], depth),
+            DataType::LargeListView(child) => {
+                self.offsets_and_child(field, child, &[8, 8], depth)
             }
             DataType::FixedSizeList(child, size) => {
                 if *size < 0 {
                     return Err(ipc_error("negative FixedSizeList size"));
                 }
-                let node = self.node(field)?;
-                let bits = self.buffer(field)?;
-                self.validity(field, node, &bits)?;
-                self.array(child, depth + 1)
+                self.offsets_and_child(field, child, &[], depth)
             }
             DataType::Struct(children) => {
                 let node = self.node(field)?;
-                let bits = self.buffer(field)?;
+                let bits = self.buffer(field, 1)?;
                 self.validity(field, node, &bits)?;
                 for child in children {
                     self.array(child, depth + 1)?;
@@ -521,7 +509,7 @@ impl<'b> BatchCheck<'b> {
                 self.array(run_ends, depth + 1)?;
                 self.array(values, depth + 1)
             }
-            DataType::Dictionary(_, _) => {
+            DataType::Dictionary(key, _) => {
                 #[allow(deprecated)] // arrow's reader still finds dictionaries by id
                 let has_id = field.dict_id().is_some();
                 if !has_id {
@@ -530,19 +518,19 @@ impl<'b> BatchCheck<'b> {
                         field.name()
                     )));
                 }
-                self.plain(field)
+                self.plain(field, key.primitive_width().unwrap_or(1))
             }
             DataType::Union(children, mode) => {
                 let node = self.node(field)?;
                 if self.version.0 < fb::MetadataVersion::V5.0 {
-                    self.buffer(field)?;
+                    self.buffer(field, 1)?;
                 }
-                let type_ids = self.buffer(field)?;
+                let type_ids = self.buffer(field, 1)?;
                 if type_ids.len() < node.len {
                     return Err(ipc_error("union type ids shorter than the column"));
                 }
                 if *mode == UnionMode::Dense {
-                    let offsets = self.buffer(field)?;
+                    let offsets = self.buffer(field, 4)?;
                     if offsets.len() / 4 < node.len {
                         return Err(ipc_error("union offsets shorter than the column"));
                     }
@@ -554,16 +542,43 @@ impl<'b> BatchCheck<'b> {
             }
             DataType::Null => self.node(field).map(|_| ()),
             // Fixed-width types and booleans: validity and values.
-            _ => self.plain(field),
+            dt => self.plain(field, dt.primitive_width().unwrap_or(1)),
         }
     }
 
-    /// A node with a validity bitmap and one values buffer.
-    fn plain(&mut self, field: &Field) -> Result<(), ArrowError> {
+    /// A node with a validity bitmap and one values buffer of `width`-byte
+    /// values.
+    fn plain(&mut self, field: &Field, width: usize) -> Result<(), ArrowError> {
         let node = self.node(field)?;
-        let bits = self.buffer(field)?;
-        self.buffer(field)?;
+        let bits = self.buffer(field, 1)?;
+        self.buffer(field, width)?;
         self.validity(field, node, &bits)
+    }
+
+    /// Strings and binary: validity, offsets of `width` bytes, data.
+    fn offsets_and_data(&mut self, field: &Field, width: usize) -> Result<(), ArrowError> {
+        let node = self.node(field)?;
+        let bits = self.buffer(field, 1)?;
+        self.buffer(field, width)?;
+        self.buffer(field, 1)?;
+        self.validity(field, node, &bits)
+    }
+
+    /// Lists and maps: validity, offset buffers of the given widths, child.
+    fn offsets_and_child(
+        &mut self,
+        field: &Field,
+        child: &Field,
+        widths: &[usize],
+        depth: usize,
+    ) -> Result<(), ArrowError> {
+        let node = self.node(field)?;
+        let bits = self.buffer(field, 1)?;
+        for w in widths {
+            self.buffer(field, *w)?;
+        }
+        self.validity(field, node, &bits)?;
+        self.array(child, depth + 1)
     }
 
     /// Sum what the views point at; arrow validates the views themselves.
@@ -586,10 +601,11 @@ impl<'b> BatchCheck<'b> {
         Ok(())
     }
 
-    /// arrow's reader asserts every variadic count was used.
-    fn finish(self) -> Result<(), ArrowError> {
+    /// The view bytes seen; arrow's reader asserts every variadic count
+    /// was used, so that is checked too.
+    fn finish(self) -> Result<u64, ArrowError> {
         if self.variadic.is_empty() {
-            Ok(())
+            Ok(self.view_bytes)
         } else {
             Err(ipc_error("unused variadic buffer counts"))
         }

@@ -598,7 +598,6 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// Changing any of this changes digests: bump [`TAG`] when you do.
 pub mod rows {
     use super::*;
-    use sha2::Digest as _;
 
     /// Names the encoding inside every column hash.
     pub const TAG: &[u8] = b"idem-rows-v1\0";
@@ -1175,7 +1174,7 @@ mod tests {
             ]))
         }
 
-        fn gen(dt: &DataType, nullable: bool, rng: &mut Rng) -> V {
+        fn arbitrary(dt: &DataType, nullable: bool, rng: &mut Rng) -> V {
             if nullable && rng.one_in(4) {
                 return V::Null;
             }
@@ -1192,18 +1191,18 @@ mod tests {
                     let n = rng.below(5);
                     V::Str((0..n).map(|_| ['a', 'b', 'c'][rng.below(3)]).collect())
                 }
-                DataType::Dictionary(_, v) => gen(v, false, rng),
+                DataType::Dictionary(_, v) => arbitrary(v, false, rng),
                 DataType::Struct(fields) => {
                     let mut cs = Vec::new();
                     for f in fields {
-                        cs.push(gen(f.data_type(), f.is_nullable(), rng));
+                        cs.push(arbitrary(f.data_type(), f.is_nullable(), rng));
                     }
                     V::Struct(cs)
                 }
                 DataType::List(f) | DataType::Map(f, _) => {
                     let mut es = Vec::new();
                     for _ in 0..rng.below(4) {
-                        es.push(gen(f.data_type(), f.is_nullable(), rng));
+                        es.push(arbitrary(f.data_type(), f.is_nullable(), rng));
                     }
                     V::List(es)
                 }
@@ -1239,7 +1238,7 @@ mod tests {
                         if !es.is_empty() && rng.one_in(2) {
                             es.pop();
                         } else {
-                            es.push(gen(f.data_type(), f.is_nullable(), rng));
+                            es.push(arbitrary(f.data_type(), f.is_nullable(), rng));
                         }
                     } else {
                         let i = rng.below(es.len());
@@ -1247,7 +1246,7 @@ mod tests {
                     }
                     V::List(es)
                 }
-                _ => gen(dt, false, rng),
+                _ => arbitrary(dt, false, rng),
             }
         }
 
@@ -1256,11 +1255,11 @@ mod tests {
             let (front, back) = (rng.below(3), rng.below(3));
             let mut all = Vec::new();
             for _ in 0..front {
-                all.push(gen(dt, nullable, rng));
+                all.push(arbitrary(dt, nullable, rng));
             }
             all.extend_from_slice(values);
             for _ in 0..back {
-                all.push(gen(dt, nullable, rng));
+                all.push(arbitrary(dt, nullable, rng));
             }
             build_exact(dt, &all, rng).slice(front, values.len())
         }
@@ -1351,7 +1350,7 @@ mod tests {
                         for v in values {
                             cv.push(match v {
                                 V::Struct(cs) => cs[i].clone(),
-                                _ => gen(f.data_type(), f.is_nullable(), rng),
+                                _ => arbitrary(f.data_type(), f.is_nullable(), rng),
                             });
                         }
                         children.push(build(f.data_type(), f.is_nullable(), &cv, rng));
@@ -1361,7 +1360,7 @@ mod tests {
                 DataType::List(f) | DataType::Map(f, _) => {
                     let mut elems = Vec::new();
                     for _ in 0..rng.below(3) {
-                        elems.push(gen(f.data_type(), f.is_nullable(), rng));
+                        elems.push(arbitrary(f.data_type(), f.is_nullable(), rng));
                     }
                     let mut offsets = vec![elems.len() as i32];
                     for v in values {
@@ -1370,7 +1369,7 @@ mod tests {
                             // Elements under a null list are allowed, and ignored.
                             _ => {
                                 for _ in 0..rng.below(2) {
-                                    elems.push(gen(f.data_type(), f.is_nullable(), rng));
+                                    elems.push(arbitrary(f.data_type(), f.is_nullable(), rng));
                                 }
                             }
                         }
@@ -1451,7 +1450,7 @@ mod tests {
                 for _ in 0..n {
                     let mut row = Vec::new();
                     for f in schema.fields() {
-                        row.push(gen(f.data_type(), f.is_nullable(), &mut rng));
+                        row.push(arbitrary(f.data_type(), f.is_nullable(), &mut rng));
                     }
                     rows.push(row);
                 }
