@@ -1049,12 +1049,17 @@ mod tests {
 
     #[test]
     fn a_null_inside_a_valid_struct_is_not_its_hidden_value() {
-        // arrow-digest ORs struct and child validity: `{x: null}` hashed
-        // like `{x: 0}` whenever the struct column has a null elsewhere.
-        let null_x = struct_batch(&[(true, 0, false), (false, 5, true)]);
-        let zero_x = struct_batch(&[(true, 0, true), (false, 5, true)]);
+        // arrow-digest ORs struct and child validity (and drops the struct's
+        // when the child has no nulls): with it, both pairs below collided.
+        // `{x: null}, null` vs `{x: 0}, null`:
+        let null_x = struct_batch(&[(true, 0, false), (false, 5, false)]);
+        let zero_x = struct_batch(&[(true, 0, true), (false, 5, false)]);
         assert_ne!(of_batches(&[null_x]), of_batches(&[zero_x]));
-        // ...and whatever sits under a null struct row does not count.
+        // `{x: null}, null` (5 hidden under the null) vs `{x: 0}, {x: 5}`:
+        let hidden = struct_batch(&[(true, 0, false), (false, 5, true)]);
+        let shown = struct_batch(&[(true, 0, true), (true, 5, true)]);
+        assert_ne!(of_batches(&[hidden]), of_batches(&[shown]));
+        // Whatever sits under a null struct row does not count.
         let a = struct_batch(&[(false, 1, true), (true, 2, true)]);
         let b = struct_batch(&[(false, 9, false), (true, 2, true)]);
         assert_eq!(of_batches(&[a]), of_batches(&[b]));
