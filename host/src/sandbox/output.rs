@@ -599,6 +599,36 @@ mod tests {
     }
 
     #[test]
+    fn well_framed_streams_with_invalid_values_are_bad_output() {
+        // Framing and metadata are fine; the values are not: every array
+        // is fully validated before the host touches it.
+        let strings = batch_of(vec![("s", Arc::new(StringArray::from(vec!["hello", "world"])))]);
+        let mut bytes = encode(&[strings]);
+        let at = bytes.windows(5).position(|w| w == b"hello").unwrap();
+        bytes[at] = 0xff;
+        match decode_guest_output(bytes, &budget(1 << 20)) {
+            Err(SandboxError::BadOutput { detail, .. }) => assert!(detail.contains("UTF"), "{detail}"),
+            other => panic!("{other:?}"),
+        }
+        // A dictionary key past the end of its values.
+        let dict = DictionaryArray::<Int32Type>::try_new(
+            Int32Array::from(vec![299, 298, 297]),
+            Arc::new(StringArray::from_iter_values((0..300).map(|i| format!("v{i}")))),
+        )
+        .unwrap();
+        let mut bytes = encode(&[batch_of(vec![("d", Arc::new(dict))])]);
+        let keys: Vec<u8> = [299i32, 298, 297].iter().flat_map(|k| k.to_le_bytes()).collect();
+        let at = bytes.windows(12).position(|w| w == keys.as_slice()).unwrap();
+        bytes[at..at + 4].copy_from_slice(&0x7fff_0000i32.to_le_bytes());
+        match decode_guest_output(bytes, &budget(1 << 20)) {
+            Err(SandboxError::BadOutput { detail, .. }) => {
+                assert!(detail.contains("2147418112"), "{detail}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn logical_size_follows_views_slices_and_dictionaries() {
         // 1,000 views of the same 1 KiB: 16 KB of views, 1 MB of strings.
         let view = (u128::from(u32::from_le_bytes(*b"aaaa")) << 32) | 1024;
