@@ -97,7 +97,10 @@ fn exec_streams_parquet_through_a_transform_and_prints_the_output_digest() {
         .map(Result::unwrap)
         .collect();
     assert!(batches.iter().map(|b| b.num_rows()).sum::<usize>() > 0);
-    assert_eq!(field(&out, "output:"), of_batches(&batches).unwrap().as_str());
+    assert_eq!(
+        field(&out, "output:"),
+        of_batches(&batches).unwrap().as_str()
+    );
     // Batch size changes the pushes, not the result of a stateless transform.
     let out2 = dir.path().join("out/clean2.parquet");
     let mut args2 = args.clone();
@@ -271,7 +274,10 @@ fn exec_echoes_map_and_list_of_struct_columns_and_digests_them() {
             .unwrap()
             .map(Result::unwrap)
             .collect();
-        assert_eq!(field(&out, "output:"), of_batches(&batches).unwrap().as_str());
+        assert_eq!(
+            field(&out, "output:"),
+            of_batches(&batches).unwrap().as_str()
+        );
         digests.push(field(&out, "output:"));
     }
     // Batch boundaries do not change the digest of the same rows.

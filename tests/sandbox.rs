@@ -493,7 +493,12 @@ fn hostile_ok(mode: &str) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
     let files = common::orders(dir.path(), "2026-10-01", 3_000, 1);
     let slice = ResolvedSlice::from_files("s", &files).unwrap();
-    wasm_run(&sandbox, HOSTILE, &slice, &format!(r#"{{"mode": "{mode}"}}"#))
+    wasm_run(
+        &sandbox,
+        HOSTILE,
+        &slice,
+        &format!(r#"{{"mode": "{mode}"}}"#),
+    )
 }
 
 fn one_column(name: &str, column: arrow::array::ArrayRef) -> RecordBatch {
@@ -551,7 +556,10 @@ fn a_map_column_is_digested_whatever_its_entry_names() {
     m.keys().append_value("c");
     m.values().append_value(3);
     m.append(true).unwrap();
-    assert_eq!(o.output_digest, thrice(&one_column("m", Arc::new(m.finish()))));
+    assert_eq!(
+        o.output_digest,
+        thrice(&one_column("m", Arc::new(m.finish())))
+    );
 }
 
 #[test]
@@ -606,7 +614,9 @@ fn a_union_column_is_refused_naming_the_column_and_the_fix() {
 fn a_malformed_ipc_schema_is_bad_output_not_a_host_panic() {
     let e = hostile("bad_schema", "", Limits::default());
     match &e {
-        SandboxError::BadOutput { batch: 0, detail, .. } => {
+        SandboxError::BadOutput {
+            batch: 0, detail, ..
+        } => {
             assert!(detail.contains("7-bit integer"), "{detail}")
         }
         e => panic!("wrong error kind: {e}"),
@@ -618,7 +628,8 @@ fn a_view_column_counts_its_logical_bytes_against_the_output_limit() {
     // What the guest returns: 20,000 views of the same 4,096 bytes.
     let views = arrow::array::StringViewArray::try_new(
         arrow::buffer::ScalarBuffer::from(vec![
-            (u128::from(u32::from_le_bytes(*b"aaaa")) << 32) | 4096;
+            (u128::from(u32::from_le_bytes(*b"aaaa")) << 32)
+                | 4096;
             20_000
         ]),
         vec![arrow::buffer::Buffer::from_vec(vec![b'a'; 4096])],

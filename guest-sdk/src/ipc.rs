@@ -326,7 +326,9 @@ fn dictionary_values(schema: &Schema, id: i64) -> Result<DataType, ArrowError> {
     let fields = schema.fields_with_dict_id(id);
     match fields.first().map(|f| f.data_type()) {
         Some(DataType::Dictionary(_, v)) => Ok(v.as_ref().clone()),
-        _ => Err(ipc_error(format!("dictionary id {id} is not in the schema"))),
+        _ => Err(ipc_error(format!(
+            "dictionary id {id} is not in the schema"
+        ))),
     }
 }
 
@@ -416,12 +418,15 @@ impl<'b> BatchCheck<'b> {
     /// number of `width`-byte values: arrow's validation views typed
     /// buffers with an assertion that panics otherwise.
     fn buffer(&mut self, field: &Field, width: usize) -> Result<Range<usize>, ArrowError> {
-        let (offset, len) = *self.buffers.get(self.next_buffer).ok_or_else(|| {
-            ipc_error(format!("no buffer left for column `{}`", field.name()))
-        })?;
+        let (offset, len) = *self
+            .buffers
+            .get(self.next_buffer)
+            .ok_or_else(|| ipc_error(format!("no buffer left for column `{}`", field.name())))?;
         self.next_buffer += 1;
         let start = usize::try_from(offset).ok();
-        let end = start.zip(usize::try_from(len).ok()).and_then(|(s, l)| s.checked_add(l));
+        let end = start
+            .zip(usize::try_from(len).ok())
+            .and_then(|(s, l)| s.checked_add(l));
         match (start, end) {
             (Some(start), Some(end)) if end <= self.body.len() && (end - start) % width == 0 => {
                 Ok(start..end)
@@ -486,9 +491,7 @@ impl<'b> BatchCheck<'b> {
             }
             DataType::LargeList(child) => self.offsets_and_child(field, child, &[8], depth),
             DataType::ListView(child) => self.offsets_and_child(field, child, &[4, 4], depth),
-            DataType::LargeListView(child) => {
-                self.offsets_and_child(field, child, &[8, 8], depth)
-            }
+            DataType::LargeListView(child) => self.offsets_and_child(field, child, &[8, 8], depth),
             DataType::FixedSizeList(child, size) => {
                 if *size < 0 {
                     return Err(ipc_error("negative FixedSizeList size"));

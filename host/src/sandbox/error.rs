@@ -66,9 +66,7 @@ pub enum SandboxError {
     },
     /// The guest returned a column whose type idem cannot digest; refused
     /// before any array was decoded.
-    #[error(
-        "guest output column `{column}` has type {data_type}, which idem cannot digest: {fix}"
-    )]
+    #[error("guest output column `{column}` has type {data_type}, which idem cannot digest: {fix}")]
     UnsupportedOutputType {
         /// The column, with the path to the nested field at fault.
         column: String,

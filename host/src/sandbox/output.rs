@@ -204,9 +204,12 @@ pub(crate) fn logical_bytes(array: &dyn Array) -> Result<u64, String> {
                 .saturating_add(logical_bytes(child.as_ref())?)
         }
         // Its values are already sliced to its range.
-        DataType::FixedSizeList(..) => {
-            logical_bytes(array.as_fixed_size_list_opt().ok_or_else(mismatch)?.values())?
-        }
+        DataType::FixedSizeList(..) => logical_bytes(
+            array
+                .as_fixed_size_list_opt()
+                .ok_or_else(mismatch)?
+                .values(),
+        )?,
         DataType::Struct(_) => {
             let a = array.as_struct_opt().ok_or_else(mismatch)?;
             let mut sum = 0u64;
@@ -257,7 +260,9 @@ fn offsets_bytes<O: arrow::array::OffsetSizeTrait>(offsets: &[O], width: u64) ->
         (Some(s), Some(e)) => e.saturating_sub(s) as u64,
         _ => 0,
     };
-    (offsets.len() as u64).saturating_mul(width).saturating_add(data)
+    (offsets.len() as u64)
+        .saturating_mul(width)
+        .saturating_add(data)
 }
 
 /// A view is 16 bytes; longer values also count the bytes they point at,
@@ -319,18 +324,58 @@ mod tests {
     fn seeds() -> Vec<Vec<u8>> {
         let n = 12;
         let ints = || Int32Array::from_iter((0..n).map(|i| (i % 3 != 0).then_some(i)));
-        let strings = || StringArray::from_iter((0..n).map(|i| (i % 4 != 0).then(|| "ab".repeat(i as usize % 3))));
+        let strings = || {
+            StringArray::from_iter(
+                (0..n).map(|i| (i % 4 != 0).then(|| "ab".repeat(i as usize % 3))),
+            )
+        };
         let flat = batch_of(vec![
             ("i", Arc::new(ints())),
             ("l", Arc::new(Int64Array::from_iter_values(0..n as i64))),
             ("s", Arc::new(strings())),
-            ("b", Arc::new(BooleanArray::from_iter((0..n).map(|i| (i % 5 != 0).then_some(i % 2 == 0))))),
-            ("f", Arc::new(Float64Array::from_iter_values((0..n).map(f64::from)))),
-            ("d", Arc::new(Decimal128Array::from_iter_values((0..n).map(i128::from)).with_precision_and_scale(10, 2).unwrap())),
-            ("t", Arc::new(TimestampMillisecondArray::from_iter_values((0..n).map(i64::from)).with_timezone("UTC"))),
-            ("fsb", Arc::new(FixedSizeBinaryArray::try_from_iter((0..n).map(|i| [i as u8; 3])).unwrap())),
-            ("ls", Arc::new(LargeStringArray::from_iter_values((0..n).map(|i| format!("v{i}"))))),
-            ("bin", Arc::new(BinaryArray::from_iter_values((0..n).map(|i| vec![i as u8; 2])))),
+            (
+                "b",
+                Arc::new(BooleanArray::from_iter(
+                    (0..n).map(|i| (i % 5 != 0).then_some(i % 2 == 0)),
+                )),
+            ),
+            (
+                "f",
+                Arc::new(Float64Array::from_iter_values((0..n).map(f64::from))),
+            ),
+            (
+                "d",
+                Arc::new(
+                    Decimal128Array::from_iter_values((0..n).map(i128::from))
+                        .with_precision_and_scale(10, 2)
+                        .unwrap(),
+                ),
+            ),
+            (
+                "t",
+                Arc::new(
+                    TimestampMillisecondArray::from_iter_values((0..n).map(i64::from))
+                        .with_timezone("UTC"),
+                ),
+            ),
+            (
+                "fsb",
+                Arc::new(
+                    FixedSizeBinaryArray::try_from_iter((0..n).map(|i| [i as u8; 3])).unwrap(),
+                ),
+            ),
+            (
+                "ls",
+                Arc::new(LargeStringArray::from_iter_values(
+                    (0..n).map(|i| format!("v{i}")),
+                )),
+            ),
+            (
+                "bin",
+                Arc::new(BinaryArray::from_iter_values(
+                    (0..n).map(|i| vec![i as u8; 2]),
+                )),
+            ),
         ]);
         let dict = DictionaryArray::<Int32Type>::try_new(
             Int32Array::from_iter((0..n).map(|i| (i % 4 != 0).then_some(i % 3))),
@@ -348,7 +393,11 @@ mod tests {
         )
         .unwrap();
         let list_struct = ListArray::try_new(
-            Arc::new(Field::new("item", arrow::datatypes::DataType::Struct(st_fields), true)),
+            Arc::new(Field::new(
+                "item",
+                arrow::datatypes::DataType::Struct(st_fields),
+                true,
+            )),
             OffsetBuffer::new(ScalarBuffer::from(vec![0, 2, 2, 5, 9, 12])),
             Arc::new(st.clone()),
             Some(NullBuffer::from(vec![true, false, true, true, true])),
@@ -362,10 +411,7 @@ mod tests {
             }
             map.append(i != 3).unwrap();
         }
-        let nested = batch_of(vec![
-            ("dict", Arc::new(dict)),
-            ("st", Arc::new(st)),
-        ]);
+        let nested = batch_of(vec![("dict", Arc::new(dict)), ("st", Arc::new(st))]);
         let lists = batch_of(vec![
             ("ls", Arc::new(list_struct)),
             ("m", Arc::new(map.finish())),
@@ -376,16 +422,44 @@ mod tests {
                     2,
                 )),
             ),
-            ("ll", Arc::new(LargeListArray::from_iter_primitive::<Int32Type, _, _>((0..5).map(|i| Some(vec![Some(i); i as usize]))))),
+            (
+                "ll",
+                Arc::new(LargeListArray::from_iter_primitive::<Int32Type, _, _>(
+                    (0..5).map(|i| Some(vec![Some(i); i as usize])),
+                )),
+            ),
         ]);
         let views = batch_of(vec![
-            ("sv", Arc::new(StringViewArray::from_iter((0..n).map(|i| (i % 3 != 0).then(|| format!("a string long enough to leave the view {i}")))))),
-            ("bv", Arc::new(BinaryViewArray::from_iter_values((0..n).map(|i| vec![7u8; i as usize * 3])))),
+            (
+                "sv",
+                Arc::new(StringViewArray::from_iter((0..n).map(|i| {
+                    (i % 3 != 0).then(|| format!("a string long enough to leave the view {i}"))
+                }))),
+            ),
+            (
+                "bv",
+                Arc::new(BinaryViewArray::from_iter_values(
+                    (0..n).map(|i| vec![7u8; i as usize * 3]),
+                )),
+            ),
         ]);
         let times = batch_of(vec![
-            ("dur", Arc::new(DurationSecondArray::from_iter((0..n).map(|i| (i != 4).then_some(i64::from(i)))))),
-            ("iv", Arc::new(IntervalMonthDayNanoArray::from_iter_values((0..n).map(|i| IntervalMonthDayNano::new(i, i, i64::from(i)))))),
-            ("ym", Arc::new(IntervalYearMonthArray::from_iter_values(0..n))),
+            (
+                "dur",
+                Arc::new(DurationSecondArray::from_iter(
+                    (0..n).map(|i| (i != 4).then_some(i64::from(i))),
+                )),
+            ),
+            (
+                "iv",
+                Arc::new(IntervalMonthDayNanoArray::from_iter_values(
+                    (0..n).map(|i| IntervalMonthDayNano::new(i, i, i64::from(i))),
+                )),
+            ),
+            (
+                "ym",
+                Arc::new(IntervalYearMonthArray::from_iter_values(0..n)),
+            ),
             ("t32", Arc::new(Time32SecondArray::from_iter_values(0..n))),
             ("nul", Arc::new(NullArray::new(n as usize))),
         ]);
@@ -401,14 +475,20 @@ mod tests {
             union_fields.clone(),
             ScalarBuffer::from(vec![0i8, 1, 0]),
             None,
-            vec![Arc::new(Int32Array::from(vec![1, 2, 3])), Arc::new(StringArray::from(vec!["a", "b", "c"]))],
+            vec![
+                Arc::new(Int32Array::from(vec![1, 2, 3])),
+                Arc::new(StringArray::from(vec!["a", "b", "c"])),
+            ],
         )
         .unwrap();
         let dense = UnionArray::try_new(
             union_fields,
             ScalarBuffer::from(vec![0i8, 1, 1]),
             Some(ScalarBuffer::from(vec![0, 0, 1])),
-            vec![Arc::new(Int32Array::from(vec![1])), Arc::new(StringArray::from(vec!["a", "b"]))],
+            vec![
+                Arc::new(Int32Array::from(vec![1])),
+                Arc::new(StringArray::from(vec!["a", "b"])),
+            ],
         )
         .unwrap();
         let ree = RunArray::<Int32Type>::try_new(
@@ -424,7 +504,7 @@ mod tests {
             None,
         )
         .unwrap();
-        let exotic = vec![
+        let exotic = [
             batch_of(vec![("u", Arc::new(sparse))]),
             batch_of(vec![("u", Arc::new(dense))]),
             batch_of(vec![("r", Arc::new(ree))]),
@@ -556,7 +636,12 @@ mod tests {
         let started = std::time::Instant::now();
         let seeds = seeds();
         // IDEM_FUZZ_CASES / IDEM_FUZZ_SEED fuzz longer or elsewhere by hand.
-        let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+        let env = |k: &str, d: u64| {
+            std::env::var(k)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(d)
+        };
         let cases = env("IDEM_FUZZ_CASES", 30_000);
         let mut rng = TestRng(env("IDEM_FUZZ_SEED", 0xf022_b0a7_d5ee_d001));
         let (mut accepted, mut refused) = (0usize, 0usize);
@@ -587,7 +672,10 @@ mod tests {
                 Err(_) => outcomes[2] += 1,
             }
         }
-        eprintln!("fuzz: {cases} cases, {outcomes:?} (decoded/empty/refused) in {:?}", started.elapsed());
+        eprintln!(
+            "fuzz: {cases} cases, {outcomes:?} (decoded/empty/refused) in {:?}",
+            started.elapsed()
+        );
         // The fuzzer reached both sides of the boundary.
         assert!(
             outcomes[0] as u64 > cases / 50 && outcomes[2] as u64 > cases / 6,
@@ -602,23 +690,36 @@ mod tests {
     fn well_framed_streams_with_invalid_values_are_bad_output() {
         // Framing and metadata are fine; the values are not: every array
         // is fully validated before the host touches it.
-        let strings = batch_of(vec![("s", Arc::new(StringArray::from(vec!["hello", "world"])))]);
+        let strings = batch_of(vec![(
+            "s",
+            Arc::new(StringArray::from(vec!["hello", "world"])),
+        )]);
         let mut bytes = encode(&[strings]);
         let at = bytes.windows(5).position(|w| w == b"hello").unwrap();
         bytes[at] = 0xff;
         match decode_guest_output(bytes, &budget(1 << 20)) {
-            Err(SandboxError::BadOutput { detail, .. }) => assert!(detail.contains("UTF"), "{detail}"),
+            Err(SandboxError::BadOutput { detail, .. }) => {
+                assert!(detail.contains("UTF"), "{detail}")
+            }
             other => panic!("{other:?}"),
         }
         // A dictionary key past the end of its values.
         let dict = DictionaryArray::<Int32Type>::try_new(
             Int32Array::from(vec![299, 298, 297]),
-            Arc::new(StringArray::from_iter_values((0..300).map(|i| format!("v{i}")))),
+            Arc::new(StringArray::from_iter_values(
+                (0..300).map(|i| format!("v{i}")),
+            )),
         )
         .unwrap();
         let mut bytes = encode(&[batch_of(vec![("d", Arc::new(dict))])]);
-        let keys: Vec<u8> = [299i32, 298, 297].iter().flat_map(|k| k.to_le_bytes()).collect();
-        let at = bytes.windows(12).position(|w| w == keys.as_slice()).unwrap();
+        let keys: Vec<u8> = [299i32, 298, 297]
+            .iter()
+            .flat_map(|k| k.to_le_bytes())
+            .collect();
+        let at = bytes
+            .windows(12)
+            .position(|w| w == keys.as_slice())
+            .unwrap();
         bytes[at..at + 4].copy_from_slice(&0x7fff_0000i32.to_le_bytes());
         match decode_guest_output(bytes, &budget(1 << 20)) {
             Err(SandboxError::BadOutput { detail, .. }) => {
@@ -647,7 +748,12 @@ mod tests {
         assert!(whole > 50 * part);
         // A dictionary counts its values once per row.
         let dict = DictionaryArray::<Int32Type>::try_new(
-            Int32Array::from(vec![Some(0); 500].into_iter().chain([None]).collect::<Vec<_>>()),
+            Int32Array::from(
+                vec![Some(0); 500]
+                    .into_iter()
+                    .chain([None])
+                    .collect::<Vec<_>>(),
+            ),
             Arc::new(StringArray::from(vec!["y".repeat(1000)])),
         )
         .unwrap();

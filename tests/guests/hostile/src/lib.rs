@@ -141,7 +141,9 @@ mod guest {
             StructArray, UnionArray,
         };
         use idem_guest::arrow::buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
-        use idem_guest::arrow::datatypes::{DataType, Field, Fields, Int32Type, Schema, UnionFields};
+        use idem_guest::arrow::datatypes::{
+            DataType, Field, Fields, Int32Type, Schema, UnionFields,
+        };
         use idem_guest::ipc;
 
         fn one(name: &str, column: ArrayRef) -> Result<RecordBatch, String> {
@@ -153,7 +155,8 @@ mod guest {
         pub fn dictionary() -> Result<RecordBatch, String> {
             let keys = Int32Array::from(vec![Some(0), Some(1), None, Some(0), Some(2)]);
             let values = Arc::new(StringArray::from(vec!["x", "y", "z"]));
-            let d = DictionaryArray::<Int32Type>::try_new(keys, values).map_err(|e| e.to_string())?;
+            let d =
+                DictionaryArray::<Int32Type>::try_new(keys, values).map_err(|e| e.to_string())?;
             one("d", Arc::new(d))
         }
 
@@ -161,7 +164,12 @@ mod guest {
         pub fn duration() -> Result<RecordBatch, String> {
             one(
                 "d",
-                Arc::new(DurationMillisecondArray::from(vec![Some(1), None, Some(-5), Some(1000)])),
+                Arc::new(DurationMillisecondArray::from(vec![
+                    Some(1),
+                    None,
+                    Some(-5),
+                    Some(1000),
+                ])),
             )
         }
 
@@ -249,7 +257,10 @@ mod guest {
                     .ok_or("no fields")?
                     .get(0);
                 let int = field.type_as_int().ok_or("not an int")?;
-                let slot = int._tab.vtable().get(idem_guest::arrow::ipc::Int::VT_BITWIDTH);
+                let slot = int
+                    ._tab
+                    .vtable()
+                    .get(idem_guest::arrow::ipc::Int::VT_BITWIDTH);
                 8 + int._tab.loc() + slot as usize
             };
             bytes[at..at + 4].copy_from_slice(&7i32.to_le_bytes());
