@@ -1622,8 +1622,16 @@ mod tests {
         fn digest_is_a_function_of_the_logical_rows_alone() {
             let started = std::time::Instant::now();
             let schema = schema();
-            let mut rng = Rng(0x1de3_5eed_0fda_7a11);
-            for trial in 0..60 {
+            // IDEM_PROP_TRIALS / IDEM_PROP_SEED explore further by hand.
+            let env = |k: &str, d: u64| {
+                std::env::var(k)
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(d)
+            };
+            let trials = env("IDEM_PROP_TRIALS", 60);
+            let mut rng = Rng(env("IDEM_PROP_SEED", 0x1de3_5eed_0fda_7a11));
+            for trial in 0..trials {
                 let n = 1 + rng.below(24);
                 let mut rows = Vec::new();
                 for _ in 0..n {
@@ -1664,7 +1672,9 @@ mod tests {
                     );
                 }
             }
-            assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
+            if trials <= 60 {
+                assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
+            }
         }
     }
 
