@@ -9,6 +9,16 @@ fn s(p: &std::path::Path) -> &str {
     p.to_str().unwrap()
 }
 
+fn read_parquet(path: &std::path::Path) -> Vec<arrow::array::RecordBatch> {
+    let file = std::fs::File::open(path).unwrap();
+    ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
 fn field(stdout: &str, label: &str) -> String {
     common::field(stdout, label)
         .split_whitespace()
@@ -89,13 +99,7 @@ fn exec_streams_parquet_through_a_transform_and_prints_the_output_digest() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("rows:    20000 in,"), "{out}");
     // The printed digest is the logical digest of what the file holds.
-    let file = std::fs::File::open(&out_path).unwrap();
-    let batches: Vec<_> = ParquetRecordBatchReaderBuilder::try_new(file)
-        .unwrap()
-        .build()
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let batches = read_parquet(&out_path);
     assert!(batches.iter().map(|b| b.num_rows()).sum::<usize>() > 0);
     assert_eq!(
         field(&out, "output:"),
@@ -267,13 +271,7 @@ fn exec_echoes_map_and_list_of_struct_columns_and_digests_them() {
         assert_eq!(code, 0, "{err}");
         assert!(out.contains("rows:    2000 in, 2000 out"), "{out}");
         // The printed digest is the logical digest of what the file holds.
-        let file = std::fs::File::open(&out_path).unwrap();
-        let batches: Vec<_> = ParquetRecordBatchReaderBuilder::try_new(file)
-            .unwrap()
-            .build()
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
+        let batches = read_parquet(&out_path);
         assert_eq!(
             field(&out, "output:"),
             of_batches(&batches).unwrap().as_str()

@@ -177,37 +177,8 @@ fn check_type(path: &str, dt: &DataType, depth: usize) -> Result<(), DigestError
         return refuse("it is nested more than 64 levels deep; flatten it in the transform");
     }
     match dt {
-        DataType::Null
-        | DataType::Boolean
-        | DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::Int64
-        | DataType::UInt8
-        | DataType::UInt16
-        | DataType::UInt32
-        | DataType::UInt64
-        | DataType::Float16
-        | DataType::Float32
-        | DataType::Float64
-        | DataType::Decimal32(..)
-        | DataType::Decimal64(..)
-        | DataType::Decimal128(..)
-        | DataType::Decimal256(..)
-        | DataType::Date32
-        | DataType::Date64
-        | DataType::Time32(_)
-        | DataType::Time64(_)
-        | DataType::Timestamp(..)
-        | DataType::Duration(_)
-        | DataType::Interval(_)
-        | DataType::Binary
-        | DataType::LargeBinary
-        | DataType::BinaryView
-        | DataType::FixedSizeBinary(_)
-        | DataType::Utf8
-        | DataType::LargeUtf8
-        | DataType::Utf8View => Ok(()),
+        dt if is_flat(dt) => Ok(()),
+        DataType::Null | DataType::Duration(_) | DataType::Interval(_) => Ok(()),
         DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
             check_type(&format!("{path}[]"), f.data_type(), depth + 1)
         }
@@ -244,39 +215,47 @@ fn check_type(path: &str, dt: &DataType, depth: usize) -> Result<(), DigestError
 /// validity wrongly (so structs never go to it).
 fn arrow_digest_sound(dt: &DataType) -> bool {
     match dt {
-        DataType::Boolean
-        | DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::Int64
-        | DataType::UInt8
-        | DataType::UInt16
-        | DataType::UInt32
-        | DataType::UInt64
-        | DataType::Float16
-        | DataType::Float32
-        | DataType::Float64
-        | DataType::Decimal32(..)
-        | DataType::Decimal64(..)
-        | DataType::Decimal128(..)
-        | DataType::Decimal256(..)
-        | DataType::Date32
-        | DataType::Date64
-        | DataType::Time32(_)
-        | DataType::Time64(_)
-        | DataType::Timestamp(..)
-        | DataType::Binary
-        | DataType::LargeBinary
-        | DataType::BinaryView
-        | DataType::FixedSizeBinary(_)
-        | DataType::Utf8
-        | DataType::LargeUtf8
-        | DataType::Utf8View => true,
         DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
             arrow_digest_sound(f.data_type())
         }
-        _ => false,
+        dt => is_flat(dt),
     }
+}
+
+/// Booleans, numbers, decimals, dates, times, timestamps, strings and
+/// binary: one value per row, no children.
+fn is_flat(dt: &DataType) -> bool {
+    matches!(
+        dt,
+        DataType::Boolean
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64
+            | DataType::Float16
+            | DataType::Float32
+            | DataType::Float64
+            | DataType::Decimal32(..)
+            | DataType::Decimal64(..)
+            | DataType::Decimal128(..)
+            | DataType::Decimal256(..)
+            | DataType::Date32
+            | DataType::Date64
+            | DataType::Time32(_)
+            | DataType::Time64(_)
+            | DataType::Timestamp(..)
+            | DataType::Binary
+            | DataType::LargeBinary
+            | DataType::BinaryView
+            | DataType::FixedSizeBinary(_)
+            | DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Utf8View
+    )
 }
 
 fn has_dictionary(dt: &DataType) -> bool {
@@ -953,6 +932,16 @@ impl TestRng {
     }
 }
 
+/// The number in environment variable `k`, else `default`: lets a person
+/// run a bounded test longer or with another seed by hand.
+#[cfg(test)]
+pub(crate) fn env_or(k: &str, default: u64) -> u64 {
+    std::env::var(k)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1623,14 +1612,11 @@ mod tests {
             let started = std::time::Instant::now();
             let schema = schema();
             // IDEM_PROP_TRIALS / IDEM_PROP_SEED explore further by hand.
-            let env = |k: &str, d: u64| {
-                std::env::var(k)
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(d)
-            };
-            let trials = env("IDEM_PROP_TRIALS", 60);
-            let mut rng = Rng(env("IDEM_PROP_SEED", 0x1de3_5eed_0fda_7a11));
+            let trials = crate::digest::env_or("IDEM_PROP_TRIALS", 60);
+            let mut rng = Rng(crate::digest::env_or(
+                "IDEM_PROP_SEED",
+                0x1de3_5eed_0fda_7a11,
+            ));
             for trial in 0..trials {
                 let n = 1 + rng.below(24);
                 let mut rows = Vec::new();

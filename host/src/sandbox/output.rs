@@ -296,7 +296,7 @@ mod tests {
     use arrow::datatypes::{Field, Fields, Int32Type, IntervalMonthDayNano, UnionFields};
 
     use super::*;
-    use crate::digest::{OutputDigester, TestRng};
+    use crate::digest::{OutputDigester, TestRng, env_or};
 
     fn budget(limit: usize) -> OutputBudget {
         OutputBudget {
@@ -636,14 +636,8 @@ mod tests {
         let started = std::time::Instant::now();
         let seeds = seeds();
         // IDEM_FUZZ_CASES / IDEM_FUZZ_SEED fuzz longer or elsewhere by hand.
-        let env = |k: &str, d: u64| {
-            std::env::var(k)
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(d)
-        };
-        let cases = env("IDEM_FUZZ_CASES", 30_000);
-        let mut rng = TestRng(env("IDEM_FUZZ_SEED", 0xf022_b0a7_d5ee_d001));
+        let cases = env_or("IDEM_FUZZ_CASES", 30_000);
+        let mut rng = TestRng(env_or("IDEM_FUZZ_SEED", 0xf022_b0a7_d5ee_d001));
         let (mut accepted, mut refused) = (0usize, 0usize);
         for seed in &seeds {
             let d = decode_guest_output(seed.clone(), &budget(1 << 30));
