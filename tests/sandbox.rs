@@ -754,3 +754,177 @@ fn a_cache_directory_others_can_write_is_not_used() {
         CacheOutcome::Hit
     );
 }
+
+// Guest output is untrusted input to the host: every output type is either
+// digested as a function of its logical rows or refused with a typed error,
+// never a host panic; output size counts logical bytes.
+
+/// Run the hostile guest in `mode` over 3,000 rows (three pushes).
+fn hostile_ok(mode: &str) -> Outcome {
+    let sandbox = common::sandbox_with(Limits::default());
+    let dir = tempfile::tempdir().unwrap();
+    let files = common::orders(dir.path(), "2026-10-01", 3_000, 1);
+    let slice = ResolvedSlice::from_files("s", &files).unwrap();
+    wasm_run(
+        &sandbox,
+        HOSTILE,
+        &slice,
+        &format!(r#"{{"mode": "{mode}"}}"#),
+    )
+}
+
+fn one_column(name: &str, column: arrow::array::ArrayRef) -> RecordBatch {
+    let schema = Schema::new(vec![Field::new(name, column.data_type().clone(), true)]);
+    RecordBatch::try_new(Arc::new(schema), vec![column]).unwrap()
+}
+
+/// The digest of `batch` output three times (once per push).
+fn thrice(batch: &RecordBatch) -> Digest {
+    idem::digest::of_batches(&[batch.clone(), batch.clone(), batch.clone()]).unwrap()
+}
+
+#[test]
+fn a_dictionary_column_digests_like_the_same_plain_rows() {
+    use arrow::array::{DictionaryArray, Int32Array, StringArray};
+    let o = hostile_ok("dictionary");
+    assert_eq!(o.rows_out, 15);
+    let keys = Int32Array::from(vec![Some(0), Some(1), None, Some(0), Some(2)]);
+    let values = Arc::new(StringArray::from(vec!["x", "y", "z"]));
+    let dict = DictionaryArray::<arrow::datatypes::Int32Type>::try_new(keys, values).unwrap();
+    assert_eq!(o.output_digest, thrice(&one_column("d", Arc::new(dict))));
+    let plain = StringArray::from(vec![Some("x"), Some("y"), None, Some("x"), Some("z")]);
+    assert_eq!(o.output_digest, thrice(&one_column("d", Arc::new(plain))));
+}
+
+#[test]
+fn a_duration_column_is_digested() {
+    use arrow::array::DurationMillisecondArray;
+    let o = hostile_ok("duration");
+    let d = DurationMillisecondArray::from(vec![Some(1), None, Some(-5), Some(1000)]);
+    assert_eq!(o.output_digest, thrice(&one_column("d", Arc::new(d))));
+    let other = DurationMillisecondArray::from(vec![Some(1), None, Some(-5), Some(1001)]);
+    assert_ne!(o.output_digest, thrice(&one_column("d", Arc::new(other))));
+}
+
+#[test]
+fn a_map_column_is_digested_whatever_its_entry_names() {
+    use arrow::array::{Int64Builder, MapBuilder, MapFieldNames, StringBuilder};
+    let o = hostile_ok("map");
+    // Parquet writers name the entries `key_value`/`key`/`value`; arrow's
+    // builder (the guest's) `entries`/`keys`/`values`: same rows, same digest.
+    let names = MapFieldNames {
+        entry: "key_value".into(),
+        key: "key".into(),
+        value: "value".into(),
+    };
+    let mut m = MapBuilder::new(Some(names), StringBuilder::new(), Int64Builder::new());
+    m.keys().append_value("a");
+    m.values().append_value(1);
+    m.keys().append_value("b");
+    m.values().append_null();
+    m.append(true).unwrap();
+    m.append(false).unwrap();
+    m.append(true).unwrap();
+    m.keys().append_value("c");
+    m.values().append_value(3);
+    m.append(true).unwrap();
+    assert_eq!(
+        o.output_digest,
+        thrice(&one_column("m", Arc::new(m.finish())))
+    );
+}
+
+#[test]
+fn a_list_of_structs_is_digested_by_its_values_not_what_lies_under_nulls() {
+    use arrow::array::{Int32Array, ListArray, StringArray, StructArray};
+    use arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
+    use arrow::datatypes::Fields;
+    let o = hostile_ok("list_struct");
+    // The same rows as the guest's, with zeros (not junk) under the nulls
+    // and the list offsets starting at 2 instead of 0.
+    let fields = Fields::from(vec![
+        Field::new("a", DataType::Int32, true),
+        Field::new("b", DataType::Utf8, true),
+    ]);
+    let a = Int32Array::from(vec![Some(9), Some(9), Some(1), None, None, Some(2)]);
+    let b = StringArray::from(vec![None, None, Some("p"), None, Some("q"), None]);
+    let entries = StructArray::try_new(
+        fields.clone(),
+        vec![Arc::new(a), Arc::new(b)],
+        Some(NullBuffer::from(vec![true, true, true, false, true, true])),
+    )
+    .unwrap();
+    let list = ListArray::try_new(
+        Arc::new(Field::new("element", DataType::Struct(fields), true)),
+        OffsetBuffer::new(ScalarBuffer::from(vec![2, 5, 5, 5, 6])),
+        Arc::new(entries),
+        Some(NullBuffer::from(vec![true, false, true, true])),
+    )
+    .unwrap();
+    assert_eq!(o.output_digest, thrice(&one_column("l", Arc::new(list))));
+}
+
+#[test]
+fn a_union_column_is_refused_naming_the_column_and_the_fix() {
+    let e = hostile("union", "", Limits::default());
+    match &e {
+        SandboxError::UnsupportedOutputType {
+            column,
+            data_type,
+            fix,
+        } => {
+            assert_eq!(column, "u");
+            assert!(data_type.contains("Union"), "{data_type}");
+            assert!(fix.contains("nullable column"), "{fix}");
+        }
+        e => panic!("wrong error kind: {e}"),
+    }
+    assert!(e.to_string().contains("column `u`"), "{e}");
+}
+
+#[test]
+fn a_malformed_ipc_schema_is_bad_output_not_a_host_panic() {
+    let e = hostile("bad_schema", "", Limits::default());
+    match &e {
+        SandboxError::BadOutput {
+            batch: 0, detail, ..
+        } => {
+            assert!(detail.contains("7-bit integer"), "{detail}")
+        }
+        e => panic!("wrong error kind: {e}"),
+    }
+}
+
+#[test]
+fn a_view_column_counts_its_logical_bytes_against_the_output_limit() {
+    // What the guest returns: 20,000 views of the same 4,096 bytes.
+    let views = arrow::array::StringViewArray::try_new(
+        arrow::buffer::ScalarBuffer::from(vec![
+            (u128::from(u32::from_le_bytes(*b"aaaa")) << 32)
+                | 4096;
+            20_000
+        ]),
+        vec![arrow::buffer::Buffer::from_vec(vec![b'a'; 4096])],
+        None,
+    )
+    .unwrap();
+    let encoded = idem_guest::ipc::encode(Some(&one_column("v", Arc::new(views)))).unwrap();
+    // Well under the limit on the wire...
+    assert!(encoded.len() < 1 << 19, "{} bytes encoded", encoded.len());
+    let e = hostile(
+        "views",
+        "",
+        Limits {
+            max_output_bytes: 1 << 20,
+            ..Limits::default()
+        },
+    );
+    // ...but 80 MB of strings once the views are followed.
+    match e {
+        SandboxError::OutputLimit { limit, produced } => {
+            assert_eq!(limit, 1 << 20);
+            assert!(produced >= 20_000 * 4096, "{produced}");
+        }
+        e => panic!("wrong error kind: {e}"),
+    }
+}

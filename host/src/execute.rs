@@ -6,7 +6,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use thiserror::Error;
 
-use crate::digest::{Digest, OutputDigester};
+use crate::digest::{Digest, DigestError, OutputDigester};
 use crate::sandbox::{GuestContext, Instance, SandboxError};
 use crate::slice::SliceError;
 
@@ -25,6 +25,9 @@ pub enum ExecError {
     /// Writing the output failed.
     #[error("writing output: {0}")]
     Sink(String),
+    /// The output could not be digested (a type idem refuses).
+    #[error(transparent)]
+    Digest(#[from] DigestError),
 }
 
 /// Something that transforms batches: a sandboxed [`Instance`] or a native
@@ -171,7 +174,7 @@ where
                 schema.get_or_insert_with(|| b.schema());
             }
             if let Some(b) = out.filter(|b| b.num_rows() > 0) {
-                digester.update(&b);
+                digester.update(&b)?;
                 sink(&b)?;
             }
             Ok(())

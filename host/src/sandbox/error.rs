@@ -80,15 +80,39 @@ pub enum SandboxError {
         /// The total size of all its memories the guest asked for.
         requested: usize,
     },
-    /// The guest returned more output than allowed.
+    /// The guest returned more output than allowed, counted in logical
+    /// bytes (every value materialized: a view column whose views all
+    /// point at one buffer counts every view's bytes).
     #[error(
-        "guest returned {produced} bytes of output, over the limit of {limit} bytes: raise --max-output-mb or check the transform"
+        "guest returned {produced} bytes of output (logical size, all values materialized), over the limit of {limit} bytes: raise --max-output-mb or check the transform"
     )]
     OutputLimit {
         /// The limit in bytes.
         limit: usize,
-        /// Bytes returned so far.
+        /// Logical bytes returned so far, including the refused batch.
         produced: usize,
+    },
+    /// The guest returned a column whose type idem cannot digest; refused
+    /// before any array was decoded.
+    #[error("guest output column `{column}` has type {data_type}, which idem cannot digest: {fix}")]
+    UnsupportedOutputType {
+        /// The column, with the path to the nested field at fault.
+        column: String,
+        /// The offending type.
+        data_type: String,
+        /// What to do instead.
+        fix: String,
+    },
+    /// Decoding a guest's output panicked inside the host: a bug in idem or
+    /// a library, caught so the host survives.
+    #[error(
+        "decoding guest output batch {batch} panicked in the host ({detail}); this is a bug in idem, please report it with the module. The run was stopped and nothing was committed"
+    )]
+    OutputPanic {
+        /// Index of the output batch.
+        batch: usize,
+        /// The panic message.
+        detail: String,
     },
     /// The guest trapped (a panic, an `unreachable`, a stack overflow...).
     #[error("guest trapped in `{call}`: {trap}{}", fmt_log(guest_log))]

@@ -10,6 +10,7 @@ use wasmtime::{Engine, Store, Trap};
 
 use super::error::SandboxError;
 use super::limits::{GuestLimiter, Limits};
+use super::output::{self, OutputBudget};
 
 wasmtime::component::bindgen!({
     path: "../wit",
@@ -272,30 +273,29 @@ impl Instance {
         }
     }
 
+    /// Take one output of the guest: decoded, checked and counted against
+    /// the output limit in logical bytes (see [`super::output`]), behind a
+    /// panic backstop. Any failure poisons the instance.
     fn accept_output(&mut self, bytes: Vec<u8>) -> Result<Option<RecordBatch>, SandboxError> {
-        self.output_bytes += bytes.len();
-        if self.output_bytes > self.limits.max_output_bytes {
-            self.poisoned = true;
-            return Err(SandboxError::OutputLimit {
-                limit: self.limits.max_output_bytes,
-                produced: self.output_bytes,
-            });
-        }
-        let len = bytes.len();
-        let batch = match idem_guest::ipc::decode(bytes) {
-            Ok(b) => b,
+        let budget = OutputBudget {
+            limit: self.limits.max_output_bytes,
+            produced: self.output_bytes,
+            batch: self.batches_out,
+        };
+        let decoded = match output::decode_guarded(bytes, &budget) {
+            Ok(d) => d,
             Err(e) => {
                 self.poisoned = true;
-                return Err(SandboxError::BadOutput {
-                    batch: self.batches_out,
-                    detail: format!("{e}"),
-                    len,
-                });
+                return Err(e);
             }
         };
-        let Some(batch) = batch.filter(|b| b.num_rows() > 0) else {
+        let Some(decoded) = decoded else {
             return Ok(None);
         };
+        self.output_bytes = self.output_bytes.saturating_add(decoded.logical_bytes);
+        // A zero-row batch is kept (and its schema checked): it names the
+        // output's schema even when the whole output is empty.
+        let batch = decoded.batch;
         match &self.output_schema {
             None => self.output_schema = Some(batch.schema()),
             Some(s) if s.as_ref() == batch.schema().as_ref() => {}

@@ -9,9 +9,10 @@ pub struct Limits {
     /// memories together. Guest memories declare no maximum; this is the one
     /// that counts.
     pub max_memory_bytes: usize,
-    /// Most bytes a guest may return over a whole run (all batches, as
-    /// Arrow IPC). Per call, the memory limit bounds it anyway; this bounds
-    /// what a runaway guest can make the host stage on disk.
+    /// Most bytes a guest may return over a whole run (all batches), in
+    /// logical bytes: every value materialized (views followed,
+    /// dictionaries expanded), which is what the host holds, digests and
+    /// stages. The encoded size can be far smaller.
     pub max_output_bytes: usize,
     /// Wall-clock budget of a whole run, in milliseconds.
     pub deadline_ms: u64,

@@ -7,6 +7,7 @@ mod cache;
 mod error;
 mod guest;
 mod limits;
+mod output;
 mod profile;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ pub use cache::CacheOutcome;
 pub use error::SandboxError;
 pub use guest::{GuestContext, Instance, LogLine};
 pub use limits::Limits;
+pub use output::{DecodedOutput, OutputBudget, decode_guest_output};
 pub use profile::Profile;
 
 use crate::digest::Digest;

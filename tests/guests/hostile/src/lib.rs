@@ -11,6 +11,15 @@
 //! - `nan`: `y = x * 1.0` over the Float64 column `x` (NaN canonicalization);
 //! - `fail`: `push` returns an error string;
 //! - `sink` / `decode`: drop the batch (after decoding it): boundary cost;
+//! - `dictionary`, `duration`, `map`, `list_struct`: `push` returns a fixed
+//!   batch with one column of that type (nulls inside; see `shapes`), which
+//!   the host must digest like the same rows built natively;
+//! - `union`: a fixed sparse union column (the host must refuse the type);
+//! - `bad_schema`: a stream whose schema declares a 7-bit integer (arrow's
+//!   own reader panics on it);
+//! - `views`: a Utf8View column of `views` views (default 20,000) that all
+//!   point at the same `view_len` bytes (default 4,096): tiny on the wire,
+//!   huge in logical size;
 //! - anything else: echo the input.
 
 #[cfg(target_arch = "wasm32")]
@@ -25,6 +34,7 @@ mod guest {
 
     thread_local! {
         static MODE: RefCell<(String, u64, u64)> = const { RefCell::new((String::new(), 0, 0)) };
+        static VIEWS: RefCell<(u64, u64)> = const { RefCell::new((0, 0)) };
     }
 
     struct Hostile;
@@ -39,6 +49,10 @@ mod guest {
         }
     }
 
+    fn encode(batch: Result<RecordBatch, String>) -> Result<Vec<u8>, String> {
+        ipc::encode(Some(&batch?)).map_err(|e| e.to_string())
+    }
+
     impl Guest for Hostile {
         fn open(ctx: Context) -> Result<(), String> {
             idem_guest::install_panic_hook();
@@ -47,6 +61,9 @@ mod guest {
             let mode = params["mode"].as_str().unwrap_or("echo").to_string();
             let bytes = params["bytes"].as_u64().unwrap_or(64 << 20);
             MODE.with(|m| *m.borrow_mut() = (mode, bytes, 0));
+            let views = params["views"].as_u64().unwrap_or(20_000);
+            let view_len = params["view_len"].as_u64().unwrap_or(4_096);
+            VIEWS.with(|v| *v.borrow_mut() = (views, view_len));
             Ok(())
         }
 
@@ -92,6 +109,16 @@ mod guest {
                         RecordBatch::try_new(s, vec![Arc::new(y)]).map_err(|e| e.to_string())?;
                     ipc::encode(Some(&out)).map_err(|e| e.to_string())
                 }
+                "dictionary" => encode(shapes::dictionary()),
+                "duration" => encode(shapes::duration()),
+                "map" => encode(shapes::map()),
+                "list_struct" => encode(shapes::list_struct()),
+                "union" => encode(shapes::union()),
+                "bad_schema" => shapes::bad_schema(),
+                "views" => {
+                    let (views, view_len) = VIEWS.with(|v| *v.borrow());
+                    encode(shapes::views(views as usize, view_len as u32))
+                }
                 _ => Ok(batch),
             }
         }
@@ -102,4 +129,155 @@ mod guest {
     }
 
     idem_guest::bindings::export_world!(Hostile with_types_in idem_guest::bindings);
+
+    /// The fixed batches of the type modes. tests/sandbox.rs builds the same
+    /// rows natively, independently, as the reference digest.
+    mod shapes {
+        use std::sync::Arc;
+
+        use idem_guest::arrow::array::{
+            ArrayRef, DictionaryArray, DurationMillisecondArray, Int32Array, Int64Builder,
+            ListArray, MapBuilder, RecordBatch, StringArray, StringBuilder, StringViewArray,
+            StructArray, UnionArray,
+        };
+        use idem_guest::arrow::buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+        use idem_guest::arrow::datatypes::{
+            DataType, Field, Fields, Int32Type, Schema, UnionFields,
+        };
+        use idem_guest::ipc;
+
+        fn one(name: &str, column: ArrayRef) -> Result<RecordBatch, String> {
+            let schema = Schema::new(vec![Field::new(name, column.data_type().clone(), true)]);
+            RecordBatch::try_new(Arc::new(schema), vec![column]).map_err(|e| e.to_string())
+        }
+
+        /// `x, y, null, x, z` as a dictionary.
+        pub fn dictionary() -> Result<RecordBatch, String> {
+            let keys = Int32Array::from(vec![Some(0), Some(1), None, Some(0), Some(2)]);
+            let values = Arc::new(StringArray::from(vec!["x", "y", "z"]));
+            let d =
+                DictionaryArray::<Int32Type>::try_new(keys, values).map_err(|e| e.to_string())?;
+            one("d", Arc::new(d))
+        }
+
+        /// `1, null, -5, 1000` milliseconds.
+        pub fn duration() -> Result<RecordBatch, String> {
+            one(
+                "d",
+                Arc::new(DurationMillisecondArray::from(vec![
+                    Some(1),
+                    None,
+                    Some(-5),
+                    Some(1000),
+                ])),
+            )
+        }
+
+        /// `{a: 1, b: null}, null, {}, {c: 3}`.
+        pub fn map() -> Result<RecordBatch, String> {
+            let mut m = MapBuilder::new(None, StringBuilder::new(), Int64Builder::new());
+            m.keys().append_value("a");
+            m.values().append_value(1);
+            m.keys().append_value("b");
+            m.values().append_null();
+            m.append(true).map_err(|e| e.to_string())?;
+            m.append(false).map_err(|e| e.to_string())?;
+            m.append(true).map_err(|e| e.to_string())?;
+            m.keys().append_value("c");
+            m.values().append_value(3);
+            m.append(true).map_err(|e| e.to_string())?;
+            one("m", Arc::new(m.finish()))
+        }
+
+        /// `[{a: 1, b: "p"}, null, {a: null, b: "q"}], null, [], [{a: 2, b: null}]`,
+        /// with junk under the nulls.
+        pub fn list_struct() -> Result<RecordBatch, String> {
+            let fields = Fields::from(vec![
+                Field::new("a", DataType::Int32, true),
+                Field::new("b", DataType::Utf8, true),
+            ]);
+            let a = Int32Array::new(
+                ScalarBuffer::from(vec![1, 77, 0, 2]),
+                Some(NullBuffer::from(vec![true, true, false, true])),
+            );
+            let b = StringArray::from(vec![Some("p"), Some("junk"), Some("q"), None]);
+            let entries = StructArray::try_new(
+                fields.clone(),
+                vec![Arc::new(a), Arc::new(b)],
+                Some(NullBuffer::from(vec![true, false, true, true])),
+            )
+            .map_err(|e| e.to_string())?;
+            let item = Arc::new(Field::new("item", DataType::Struct(fields), true));
+            let list = ListArray::try_new(
+                item,
+                OffsetBuffer::new(ScalarBuffer::from(vec![0, 3, 3, 3, 4])),
+                Arc::new(entries),
+                Some(NullBuffer::from(vec![true, false, true, true])),
+            )
+            .map_err(|e| e.to_string())?;
+            one("l", Arc::new(list))
+        }
+
+        /// A sparse union of an Int32 and a Utf8 child.
+        pub fn union() -> Result<RecordBatch, String> {
+            let fields = UnionFields::try_new(
+                vec![0, 1],
+                vec![
+                    Field::new("i", DataType::Int32, true),
+                    Field::new("s", DataType::Utf8, true),
+                ],
+            )
+            .map_err(|e| e.to_string())?;
+            let u = UnionArray::try_new(
+                fields,
+                ScalarBuffer::from(vec![0i8, 1, 0]),
+                None,
+                vec![
+                    Arc::new(Int32Array::from(vec![1, 0, 3])),
+                    Arc::new(StringArray::from(vec!["", "two", ""])),
+                ],
+            )
+            .map_err(|e| e.to_string())?;
+            one("u", Arc::new(u))
+        }
+
+        /// A schema-only stream whose one column is an `Int` of 7 bits:
+        /// a valid flatbuffer that arrow's `fb_to_schema` panics on.
+        pub fn bad_schema() -> Result<Vec<u8>, String> {
+            let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int32, true)]));
+            let mut bytes = ipc::encode_schema(&schema).map_err(|e| e.to_string())?;
+            // Continuation marker, metadata length, then the Message flatbuffer.
+            let len = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
+            let at = {
+                let message = idem_guest::arrow::ipc::root_as_message(&bytes[8..8 + len])
+                    .map_err(|e| e.to_string())?;
+                let field = message
+                    .header_as_schema()
+                    .and_then(|s| s.fields())
+                    .ok_or("no fields")?
+                    .get(0);
+                let int = field.type_as_int().ok_or("not an int")?;
+                let slot = int
+                    ._tab
+                    .vtable()
+                    .get(idem_guest::arrow::ipc::Int::VT_BITWIDTH);
+                8 + int._tab.loc() + slot as usize
+            };
+            bytes[at..at + 4].copy_from_slice(&7i32.to_le_bytes());
+            Ok(bytes)
+        }
+
+        /// `views` views of `view_len` bytes, all at offset 0 of one buffer.
+        pub fn views(views: usize, view_len: u32) -> Result<RecordBatch, String> {
+            let data = vec![b'a'; view_len as usize];
+            let view = (u128::from(u32::from_le_bytes([b'a'; 4])) << 32) | u128::from(view_len);
+            let array = StringViewArray::try_new(
+                ScalarBuffer::from(vec![view; views]),
+                vec![Buffer::from_vec(data)],
+                None,
+            )
+            .map_err(|e| e.to_string())?;
+            one("v", Arc::new(array))
+        }
+    }
 }
