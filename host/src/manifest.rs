@@ -381,7 +381,8 @@ mod tests {
             digest: Digest::of_bytes(b"a"),
         }];
         let k = run_key(&base);
-        let edits: Vec<(&str, Box<dyn Fn(&mut RunSpec)>)> = vec![
+        type Edit = Box<dyn Fn(&mut RunSpec)>;
+        let edits: Vec<(&str, Edit)> = vec![
             ("module", Box::new(|s| s.module = Digest::of_bytes(b"m2"))),
             ("engine", Box::new(|s| s.engine.push_str("+fuel"))),
             (

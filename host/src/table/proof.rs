@@ -136,7 +136,7 @@ impl Table {
                 let batch = batch.map_err(|e| err(&e))?;
                 let batch = as_output(batch, c.output_columns.as_deref(), partition)
                     .map_err(|e| err(&e))?;
-                digester.update(&batch);
+                digester.update(&batch).map_err(|e| err(&e))?;
             }
         }
         let rows = digester.rows();
