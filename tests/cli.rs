@@ -398,3 +398,43 @@ fn exec_echoes_map_and_list_of_struct_columns_and_digests_them() {
     // Batch boundaries do not change the digest of the same rows.
     assert_eq!(digests[0], digests[1]);
 }
+
+/// The sandbox limits through the CLI: each flag stops the hostile guest
+/// with a message naming the flag, and writes nothing.
+#[test]
+fn exec_limit_flags_stop_a_hostile_guest_and_name_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("tests/guests/hostile");
+    let files = common::orders(dir.path(), "2026-10-01", 3_000, 1);
+    for (mode, flags, word) in [
+        ("oom", vec!["--max-memory-mb", "32"], "--max-memory-mb"),
+        ("big", vec!["--max-output-mb", "1"], "--max-output-mb"),
+        ("spin", vec!["--fuel", "100000"], "--fuel"),
+    ] {
+        let out = dir.path().join(format!("{mode}.parquet"));
+        let params = if mode == "big" {
+            r#"{"mode": "big", "bytes": 2000000}"#.to_string()
+        } else {
+            format!(r#"{{"mode": "{mode}"}}"#)
+        };
+        let mut args = vec![
+            "exec".to_string(),
+            "--module".into(),
+            module.to_str().unwrap().into(),
+            "--input".into(),
+            files[0].to_str().unwrap().into(),
+            "--output".into(),
+            out.to_str().unwrap().into(),
+            "--params".into(),
+            params,
+            "--batch-rows".into(),
+            "1000".into(),
+        ];
+        args.extend(flags.iter().map(|f| f.to_string()));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, _, err) = common::idem(&refs);
+        assert_eq!(code, 2, "{mode}: {err}");
+        assert!(err.contains(word), "{mode}: {err}");
+        assert!(!out.exists(), "{mode}: output written");
+    }
+}

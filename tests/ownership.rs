@@ -54,22 +54,40 @@ fn run_day(
     table: &Path,
     extra: &[&str],
 ) -> (i32, String, String) {
-    let mut args = vec![
-        "run".to_string(),
-        "--module".into(),
-        s(module),
-        "--input".into(),
-        s(root),
-        "--partition".into(),
-        format!("date={date}"),
-        "--table".into(),
-        s(table),
-        "--batch-rows".into(),
-        "1000".into(),
-    ];
-    args.extend(extra.iter().map(|a| a.to_string()));
+    let args = day_args(module, root, date, table, extra);
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     common::idem(&refs)
+}
+
+/// The arguments of `idem run --input ROOT --partition date=D --table T
+/// --batch-rows 1000 ...extra`.
+fn day_args(module: &Path, root: &Path, date: &str, table: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "run",
+        "--module",
+        &s(module),
+        "--input",
+        &s(root),
+        "--partition",
+        &format!("date={date}"),
+        "--table",
+        &s(table),
+        "--batch-rows",
+        "1000",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+/// The manifest file a run's stdout names.
+fn manifest_file(table: &Path, stdout: &str) -> std::path::PathBuf {
+    let url = field(stdout, "manifest:");
+    table
+        .join("_idem/manifests")
+        .join(url.rsplit('/').next().unwrap())
 }
 
 /// Another writer: a Python snippet over PyPI `deltalake` with `t` bound to
@@ -289,12 +307,7 @@ fn audit_proves_every_slice_and_catches_an_edited_manifest() {
     let mut manifests = Vec::new();
     for d in ["2026-10-01", "2026-10-02"] {
         let out = ok(run_day(&module, &root, d, &table, &[]));
-        let url = field(&out, "manifest:");
-        manifests.push(
-            table
-                .join("_idem/manifests")
-                .join(url.rsplit('/').next().unwrap()),
-        );
+        manifests.push(manifest_file(&table, &out));
     }
     let (code, out, err) = common::idem(&["audit", &s(&table), "--replay"]);
     assert_eq!(code, 0, "{out}\n{err}");
@@ -326,10 +339,7 @@ fn verify_refuses_a_forged_manifest_and_another_engine() {
     common::orders(&root, "2026-10-01", 2_000, 2);
     let table = dir.path().join("t");
     let out = ok(run_day(&module, &root, "2026-10-01", &table, &[]));
-    let url = field(&out, "manifest:");
-    let real = table
-        .join("_idem/manifests")
-        .join(url.rsplit('/').next().unwrap());
+    let real = manifest_file(&table, &out);
     let (code, out, err) = common::idem(&["verify", &s(&real)]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("table: commit v1"), "{out}");
@@ -345,10 +355,7 @@ fn verify_refuses_a_forged_manifest_and_another_engine() {
         &["--params", r#"{"note": "rerun"}"#],
     ));
     assert!(field(&out, "result:").starts_with("unchanged"), "{out}");
-    let url = field(&out, "manifest:");
-    let rerun = table
-        .join("_idem/manifests")
-        .join(url.rsplit('/').next().unwrap());
+    let rerun = manifest_file(&table, &out);
     let (code, out, err) = common::idem(&["verify", &s(&rerun)]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(
@@ -361,10 +368,7 @@ fn verify_refuses_a_forged_manifest_and_another_engine() {
     common::orders(&other, "2026-10-01", 1_500, 1);
     let t2 = dir.path().join("t2");
     let out = ok(run_day(&module, &other, "2026-10-01", &t2, &[]));
-    let url = field(&out, "manifest:");
-    let m2_path = t2
-        .join("_idem/manifests")
-        .join(url.rsplit('/').next().unwrap());
+    let m2_path = manifest_file(&t2, &out);
     let m2 = idem::manifest::Manifest::from_bytes(&std::fs::read(&m2_path).unwrap()).unwrap();
     let mut spec = m2.spec.clone();
     spec.target = m.spec.target.clone();
@@ -459,21 +463,13 @@ fn two_hosts_at_the_log_write_at_once_one_commits_one_recovers() {
         let barrier = dir.path().join("barrier");
         let spawn = || {
             std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
-                .args([
-                    "run",
-                    "--module",
-                    &s(&module),
-                    "--input",
-                    &s(&root),
-                    "--partition",
-                    "date=2026-10-01",
-                    "--table",
-                    &s(&table),
-                    "--batch-rows",
-                    "1000",
-                    "--mode",
-                    mode,
-                ])
+                .args(day_args(
+                    &module,
+                    &root,
+                    "2026-10-01",
+                    &table,
+                    &["--mode", mode],
+                ))
                 .env("IDEM_CACHE_DIR", common::test_cache())
                 .env(
                     "IDEM_FAULT_BARRIER",
@@ -524,23 +520,7 @@ fn two_hosts_at_the_log_write_at_once_one_commits_one_recovers() {
 /// Start `idem run` that announces itself at fault point `point` (a file in
 /// `flag`) and then sleeps there; wait for the announcement and kill it.
 fn kill_at(module: &Path, root: &Path, table: &Path, extra: &[&str], point: &str, flag: &Path) {
-    let mut args: Vec<String> = [
-        "run",
-        "--module",
-        &s(module),
-        "--input",
-        &s(root),
-        "--partition",
-        "date=2026-10-01",
-        "--table",
-        &s(table),
-        "--batch-rows",
-        "1000",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    args.extend(extra.iter().map(|a| a.to_string()));
+    let args = day_args(module, root, "2026-10-01", table, extra);
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
         .args(&args)
         .env("IDEM_CACHE_DIR", common::test_cache())
@@ -652,23 +632,7 @@ fn memo_executes_nothing_and_force_reaches_the_commit_check_in_every_mode() {
         let once = read_table(&table, None);
         let probe = |name: &str, force: bool| {
             let flag = dir.path().join(name);
-            let mut args: Vec<String> = [
-                "run",
-                "--module",
-                &s(&module),
-                "--input",
-                &s(&root),
-                "--partition",
-                "date=2026-10-01",
-                "--table",
-                &s(&table),
-                "--batch-rows",
-                "1000",
-            ]
-            .iter()
-            .map(|a| a.to_string())
-            .collect();
-            args.extend(extra.iter().map(|a| a.to_string()));
+            let mut args = day_args(&module, &root, "2026-10-01", &table, &extra);
             if force {
                 args.push("--force".into());
             }
@@ -737,10 +701,7 @@ fn replay_names_a_different_output_and_verify_exits_2_on_garbage() {
     common::orders(&root, "2026-10-01", 1_000, 1);
     let table = dir.path().join("t");
     let out = ok(run_day(&module, &root, "2026-10-01", &table, &[]));
-    let url = field(&out, "manifest:");
-    let real = table
-        .join("_idem/manifests")
-        .join(url.rsplit('/').next().unwrap());
+    let real = manifest_file(&table, &out);
     let m = idem::manifest::Manifest::from_bytes(&std::fs::read(&real).unwrap()).unwrap();
     // Same run (the result is not in the run key), another output digest.
     let mut result = m.result.clone();

@@ -225,6 +225,12 @@ fn forbidden_imports_are_rejected_before_anything_runs() {
             "wasi:filesystem/types@0.2.0",
             "filesystem",
         ),
+        (
+            "import-http.wat",
+            "wasi:http/outgoing-handler@0.2.0",
+            "http",
+        ),
+        ("import-unknown.wat", "acme:spy/phone-home@1.0.0", "unknown"),
     ] {
         match sandbox.load(&wat(file)) {
             Err(SandboxError::Forbidden {
@@ -286,6 +292,35 @@ fn hostile(mode: &str, extra: &str, limits: Limits) -> SandboxError {
     let ok = wasm_run(&sandbox, "examples/dedup_events", &slice, "{}");
     assert_eq!(ok.rows_in, 3_000);
     err
+}
+
+/// The deadline is precise: only the execution is timed (not compiling or
+/// writing data), and it stops within a small margin of the budget.
+#[test]
+fn the_deadline_stops_the_execution_within_a_small_margin() {
+    let sandbox = common::sandbox_with(Limits {
+        deadline_ms: 400,
+        ..Limits::default()
+    });
+    let module = sandbox.load(&common::guest_bytes(HOSTILE)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let files = common::orders(dir.path(), "2026-10-01", 3_000, 1);
+    let slice = ResolvedSlice::from_files("s", &files).unwrap();
+    let reader = slice.reader(1000).unwrap();
+    let c = ctx(&slice, reader.schema(), r#"{"mode": "spin"}"#, 1000);
+    let mut inst = sandbox.instantiate(&module).unwrap();
+    let t = std::time::Instant::now();
+    let e = execute(&mut inst, &c, reader, |_| Ok(()));
+    let took = t.elapsed().as_millis();
+    assert!(
+        matches!(
+            e,
+            Err(ExecError::Sandbox(SandboxError::Deadline { ms: 400 }))
+        ),
+        "{e:?}"
+    );
+    // The budget runs from instantiation; epochs tick every 10 ms.
+    assert!((350..=400 + 150).contains(&took), "stopped after {took} ms");
 }
 
 #[test]
