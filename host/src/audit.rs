@@ -226,21 +226,21 @@ pub fn verify_manifest(
         .map(|c| c.version)
         .collect();
     let current = commits.iter().find(|c| c.slice == m.spec.slice.id);
+    // A rerun with a new run key (new module version, batch size, ...) and
+    // the same output commits nothing: its manifest is named by no commit,
+    // but describes the slice's current output exactly.
+    let equivalent = |c: &SliceCommit| {
+        named_by.is_empty() && c.output_digest.as_ref() == Some(&m.result.output_digest)
+    };
     match current {
-        Some(c) if c.manifest_digest.as_ref() == Some(&digest) => {
+        Some(c) if c.manifest_digest.as_ref() == Some(&digest) || equivalent(c) => {
+            let how = if equivalent(c) {
+                "no commit names this manifest, but it describes the slice's current output: "
+            } else {
+                ""
+            };
             match rt.block_on(prove(&t, c)) {
-                Ok((_, detail, _)) => notes.push(format!("table: {detail}")),
-                Err(why) => return mismatch(format!("table: {why}"), notes),
-            }
-        }
-        // A rerun with a new run key (new module version, batch size, ...)
-        // and the same output commits nothing: its manifest is named by no
-        // commit, but describes the slice's current output exactly.
-        Some(c) if named_by.is_empty() && c.output_digest.as_ref() == Some(&m.result.output_digest) => {
-            match rt.block_on(prove(&t, c)) {
-                Ok((_, detail, _)) => notes.push(format!(
-                    "table: no commit names this manifest, but it describes the slice's current output: {detail}"
-                )),
+                Ok((_, detail, _)) => notes.push(format!("table: {how}{detail}")),
                 Err(why) => return mismatch(format!("table: {why}"), notes),
             }
         }

@@ -244,25 +244,9 @@ impl Table {
         let drift = match mode {
             Mode::Merge { .. } => self.foreign_commit_since(since).await?,
             Mode::OverwritePartition { column, value } => {
-                let files = ownership::data_files(&self.delta).await?;
-                let nfiles = self.txn(&nfiles_app(slice, seq)).await?;
-                ownership::drift(&files, slice, seq, nfiles, Some((column, value)))
+                self.file_drift(slice, seq, Some((column, value))).await?
             }
-            Mode::Append => {
-                let files = ownership::data_files(&self.delta).await?;
-                let nfiles = self.txn(&nfiles_app(slice, seq)).await?;
-                let foreign = ownership::untagged(&files);
-                match foreign.first() {
-                    // Rows in a file no slice owns may be this slice's
-                    // (rewritten by a DELETE or OPTIMIZE).
-                    Some(f) => Some(format!(
-                        "the table holds {} data file(s) that idem did not write (e.g. {})",
-                        foreign.len(),
-                        f.path
-                    )),
-                    None => ownership::drift(&files, slice, seq, nfiles, None),
-                }
-            }
+            Mode::Append => self.file_drift(slice, seq, None).await?,
         };
         Ok(match drift {
             None => SliceState::Current { since },

@@ -79,7 +79,9 @@ pub(super) fn slice_files<'a>(files: &'a [Add], slice: &str) -> Vec<&'a Add> {
 
 /// Why the table no longer holds exactly what idem committed for `slice` at
 /// `seq` (`None` when it does). `nfiles` is the number of files that commit
-/// added; `partition` the partition the slice owns (overwrite-partition).
+/// added; `partition` the partition the slice owns (overwrite-partition),
+/// `None` for append, where any file no slice owns may hold this slice's
+/// rows (rewritten by a DELETE or OPTIMIZE).
 pub(super) fn drift(
     files: &[Add],
     slice: &str,
@@ -87,6 +89,16 @@ pub(super) fn drift(
     nfiles: Option<i64>,
     partition: Option<(&str, &str)>,
 ) -> Option<String> {
+    if partition.is_none() {
+        let foreign = untagged(files);
+        if let Some(f) = foreign.first() {
+            return Some(format!(
+                "the table holds {} data file(s) that idem did not write (e.g. {})",
+                foreign.len(),
+                f.path
+            ));
+        }
+    }
     let mine = slice_files(files, slice);
     if let Some(f) = mine.iter().find(|f| f.deletion_vector.is_some()) {
         return Some(format!(

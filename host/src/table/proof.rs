@@ -100,10 +100,21 @@ impl Table {
     /// Why the table no longer holds exactly the rows of `c` (`None` when
     /// it does), for slices whose rows live in their own files.
     pub async fn slice_drift(&self, c: &SliceCommit) -> Result<Option<String>, TableError> {
-        let files = ownership::data_files(&self.delta).await?;
-        let nfiles = self.txn(&super::nfiles_app(&c.slice, c.seq)).await?;
         let partition = c.partition.as_deref().and_then(|p| p.split_once('='));
-        Ok(ownership::drift(&files, &c.slice, c.seq, nfiles, partition))
+        self.file_drift(&c.slice, c.seq, partition).await
+    }
+
+    /// [`ownership::drift`] over the loaded snapshot: the one rule that
+    /// memo, commit and audit all apply to slices that own their files.
+    pub(super) async fn file_drift(
+        &self,
+        slice: &str,
+        seq: i64,
+        partition: Option<(&str, &str)>,
+    ) -> Result<Option<String>, TableError> {
+        let files = ownership::data_files(&self.delta).await?;
+        let nfiles = self.txn(&super::nfiles_app(slice, seq)).await?;
+        Ok(ownership::drift(&files, slice, seq, nfiles, partition))
     }
 
     /// Read the rows the table holds for slice `c` now, in output order,
