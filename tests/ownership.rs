@@ -722,3 +722,29 @@ fn replay_names_a_different_output_and_verify_exits_2_on_garbage() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not an idem run manifest"), "{err}");
 }
+
+/// A slice that moves to another partition gives its old one up (another
+/// slice may then take it), and a partition column that is not the table's
+/// partitioning is refused (its files would land in other slices'
+/// partitions).
+#[test]
+fn partitions_follow_a_slices_latest_commit_and_the_tables_partitioning() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/daily_revenue");
+    let (a, b) = (dir.path().join("a.parquet"), dir.path().join("b.parquet"));
+    day_file(dir.path(), "2026-10-01", 1_000, &a);
+    day_file(dir.path(), "2026-10-02", 1_000, &b);
+    let table = dir.path().join("t");
+    let part = |p: &'static str| ["--partition", p, "--mode", "overwrite-partition"];
+    ok(run_files(&module, &a, "s", &table, &part("date=d1")));
+    ok(run_files(&module, &a, "s", &table, &part("date=d2")));
+    let out = ok(run_files(&module, &b, "t", &table, &part("date=d1")));
+    assert!(field(&out, "result:").starts_with("committed"), "{out}");
+    let rows = read_table(&table, None).rows;
+    assert!(rows.iter().any(|r| r.contains("\"date\": \"d1\"")));
+    let before = read_table(&table, None);
+    let (code, out, err) = run_files(&module, &b, "u", &table, &part("region=eu"));
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("partitioned by [date]"), "{err}");
+    assert_eq!(read_table(&table, None), before);
+}

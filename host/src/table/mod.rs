@@ -321,7 +321,20 @@ impl Table {
         // is not committed in the end is deleted again.
         let mut written: Option<Vec<Add>> = None;
         let result = self.commit_attempts(&req, &mut written).await;
-        if let (Some(adds), Ok(CommitOutcome::Unchanged { .. }) | Err(_)) = (&written, &result) {
+        // Files are deleted only when no commit of ours can have named them:
+        // an unchanged outcome (our commit lost the race) or an error raised
+        // before or instead of the log write. A generic error from the log
+        // write itself may hide a commit that landed: keep the files (a
+        // later VACUUM removes them if they are orphans).
+        let safe = match &result {
+            Ok(CommitOutcome::Unchanged { .. }) => true,
+            Ok(CommitOutcome::Committed { .. }) => false,
+            Err(
+                TableError::Delta { .. } | TableError::Location { .. } | TableError::Sidecar { .. },
+            ) => false,
+            Err(_) => true,
+        };
+        if let (Some(adds), true) = (&written, safe) {
             // A commit can land and still report an error (a failing
             // post-commit hook): delete only files the log does not name.
             if self.refresh().await.is_ok()
@@ -403,13 +416,29 @@ impl Table {
             .snapshot()
             .map_err(delta_err("reading the snapshot"))?;
         let config = snapshot.metadata().configuration();
-        match config.get(MODE_PROPERTY) {
-            Some(m) if m.as_str() != mode.name() => Err(TableError::ModeMismatch {
+        if let Some(m) = config.get(MODE_PROPERTY)
+            && m.as_str() != mode.name()
+        {
+            return Err(TableError::ModeMismatch {
                 table: mode.name().to_string(),
                 created: m.clone(),
-            }),
-            _ => Ok(()),
+            });
         }
+        // The slice's partition must be the table's partitioning: otherwise
+        // its files land in other slices' partitions and nothing owns them.
+        let table_parts = snapshot.metadata().partition_columns().to_vec();
+        let wanted: Vec<String> = match mode {
+            Mode::OverwritePartition { column, .. } => vec![column.clone()],
+            _ => Vec::new(),
+        };
+        if table_parts != wanted {
+            return Err(TableError::Output(format!(
+                "the table is partitioned by [{}], but this run writes partition [{}]: give --partition with the table's partition column, or use another table",
+                table_parts.join(", "),
+                wanted.join(", ")
+            )));
+        }
+        Ok(())
     }
 
     /// commitInfo metadata and app transactions of the slice's commit `seq`.
@@ -567,10 +596,14 @@ impl Table {
     ) -> Result<Option<String>, TableError> {
         let partition = format!("{column}={value}");
         let history = self.idem_history().await?;
+        // A slice owns the partition of its latest commit only (a --files
+        // slice that moved on gave its old partition up).
+        let mut seen = std::collections::HashSet::new();
         Ok(history.into_iter().find_map(|c| {
             let owner = c.slice()?;
             let part = c.get_str("idem.partition")?;
-            (part == partition && owner != slice).then(|| owner.to_string())
+            let latest = seen.insert(owner.to_string());
+            (latest && part == partition && owner != slice).then(|| owner.to_string())
         }))
     }
 

@@ -129,6 +129,14 @@ pub(super) fn drift(
         ));
     }
     if let Some((column, value)) = partition
+        && let Some(f) = mine.iter().find(|f| !in_partition(f, column, value))
+    {
+        return Some(format!(
+            "the slice's data file {} lies outside partition {column}={value} (the slice moved partitions)",
+            f.path
+        ));
+    }
+    if let Some((column, value)) = partition
         && let Some(foreign) = files
             .iter()
             .find(|f| in_partition(f, column, value) && tag(f, TAG_SLICE) != Some(slice))
