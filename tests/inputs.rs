@@ -376,7 +376,7 @@ write_deltalake({src:?}, day("2026-10-01"), mode="append")
         orders = s(&orders),
         src = s(&src)
     );
-    let out = std::process::Command::new("python3")
+    let out = std::process::Command::new(common::python())
         .args(["-c", &script])
         .output()
         .unwrap();

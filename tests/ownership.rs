@@ -97,7 +97,7 @@ fn python_writer(table: &Path, code: &str) {
         "from deltalake import DeltaTable\nt = DeltaTable({:?})\n{code}\n",
         s(table)
     );
-    let out = std::process::Command::new("python3")
+    let out = std::process::Command::new(common::python())
         .args(["-c", &script])
         .output()
         .expect("python3");

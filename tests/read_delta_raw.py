@@ -4,20 +4,38 @@ delta-rs underneath): it replays the `_delta_log/*.json` commits itself
 (add/remove), reads the listed Parquet files with pyarrow, restores the
 partition columns from the log, and prints the same JSON shape as
 read_delta.py: {"version", "columns", "rows"} with rows as sorted JSON.
+Local paths and s3:// URLs (pyarrow's own S3 client, settings from the
+standard AWS variables).
 
 usage: read_delta_raw.py TABLE [VERSION]   (or a .parquet file: its rows)
 """
 import json
 import os
 import sys
-from urllib.parse import unquote
+from urllib.parse import unquote, urlparse
 
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 
-def replay(table, version):
-    log = os.path.join(table, "_delta_log")
-    commits = sorted(f for f in os.listdir(log) if f.endswith(".json") and f[:20].isdigit())
+def filesystem(location):
+    if not location.startswith("s3://"):
+        return pafs.LocalFileSystem(), os.path.abspath(location)
+    endpoint = urlparse(os.environ["AWS_ENDPOINT_URL"])
+    fs = pafs.S3FileSystem(
+        access_key=os.environ["AWS_ACCESS_KEY_ID"],
+        secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+        region=os.environ.get("AWS_REGION", "us-east-1"),
+        endpoint_override=endpoint.netloc,
+        scheme=endpoint.scheme,
+    )
+    return fs, location[len("s3://"):].rstrip("/")
+
+
+def replay(fs, table, version):
+    infos = fs.get_file_info(pafs.FileSelector(table + "/_delta_log"))
+    commits = sorted(i.base_name for i in infos
+                     if i.base_name.endswith(".json") and i.base_name[:20].isdigit())
     if not commits:
         raise SystemExit(f"{table}: no commits")
     if int(commits[0][:20]) != 0:
@@ -30,8 +48,8 @@ def replay(table, version):
         if v != latest + 1:
             raise SystemExit(f"{table}: commit {latest + 1} is missing")
         latest = v
-        with open(os.path.join(log, name)) as f:
-            for line in f:
+        with fs.open_input_stream(f"{table}/_delta_log/{name}") as f:
+            for line in f.read().decode().splitlines():
                 action = json.loads(line)
                 if "metaData" in action:
                     partitions = action["metaData"].get("partitionColumns", [])
@@ -44,17 +62,17 @@ def replay(table, version):
 
 
 def main():
-    table = sys.argv[1]
+    fs, table = filesystem(sys.argv[1])
     version = int(sys.argv[2]) if len(sys.argv) > 2 else None
-    if os.path.isfile(table):
+    if fs.get_file_info(table).type == pafs.FileType.File:
         # One Parquet file (e.g. a transform's native output), same shape.
         latest, files, partitions = -1, {os.path.basename(table): {}}, []
         table = os.path.dirname(table)
     else:
-        latest, files, partitions = replay(table, version)
+        latest, files, partitions = replay(fs, table, version)
     rows, cols = [], None
     for path, values in sorted(files.items()):
-        data = pq.read_table(os.path.join(table, path)).to_pylist()
+        data = pq.read_table(f"{table}/{path}", filesystem=fs).to_pylist()
         for r in data:
             for p in partitions:
                 r[p] = values.get(p)

@@ -231,7 +231,18 @@ struct ChildResult {
 
 /// Run one pipeline in a child process: `e2e <example> <wasm|native> <rows>`.
 fn child(example: &str, kind: &str, rows: u64, batch: u32) -> ChildResult {
+    child_env(example, kind, rows, batch, &[])
+}
+
+fn child_env(
+    example: &str,
+    kind: &str,
+    rows: u64,
+    batch: u32,
+    env: &[(String, String)],
+) -> ChildResult {
     let out = Command::new(std::env::current_exe().unwrap())
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .args([
             "--child",
             example,
@@ -256,7 +267,10 @@ fn child(example: &str, kind: &str, rows: u64, batch: u32) -> ChildResult {
 }
 
 fn run_child(example: &str, kind: &str, rows: u64, batch: u32) {
-    let data = ensure_slice(rows);
+    let data = match std::env::var("IDEM_BENCH_INPUT") {
+        Ok(url) => PathBuf::from(url),
+        Err(_) => ensure_slice(rows),
+    };
     let table = tempfile::tempdir_in(work_dir()).unwrap();
     let cache = work_dir().join("compiled-cache");
     // dedup_events keeps every distinct key of the slice (~500 MB for 10M
@@ -378,7 +392,7 @@ fn end_to_end(rows: u64, samples: u64, out: &mut Vec<Row>) {
     let d = start.elapsed();
     let total: u64 = s.inputs.iter().map(|i| i.size).sum();
     let one = Instant::now();
-    let mut f = std::fs::File::open(s.path_of(&s.inputs[0])).unwrap();
+    let mut f = std::fs::File::open(data.join(&s.inputs[0].path)).unwrap();
     let (_, n) = idem::digest::Digest::of_reader(&mut f).unwrap();
     let single = n as f64 / one.elapsed().as_secs_f64();
     out.push(Row {
@@ -392,6 +406,87 @@ fn end_to_end(rows: u64, samples: u64, out: &mut Vec<Row>) {
         ratio: (total as f64 / d.as_secs_f64()) / single,
         target: ">= 1 GB/s",
     });
+}
+
+/// Figure 6: the same run reading its inputs from the loopback S3 test
+/// server (tests/s3_server.py, moto) instead of local disk; the table stays
+/// local. Skipped, saying so, when the tests' Python environment is absent.
+fn s3_inputs(rows: u64, samples: u64, out: &mut Vec<Row>) {
+    let python = std::env::var_os("IDEM_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/idem-venv/bin/python"));
+    if !python.exists() {
+        println!("figure 6 skipped: no {} (run scripts/test once)", python.display());
+        return;
+    }
+    use std::io::BufRead;
+    let mut server = Command::new(&python)
+        .arg(root().join("tests/s3_server.py"))
+        .arg("bench")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let env: Vec<(String, String)> = [
+        ("AWS_ENDPOINT_URL", v["endpoint"].as_str().unwrap()),
+        ("AWS_ACCESS_KEY_ID", v["key"].as_str().unwrap()),
+        ("AWS_SECRET_ACCESS_KEY", v["secret"].as_str().unwrap()),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ALLOW_HTTP", "true"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let data = ensure_slice(rows);
+    let url = format!("s3://bench/orders-{rows}");
+    let up = Command::new(std::env::current_exe().unwrap())
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .args(["--upload", data.to_str().unwrap(), &url])
+        .status()
+        .unwrap();
+    assert!(up.success(), "uploading the slice to the S3 test server");
+    let mut s3_env = env.clone();
+    s3_env.push(("IDEM_BENCH_INPUT".into(), url));
+    let (mut ls, mut rs) = (Vec::new(), Vec::new());
+    for _ in 0..samples.max(1) {
+        ls.push(child_env("clean_orders", "wasm", rows, BATCH, &env));
+        rs.push(child_env("clean_orders", "wasm", rows, BATCH, &s3_env));
+    }
+    let (l, r) = (median(ls), median(rs));
+    drop(server.stdin.take());
+    let _ = server.wait();
+    out.push(Row {
+        figure: format!(
+            "6. clean_orders: idem run, inputs on loopback S3 vs local ({}M rows)",
+            rows / 1_000_000
+        ),
+        idem: mrows(r.rows, Duration::from_secs_f64(r.secs)),
+        baseline: mrows(l.rows, Duration::from_secs_f64(l.secs)),
+        ratio: l.secs / r.secs,
+        target: "",
+    });
+    out.push(Row {
+        figure: "6. clean_orders: peak RSS, inputs on S3 vs local".into(),
+        idem: format!("{:.0} MiB", r.rss_mib),
+        baseline: format!("{:.0} MiB", l.rss_mib),
+        ratio: r.rss_mib / l.rss_mib,
+        target: "",
+    });
+}
+
+/// Copy every file below `dir` to the store at `url` (bench setup).
+fn upload(dir: &Path, url: &str) {
+    let store = idem::storage::Store::at(url).unwrap();
+    for f in walk(dir) {
+        let rel = f.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+        store.put(&rel, std::fs::read(&f).unwrap().into()).unwrap();
+    }
 }
 
 /// Figure 5: peak RSS as the slice grows and the batch stays fixed.
@@ -460,6 +555,10 @@ fn startup(out: &mut Vec<Row>) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--upload") {
+        upload(Path::new(&args[i + 1]), &args[i + 2]);
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--child") {
         let rows: u64 = args[i + 3].parse().unwrap();
         let batch: u32 = args[i + 4].parse().unwrap();
@@ -479,5 +578,6 @@ fn main() {
     sandbox_overhead(rows, &mut out);
     end_to_end(e2e, samples, &mut out);
     memory(mem, &mut out);
+    s3_inputs(e2e, samples, &mut out);
     print(&out);
 }

@@ -289,10 +289,13 @@ pub fn verify(
     limits: &LimitArgs,
     allow_engine: bool,
 ) -> Result<ExitCode> {
-    let bytes = std::fs::read(manifest)
-        .with_context(|| format!("reading manifest {}", manifest.display()))?;
+    let location = manifest.to_string_lossy();
+    let bytes = idem::storage::read_location(&location)
+        .with_context(|| format!("reading manifest {location}"))?;
     let sandbox = limits.sandbox()?;
-    let name = manifest.file_name().and_then(|n| n.to_str());
+    let url = idem::storage::locate(&location)?;
+    let (_, file_name) = idem::storage::split_last(&url);
+    let name = Some(file_name.as_str()).filter(|n| !n.is_empty());
     let check = idem::audit::verify_manifest(name, &bytes, &sandbox, allow_engine)?;
     for n in &check.notes {
         println!("{n}");
@@ -403,9 +406,9 @@ pub fn log(table: &str) -> Result<ExitCode> {
 
 #[derive(Args, Debug)]
 pub struct SampleArgs {
-    /// Dataset root; partitions go to <out>/date=YYYY-MM-DD/.
+    /// Dataset root (path or URL); partitions go to <out>/date=YYYY-MM-DD/.
     #[arg(long)]
-    pub out: PathBuf,
+    pub out: String,
     /// Dates to write.
     #[arg(long, num_args = 1.., default_values_t = ["2026-10-01".to_string(), "2026-10-02".to_string(), "2026-10-03".to_string()])]
     pub dates: Vec<String>,
@@ -418,9 +421,21 @@ pub struct SampleArgs {
 }
 
 pub fn sample(a: SampleArgs) -> Result<ExitCode> {
+    let store = idem::storage::Store::at(&a.out)?;
+    // Written locally, then put object by object (each put is atomic).
+    let tmp = tempfile::tempdir()?;
+    let local = store.local_dir().unwrap_or_else(|| tmp.path().to_path_buf());
     for d in &a.dates {
-        for f in idem::sample::write_day(&a.out, d, a.rows, a.files)? {
-            println!("{}", f.display());
+        for f in idem::sample::write_day(&local, d, a.rows, a.files)? {
+            let rel = f
+                .strip_prefix(&local)
+                .unwrap_or(&f)
+                .to_string_lossy()
+                .replace('\\', "/");
+            if store.local_dir().is_none() {
+                store.put(&rel, std::fs::read(&f)?.into())?;
+            }
+            println!("{}", store.url_of(&rel));
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -53,6 +53,11 @@ impl Digest {
         Ok((Self::from_hash(h.finalize().as_slice()), n))
     }
 
+    /// The digest a finished sha256 computation stands for.
+    pub fn from_sha256(h: Sha256) -> Self {
+        Self::from_hash(h.finalize().as_slice())
+    }
+
     fn from_hash(h: &[u8]) -> Self {
         Digest(format!("{PREFIX}{}", hex::encode(h)))
     }

@@ -15,4 +15,5 @@ pub mod run;
 pub mod sample;
 pub mod sandbox;
 pub mod slice;
+pub mod storage;
 pub mod table;

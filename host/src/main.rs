@@ -87,8 +87,8 @@ fn try_main(args: Args) -> Result<ExitCode> {
     match args.command {
         Command::Build(a) => cli::build(a),
         Command::Inspect { module } => {
-            let bytes =
-                std::fs::read(&module).with_context(|| format!("reading {}", module.display()))?;
+            let bytes = idem::storage::read_location(&module.to_string_lossy())
+                .with_context(|| format!("reading {}", module.display()))?;
             cli::inspect(&bytes)
         }
         Command::Exec(a) => cli::exec(a),

@@ -362,20 +362,16 @@ impl Run {
         let (slice, kind) = resolve(&rt, &self.slice)?;
         // A table inside its own input (or the reverse) would read its own
         // output as input on the next run.
-        if let Ok(dir) = table.url().to_file_path() {
-            if kind == "partition" {
-                crate::slice::check_not_inside(&dir, &slice.root)?;
-            } else if let Some(i) = slice
-                .inputs
-                .iter()
-                .find(|i| slice.path_of(i).starts_with(&dir))
-            {
-                return Err(RunError::Usage(format!(
-                    "input {} lies inside the target table {}: the run would read its own output",
-                    i.path,
-                    dir.display()
-                )));
-            }
+        if kind == "partition" {
+            crate::slice::check_not_inside(table.url(), &slice.root)?;
+        } else if let Some(i) = slice.inputs.iter().find(|i| {
+            crate::storage::contains(&crate::storage::as_dir(table.url()), &slice.url_of(i))
+        }) {
+            return Err(RunError::Usage(format!(
+                "input {} lies inside the target table {}: the run would read its own output",
+                i.path,
+                table.url()
+            )));
         }
         let mut timings = Timings {
             resolve_ms: ms(t),
@@ -389,9 +385,7 @@ impl Run {
         let module = sandbox.load(&bytes)?;
         timings.load_ms = ms(t);
 
-        let root = url::Url::from_directory_path(&slice.root)
-            .map(|u| u.to_string())
-            .unwrap_or_else(|_| slice.root.display().to_string());
+        let root = slice.root.to_string();
         let (partition, keys) = match &mode {
             Mode::OverwritePartition { column, value } => {
                 (Some((column.clone(), value.clone())), vec![])
@@ -635,31 +629,20 @@ fn resolve(
                     .input_files(partition.as_ref().map(|(k, v)| (k.as_str(), v.as_str())))
                     .await?;
                 let schema = t.arrow_schema()?;
-                let root = t.url().to_file_path().map_err(|_| {
-                    RunError::Usage(format!(
-                        "Delta input `{table}`: only local tables can be read in this version"
-                    ))
-                })?;
-                Ok::<_, RunError>((inputs, root, schema))
+                Ok::<_, RunError>((inputs, t.url().to_string(), schema))
             })?;
             let mut files = Vec::with_capacity(inputs.len());
             let mut values = Vec::with_capacity(inputs.len());
             let mut columns: Vec<String> = Vec::new();
             for f in &inputs {
-                let path = f.location.to_file_path().map_err(|_| {
-                    RunError::Usage(format!(
-                        "Delta input file `{}` is not a local file",
-                        f.location
-                    ))
-                })?;
                 if columns.is_empty() {
                     columns = f.partition_values.iter().map(|(k, _)| k.clone()).collect();
                 }
                 values.push((
-                    path.clone(),
+                    f.location.to_string(),
                     f.partition_values.iter().map(|(_, v)| v.clone()).collect(),
                 ));
-                files.push(path);
+                files.push(f.location.to_string());
             }
             let fields = columns
                 .iter()
@@ -737,30 +720,25 @@ pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
             m.spec.module
         )));
     }
-    let root = url::Url::parse(&m.spec.slice.root)
-        .ok()
-        .and_then(|u| u.to_file_path().ok())
-        .ok_or_else(|| {
-            RunError::Usage(format!(
-                "slice root `{}` is not a local directory",
-                m.spec.slice.root
-            ))
-        })?;
     check_input_paths(&m)?;
+    let root = crate::storage::Store::at(&m.spec.slice.root).map_err(crate::slice::SliceError::from)?;
     let mut files = Vec::with_capacity(m.spec.slice.inputs.len());
     for input in &m.spec.slice.inputs {
-        let path = root.join(&input.path);
-        if !path.is_file() {
+        if root
+            .size(&input.path)
+            .map_err(crate::slice::SliceError::from)?
+            .is_none()
+        {
             return Ok(Verdict::Mismatch(format!(
                 "input {} is missing ({})",
                 input.path,
-                path.display()
+                root.url_of(&input.path)
             )));
         }
-        files.push(path);
+        files.push(root.url_of(&input.path).to_string());
     }
-    // Pinning hashes every input (on all cores); compare with the record.
-    let slice = ResolvedSlice::from_listed(&m.spec.slice.id, &root, files)?;
+    // Pinning hashes every input; compare with the record.
+    let slice = ResolvedSlice::from_listed(&m.spec.slice.id, root.url().as_str(), files)?;
     for recorded in &m.spec.slice.inputs {
         let now = slice.inputs.iter().find(|i| i.path == recorded.path);
         if let Some(now) = now.filter(|now| now.digest != recorded.digest) {

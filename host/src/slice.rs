@@ -6,10 +6,11 @@
 //! sha256 into a private copy, checked against its pinned digest, and
 //! decoded from that copy, so a rewrite after pinning cannot slip in.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Component, Path, PathBuf};
+use std::io::{Seek, SeekFrom, Write};
+use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, StringArray};
@@ -20,11 +21,14 @@ use bytes::Bytes;
 use parquet::arrow::arrow_reader::{
     ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
 };
+use parquet::file::metadata::ParquetMetaDataReader;
 use parquet::file::reader::ChunkReader;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::digest::Digest;
+use crate::storage::{self, Listed, Store, StorageError, as_dir};
+use url::Url;
 
 /// Inputs up to this size are copied to memory before decoding; larger ones
 /// to an anonymous temporary file (memory stays O(batch)).
@@ -95,24 +99,25 @@ pub enum SliceError {
         /// Extra rule for one-segment names.
         segment: &'static str,
     },
-    /// A symlinked partition directory that leads outside the dataset root.
+    /// The files of one slice live on different stores.
     #[error(
-        "`{path}` is a symlink to {target}, outside the dataset root {root}: idem reads only files inside the root; copy the data in or point --input at its real location"
+        "`{first}` and `{other}` are on different stores: the files of one slice must share a bucket (or be local)"
     )]
-    Outside {
-        /// The link.
-        path: String,
-        /// Where it leads.
-        target: String,
-        /// The dataset root.
-        root: String,
+    Stores {
+        /// The first file.
+        first: String,
+        /// The file on another store.
+        other: String,
     },
+    /// The storage layer failed (names the location and the fix).
+    #[error(transparent)]
+    Storage(#[from] StorageError),
     /// The target table and the input root contain one another.
     #[error(
         "the target table {table} and the input root {root} overlap (one contains the other): the run would read its own output. Put the table outside the input dataset"
     )]
     Loop {
-        /// The table directory.
+        /// The table.
         table: String,
         /// The input root.
         root: String,
@@ -176,59 +181,74 @@ pub fn validate_relative_path(path: &str) -> Result<(), SliceError> {
     Err(bad("input path", path, reason, ""))
 }
 
-/// Refuse a target table directory and an input root that contain one
-/// another (either way): the run would read what it writes. Paths are
+/// Refuse a target table and an input root that contain one another
+/// (either way): the run would read what it writes. Local paths are
 /// compared canonically (symlinks resolved); the table need not exist yet.
-pub fn check_not_inside(table_dir: &Path, root: &Path) -> Result<(), SliceError> {
-    let table = canonical_best_effort(table_dir);
-    let root_c = canonical_best_effort(root);
-    if table.starts_with(&root_c) || root_c.starts_with(&table) {
+pub fn check_not_inside(table: &Url, root: &Url) -> Result<(), SliceError> {
+    let (t, r) = (as_dir(table), as_dir(root));
+    if storage::contains(&r, &t) || storage::contains(&t, &r) {
         return Err(SliceError::Loop {
-            table: table_dir.display().to_string(),
-            root: root.display().to_string(),
+            table: table.to_string(),
+            root: root.to_string(),
         });
     }
     Ok(())
 }
 
-/// The canonical form of `p` as far as it exists, with the rest appended
-/// (a table directory is created by its first commit).
-fn canonical_best_effort(p: &Path) -> PathBuf {
-    let mut cur = std::env::current_dir()
-        .and_then(std::fs::canonicalize)
-        .unwrap_or_default();
-    for c in p.components() {
-        match c {
-            Component::Prefix(_) | Component::RootDir => cur = PathBuf::from(c.as_os_str()),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                cur.pop();
-            }
-            Component::Normal(n) => {
-                let next = cur.join(n);
-                cur = std::fs::canonicalize(&next).unwrap_or(next);
-            }
-        }
+fn loc(s: &impl AsRef<OsStr>) -> String {
+    s.as_ref().to_string_lossy().into_owned()
+}
+
+/// The location of a file that must exist.
+fn existing(f: &impl AsRef<OsStr>) -> Result<Url, SliceError> {
+    let url = storage::locate(&loc(f))?;
+    if url.scheme() == "file" && !url.to_file_path().is_ok_and(|p| p.is_file()) {
+        return Err(SliceError::NotFound(loc(f)));
     }
-    cur
+    Ok(url)
+}
+
+/// The name of `url` relative to the directory `root`, `/`-separated and
+/// percent-decoded; `None` when it is not below `root`.
+fn rel_of(root: &Url, url: &Url) -> Option<String> {
+    let root = as_dir(root);
+    if !storage::contains(&root, url) {
+        return None;
+    }
+    let skip = root.path().split('/').filter(|s| !s.is_empty()).count();
+    let parts: Vec<String> = url
+        .path()
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .skip(skip)
+        .map(|s| {
+            url::form_urlencoded::parse(format!("x={}", s.replace('+', "%2B")).as_bytes())
+                .next()
+                .map(|(_, v)| v.into_owned())
+                .unwrap_or_else(|| s.to_string())
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("/"))
 }
 
 /// The default slice id of an explicit file list: a digest of the sorted,
-/// canonical absolute paths, so `d/a.parquet`, `./d/a.parquet` and the same
+/// canonical locations, so `d/a.parquet`, `./d/a.parquet` and the same
 /// file named from another directory give one id, and equal relative names
 /// in different directories do not.
-pub fn files_id(files: &[PathBuf]) -> Result<String, SliceError> {
+pub fn files_id(files: &[impl AsRef<OsStr>]) -> Result<String, SliceError> {
     let mut abs = Vec::with_capacity(files.len());
     for f in files {
-        abs.push(
-            std::fs::canonicalize(f).map_err(|_| SliceError::NotFound(f.display().to_string()))?,
-        );
+        let url = existing(f)?;
+        abs.push(match url.to_file_path() {
+            Ok(p) if url.scheme() == "file" => p.as_os_str().as_encoded_bytes().to_vec(),
+            _ => url.as_str().as_bytes().to_vec(),
+        });
     }
     abs.sort();
     abs.dedup();
     let mut material = Vec::new();
     for p in &abs {
-        material.extend_from_slice(p.as_os_str().as_encoded_bytes());
+        material.extend_from_slice(p);
         material.push(0);
     }
     Ok(format!(
@@ -253,8 +273,9 @@ pub struct InputObject {
 pub struct ResolvedSlice {
     /// The slice's name, e.g. `date=2026-10-01` or `files`.
     pub id: String,
-    /// Where relative object paths start.
-    pub root: PathBuf,
+    /// Where relative object paths start (a directory URL on any store).
+    pub root: Url,
+    store: Store,
     /// The objects, sorted by path.
     pub inputs: Vec<InputObject>,
     /// Entries of a partition directory that were not read, each with why
@@ -271,70 +292,95 @@ pub struct ResolvedSlice {
 }
 
 impl ResolvedSlice {
-    /// Pin an explicit list of files: paths are taken relative to their
-    /// common parent, sorted, and hashed.
-    pub fn from_files(id: &str, files: &[PathBuf]) -> Result<Self, SliceError> {
+    /// Pin an explicit list of files (paths or URLs, all on one store):
+    /// names are taken relative to their common parent, sorted, and hashed.
+    pub fn from_files(id: &str, files: &[impl AsRef<OsStr>]) -> Result<Self, SliceError> {
         validate_segment("slice id", id)?;
-        let mut abs = Vec::with_capacity(files.len());
+        let mut urls = Vec::with_capacity(files.len());
         for f in files {
-            let p = std::fs::canonicalize(f)
-                .map_err(|_| SliceError::NotFound(f.display().to_string()))?;
-            abs.push(p);
+            urls.push(existing(f)?);
         }
-        if abs.is_empty() {
+        let Some(first) = urls.first() else {
             return Err(SliceError::Empty {
                 slice: id.to_string(),
                 root: "(no paths)".into(),
                 hint: "pass at least one --input file".into(),
             });
+        };
+        let mut root = first.join("./").map_err(|e| SliceError::NotFound(e.to_string()))?;
+        for u in &urls[1..] {
+            if (u.scheme(), u.host_str()) != (root.scheme(), root.host_str()) {
+                return Err(SliceError::Stores {
+                    first: first.to_string(),
+                    other: u.to_string(),
+                });
+            }
+            while !storage::contains(&root, u) {
+                let Ok(up) = root.join("../") else { break };
+                if up == root {
+                    break;
+                }
+                root = up;
+            }
         }
-        let root = common_parent(&abs);
-        Self::pin(id, root, abs, Vec::new())
+        let store = Store::open(&root)?;
+        let rels = urls
+            .iter()
+            .map(|u| rel_of(&root, u).unwrap_or_else(|| u.to_string()))
+            .collect();
+        Self::pin(id, store, rels, Vec::new())
     }
 
-    /// Pin the hive partition `key=value` under `root`: every Parquet file
-    /// below `root/key=value/`, recursively, sorted. A file is Parquet when
-    /// its name ends in `.parquet` (a broken one then fails the read) or
-    /// when it starts and ends with `PAR1` (Hive's `part-00000`). Symlinks
-    /// are followed only to targets inside `root`. Whatever else is there
-    /// is listed in [`ResolvedSlice::skipped`].
-    pub fn from_partition(root: &Path, key: &str, value: &str) -> Result<Self, SliceError> {
+    /// Pin the hive partition `key=value` under `root` (a path or URL):
+    /// every Parquet object below `root/key=value/`, recursively, sorted.
+    /// An object is Parquet when its name ends in `.parquet` (a broken one
+    /// then fails the read) or when it starts and ends with `PAR1` (Hive's
+    /// `part-00000`). Locally, symlinks are followed only to targets inside
+    /// `root`. Whatever else is there is listed in [`ResolvedSlice::skipped`].
+    pub fn from_partition(
+        root: impl AsRef<OsStr>,
+        key: &str,
+        value: &str,
+    ) -> Result<Self, SliceError> {
         validate_segment("partition column", key)?;
         validate_segment("partition value", value)?;
         let id = format!("{key}={value}");
-        let root = std::fs::canonicalize(root)
-            .map_err(|_| SliceError::NotFound(root.display().to_string()))?;
-        let dir = root.join(&id);
-        if !dir.is_dir() {
-            return Err(SliceError::Empty {
-                slice: id.clone(),
-                root: root.display().to_string(),
-                hint: format!("there is no partition directory {id}/ (check --partition)"),
-            });
-        }
-        let io = |e| SliceError::Io {
-            path: dir.display().to_string(),
-            source: e,
+        let store = Store::at(&loc(&root))?;
+        let no_dir = || SliceError::Empty {
+            slice: id.clone(),
+            root: store.url().to_string(),
+            hint: format!(
+                "there is no partition directory {id}/, or it holds no *.parquet files (check --partition)"
+            ),
         };
-        let real = std::fs::canonicalize(&dir).map_err(io)?;
-        if !real.starts_with(&root) {
-            return Err(SliceError::Outside {
-                path: dir.display().to_string(),
-                target: real.display().to_string(),
-                root: root.display().to_string(),
-            });
+        let listing = match store.list(&id) {
+            Ok(l) => l,
+            Err(StorageError::NotFound(u)) if u == store.url().as_str() => {
+                return Err(SliceError::NotFound(loc(&root)));
+            }
+            Err(StorageError::NotFound(_)) => return Err(no_dir()),
+            Err(e) => return Err(e.into()),
+        };
+        if listing.files.is_empty() && listing.skipped.is_empty() {
+            return Err(no_dir());
         }
-        let mut listing = Listing::default();
-        listing.dirs.insert(real);
-        listing.list(&root, &dir).map_err(io)?;
-        for (path, why) in &listing.skipped {
+        let mut skipped = listing.skipped;
+        let mut files = Vec::new();
+        for f in listing.files {
+            if f.rel.ends_with(".parquet") || has_parquet_magic(&store, &f)? {
+                files.push(f.rel);
+            } else {
+                skipped.push((f.rel, "not Parquet (no PAR1 magic at start and end)".into()));
+            }
+        }
+        skipped.sort();
+        for (path, why) in &skipped {
             tracing::warn!("slice {id}: skipped {path}: {why}");
         }
-        if listing.files.is_empty() {
+        if files.is_empty() {
             let mut hint = "the partition directory holds no *.parquet files".to_string();
-            if !listing.skipped.is_empty() {
-                let list: Vec<String> = listing
-                    .skipped
+            if !skipped.is_empty() {
+                let list: Vec<String> = skipped
                     .iter()
                     .map(|(p, why)| format!("{p} ({why})"))
                     .collect();
@@ -342,48 +388,52 @@ impl ResolvedSlice {
             }
             return Err(SliceError::Empty {
                 slice: id,
-                root: root.display().to_string(),
+                root: store.url().to_string(),
                 hint,
             });
         }
-        Self::pin(&id, root, listing.files, listing.skipped)
+        Self::pin(&id, store, files, skipped)
     }
 
-    /// Pin `files` (absolute paths below `root`), e.g. the data files of a
-    /// Delta table version.
-    pub fn from_listed(id: &str, root: &Path, files: Vec<PathBuf>) -> Result<Self, SliceError> {
+    /// Pin `files` (locations below `root`), e.g. the data files of a Delta
+    /// table version or the inputs a manifest names.
+    pub fn from_listed(
+        id: &str,
+        root: impl AsRef<OsStr>,
+        files: Vec<impl AsRef<OsStr>>,
+    ) -> Result<Self, SliceError> {
         validate_segment("slice id", id)?;
+        let root = as_dir(&storage::locate(&loc(&root))?);
         if files.is_empty() {
             return Err(SliceError::Empty {
                 slice: id.to_string(),
-                root: root.display().to_string(),
+                root: root.to_string(),
                 hint: "the table version (and partition filter) selects no data files".into(),
             });
         }
-        Self::pin(id, root.to_path_buf(), files, Vec::new())
+        let mut rels = Vec::with_capacity(files.len());
+        for f in &files {
+            let url = storage::locate(&loc(f))?;
+            rels.push(rel_of(&root, &url).ok_or_else(|| {
+                bad("input path", &loc(f), "it is outside the slice root", "")
+            })?);
+        }
+        Self::pin(id, Store::open(&root)?, rels, Vec::new())
     }
 
     fn pin(
         id: &str,
-        root: PathBuf,
-        mut files: Vec<PathBuf>,
+        store: Store,
+        mut files: Vec<String>,
         skipped: Vec<(String, String)>,
     ) -> Result<Self, SliceError> {
         files.sort();
         files.dedup();
         let mut inputs = Vec::with_capacity(files.len());
-        for f in &files {
-            let rel = f
-                .strip_prefix(&root)
-                .unwrap_or(f)
-                .to_string_lossy()
-                .replace('\\', "/");
-            // The recorded name must lead back to this file from the root.
+        for rel in files {
+            // The recorded name must lead back to this object from the root.
             validate_relative_path(&rel)?;
-            let (digest, size) = Digest::of_file(f).map_err(|e| SliceError::Io {
-                path: f.display().to_string(),
-                source: e,
-            })?;
+            let (digest, size, _) = store.copy_hashed(&rel, u64::MAX, std::io::sink())?;
             inputs.push(InputObject {
                 path: rel,
                 size,
@@ -392,7 +442,8 @@ impl ResolvedSlice {
         }
         Ok(ResolvedSlice {
             id: id.to_string(),
-            root,
+            root: store.url().clone(),
+            store,
             inputs,
             skipped,
             constant_fields: Vec::new(),
@@ -401,18 +452,18 @@ impl ResolvedSlice {
     }
 
     /// Give every input constant columns (a Delta table's partition
-    /// values): `values` maps an absolute input path to one value per field.
+    /// values): `values` maps an input's location to one value per field.
     pub fn with_constants(
         mut self,
         fields: Vec<Field>,
-        values: Vec<(PathBuf, Vec<Option<String>>)>,
+        values: Vec<(impl AsRef<OsStr>, Vec<Option<String>>)>,
     ) -> Self {
         for (path, vals) in values {
-            let rel = path
-                .strip_prefix(&self.root)
-                .unwrap_or(&path)
-                .to_string_lossy()
-                .replace('\\', "/");
+            let name = loc(&path);
+            let rel = storage::locate(&name)
+                .ok()
+                .and_then(|u| rel_of(&self.root, &u))
+                .unwrap_or(name);
             self.constants.insert(rel, vals);
         }
         self.constant_fields = fields;
@@ -436,9 +487,9 @@ impl ResolvedSlice {
         Ok(out)
     }
 
-    /// Absolute path of an input.
-    pub fn path_of(&self, input: &InputObject) -> PathBuf {
-        self.root.join(&input.path)
+    /// The URL of an input.
+    pub fn url_of(&self, input: &InputObject) -> Url {
+        self.store.url_of(&input.path)
     }
 
     /// Open the slice for reading in batches of exactly `batch_rows` rows
@@ -456,7 +507,7 @@ impl ResolvedSlice {
         }
         let file_schema = schema.ok_or_else(|| SliceError::Empty {
             slice: self.id.clone(),
-            root: self.root.display().to_string(),
+            root: self.root.to_string(),
             hint: "no inputs".into(),
         })?;
         let mut fields: Vec<Field> = file_schema
@@ -498,26 +549,48 @@ impl ResolvedSlice {
         })
     }
 
-    /// The schema from the file's footer, read in place (not yet checked
-    /// against the digest: only to fail early and tell the guest the schema).
+    /// The schema from the object's footer, read in place with two ranged
+    /// reads (not yet checked against the digest: only to fail early and
+    /// tell the guest the schema). As the decoder does, types come from the
+    /// Parquet schema alone.
     fn peek_schema(&self, input: &InputObject) -> Result<SchemaRef, SliceError> {
-        let f = File::open(self.path_of(input)).map_err(|e| SliceError::Io {
+        let malformed = |detail: String| SliceError::Malformed {
             path: input.path.clone(),
-            source: e,
-        })?;
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            detail,
+        };
+        let len = self
+            .store
+            .size(&input.path)?
+            .ok_or_else(|| SliceError::Changed {
+                path: input.path.clone(),
+                detail: "it was deleted".into(),
+            })?;
         if len != input.size {
             return Err(SliceError::Changed {
                 path: input.path.clone(),
                 detail: format!("size {} pinned, {} now", input.size, len),
             });
         }
-        let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(f, reader_options())
-            .map_err(|e| SliceError::Malformed {
-                path: input.path.clone(),
-                detail: e.to_string(),
-            })?;
-        Ok(builder.schema().clone())
+        if len < 12 {
+            return Err(malformed(format!("{len} bytes is too small for Parquet")));
+        }
+        let tail = self.store.read_range(&input.path, len - 8..len)?;
+        if &tail[4..8] != b"PAR1" {
+            return Err(malformed("no PAR1 magic at the end (corrupt or encrypted footer)".into()));
+        }
+        let footer = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) as u64;
+        if footer + 12 > len {
+            return Err(malformed(format!(
+                "footer of {footer} bytes does not fit in the file of {len}"
+            )));
+        }
+        let meta = self
+            .store
+            .read_range(&input.path, len - 8 - footer..len - 8)?;
+        let md = ParquetMetaDataReader::decode_metadata(&meta).map_err(|e| malformed(e.to_string()))?;
+        let schema = parquet::arrow::parquet_to_arrow_schema(md.file_metadata().schema_descr(), None)
+            .map_err(|e| malformed(e.to_string()))?;
+        Ok(Arc::new(schema))
     }
 
     /// Read the input once through sha256 into a private copy (memory up to
@@ -536,30 +609,34 @@ impl ResolvedSlice {
             path: input.path.clone(),
             source: e,
         };
-        let f = File::open(self.path_of(input)).map_err(io)?;
         // One byte past the pinned size tells "grew" without reading it all.
-        let mut src = f.take(input.size.saturating_add(1));
-        let (copy, (digest, n)) = if input.size <= in_memory_max {
-            let mut buf = Vec::with_capacity(input.size as usize + 1);
-            let d = Digest::of_reader(&mut Tee {
-                from: &mut src,
-                to: &mut buf,
-            })
-            .map_err(io)?;
-            (PrivateCopy::Memory(Bytes::from(buf)), d)
+        let limit = input.size.saturating_add(1);
+        let gone = |e: StorageError| match e {
+            StorageError::NotFound(_) => SliceError::Changed {
+                path: input.path.clone(),
+                detail: "it was deleted".into(),
+            },
+            e => e.into(),
+        };
+        let (copy, digest, n) = if input.size <= in_memory_max {
+            let buf = Vec::with_capacity(input.size as usize + 1);
+            let (d, n, buf) = self
+                .store
+                .copy_hashed(&input.path, limit, buf)
+                .map_err(gone)?;
+            (PrivateCopy::Memory(Bytes::from(buf)), d, n)
         } else {
-            let mut tmp = tempfile::tempfile().map_err(|e| SliceError::Io {
+            let tmp = tempfile::tempfile().map_err(|e| SliceError::Io {
                 path: format!("a temporary copy of {}", input.path),
                 source: e,
             })?;
-            let d = Digest::of_reader(&mut Tee {
-                from: &mut src,
-                to: &mut tmp,
-            })
-            .map_err(io)?;
+            let (d, n, mut tmp) = self
+                .store
+                .copy_hashed(&input.path, limit, tmp)
+                .map_err(gone)?;
             tmp.flush().map_err(io)?;
             tmp.seek(SeekFrom::Start(0)).map_err(io)?;
-            (PrivateCopy::Disk(tmp), d)
+            (PrivateCopy::Disk(tmp), d, n)
         };
         if n != input.size {
             let now = if n > input.size {
@@ -629,147 +706,20 @@ enum PrivateCopy {
     Disk(File),
 }
 
-/// Copies everything read from `from` into `to`.
-struct Tee<'a, R, W> {
-    from: &'a mut R,
-    to: &'a mut W,
-}
-
-impl<R: Read, W: Write> Read for Tee<'_, R, W> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.from.read(buf)?;
-        self.to.write_all(&buf[..n])?;
-        Ok(n)
-    }
-}
-
 /// Schema equality ignoring metadata (writers add their own key/values).
 fn strip_meta(s: &SchemaRef) -> arrow::datatypes::Schema {
     arrow::datatypes::Schema::new(s.fields().clone())
 }
 
-/// What a partition walk found.
-#[derive(Default)]
-struct Listing {
-    files: Vec<PathBuf>,
-    skipped: Vec<(String, String)>,
-    /// Canonical directories already walked (symlink loops).
-    dirs: HashSet<PathBuf>,
-    /// Canonical file -> the name it was first listed under.
-    seen: HashMap<PathBuf, String>,
-    /// Symlinks met, followed only after every real entry was listed, so a
-    /// real file always wins over a link to it.
-    links: VecDeque<(PathBuf, String)>,
-}
-
-impl Listing {
-    /// List `dir` (below the canonical `root`, already in `dirs`): its real
-    /// tree first, then the symlinks whose targets stay inside `root`.
-    fn list(&mut self, root: &Path, dir: &Path) -> std::io::Result<()> {
-        self.walk(root, dir)?;
-        while let Some((p, rel)) = self.links.pop_front() {
-            let Ok(real) = std::fs::canonicalize(&p) else {
-                self.skip(rel, "broken symlink");
-                continue;
-            };
-            if !real.starts_with(root) {
-                self.skip(rel, "symlink leaves the dataset root");
-            } else if std::fs::metadata(&real)?.is_dir() {
-                if self.dirs.insert(real) {
-                    self.walk(root, &p)?;
-                } else {
-                    self.skip(rel, "symlink to a directory already read");
-                }
-            } else {
-                self.file(p, rel, real)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The real entries of `dir`, recursively, in name order; symlinks are
-    /// queued.
-    fn walk(&mut self, root: &Path, dir: &Path) -> std::io::Result<()> {
-        let mut entries = std::fs::read_dir(dir)?.collect::<Result<Vec<_>, _>>()?;
-        entries.sort_by_key(|e| e.file_name());
-        for entry in entries {
-            let name = entry.file_name();
-            // Hidden and underscore files are writer bookkeeping (_SUCCESS, .crc).
-            if name.as_encoded_bytes().starts_with(b".")
-                || name.as_encoded_bytes().starts_with(b"_")
-            {
-                continue;
-            }
-            let p = entry.path();
-            let rel = p
-                .strip_prefix(root)
-                .unwrap_or(&p)
-                .to_string_lossy()
-                .replace('\\', "/");
-            let ty = entry.file_type()?;
-            if ty.is_symlink() {
-                self.links.push_back((p, rel));
-            } else if ty.is_dir() {
-                if self.dirs.insert(std::fs::canonicalize(&p)?) {
-                    self.walk(root, &p)?;
-                }
-            } else if ty.is_file() {
-                let real = std::fs::canonicalize(&p)?;
-                self.file(p, rel, real)?;
-            } else {
-                self.skip(rel, "not a regular file");
-            }
-        }
-        Ok(())
-    }
-
-    /// A regular file at `p` (canonically `real`): listed when it is Parquet
-    /// and not listed yet.
-    fn file(&mut self, p: PathBuf, rel: String, real: PathBuf) -> std::io::Result<()> {
-        if !std::fs::metadata(&real)?.is_file() {
-            self.skip(rel, "not a regular file");
-        } else if !(rel.ends_with(".parquet") || has_parquet_magic(&real)?) {
-            self.skip(rel, "not Parquet (no PAR1 magic at start and end)");
-        } else if let Some(first) = self.seen.get(&real) {
-            let why = format!("same file as {first}");
-            self.skip(rel, &why);
-        } else {
-            self.seen.insert(real, rel);
-            self.files.push(p);
-        }
-        Ok(())
-    }
-
-    fn skip(&mut self, rel: String, why: &str) {
-        self.skipped.push((rel, why.to_string()));
-    }
-}
-
-/// A Parquet file starts and ends with `PAR1`, whatever its name.
-fn has_parquet_magic(path: &Path) -> std::io::Result<bool> {
-    let mut f = File::open(path)?;
+/// A Parquet object starts and ends with `PAR1`, whatever its name.
+fn has_parquet_magic(store: &Store, f: &Listed) -> Result<bool, SliceError> {
     // Magic + footer length + magic: anything shorter is not Parquet.
-    if f.metadata()?.len() < 12 {
+    if f.size < 12 {
         return Ok(false);
     }
-    let mut head = [0u8; 4];
-    let mut tail = [0u8; 4];
-    f.read_exact(&mut head)?;
-    f.seek(SeekFrom::End(-4))?;
-    f.read_exact(&mut tail)?;
-    Ok(&head == b"PAR1" && &tail == b"PAR1")
-}
-
-fn common_parent(paths: &[PathBuf]) -> PathBuf {
-    let mut root = paths[0].parent().map(Path::to_path_buf).unwrap_or_default();
-    for p in &paths[1..] {
-        while !p.starts_with(&root) {
-            if !root.pop() {
-                break;
-            }
-        }
-    }
-    root
+    let head = store.read_range(&f.rel, 0..4)?;
+    let tail = store.read_range(&f.rel, f.size - 4..f.size)?;
+    Ok(head.as_ref() == b"PAR1" && tail.as_ref() == b"PAR1")
 }
 
 /// Streams a slice as fixed-size batches, file after file, in pinned order.
@@ -1135,6 +1085,7 @@ mod tests {
 
     #[test]
     fn a_table_and_an_input_root_that_contain_one_another_are_refused() {
+        let u = |p: &Path| storage::locate(p.to_str().unwrap()).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::create_dir_all(d.join("data/date=1")).unwrap();
@@ -1150,7 +1101,7 @@ mod tests {
         for table in &loops {
             assert!(
                 matches!(
-                    check_not_inside(table, &d.join("data")),
+                    check_not_inside(&u(table), &u(&d.join("data"))),
                     Err(SliceError::Loop { .. })
                 ),
                 "{}",
@@ -1158,10 +1109,10 @@ mod tests {
             );
         }
         for table in [d.join("table"), d.join("data2"), d.join("data/../t")] {
-            check_not_inside(&table, &d.join("data")).unwrap();
+            check_not_inside(&u(&table), &u(&d.join("data"))).unwrap();
         }
-        check_not_inside(&d.join("t"), &d.join("link")).unwrap();
-        assert!(check_not_inside(&d.join("data/t"), &d.join("link")).is_err());
+        check_not_inside(&u(&d.join("t")), &u(&d.join("link"))).unwrap();
+        assert!(check_not_inside(&u(&d.join("data/t")), &u(&d.join("link"))).is_err());
     }
 
     #[test]
@@ -1202,7 +1153,7 @@ mod tests {
         std::os::unix::fs::symlink(d.join("secret/date=x"), d.join("data/date=x")).unwrap();
         assert!(matches!(
             ResolvedSlice::from_partition(&d.join("data"), "date", "x"),
-            Err(SliceError::Outside { .. })
+            Err(SliceError::Storage(StorageError::Outside { .. }))
         ));
     }
 

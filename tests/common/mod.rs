@@ -119,9 +119,46 @@ pub fn read_parquet_rows(file: &Path) -> Vec<String> {
     python_view("tests/read_delta_raw.py", file, None).rows
 }
 
+/// The Python with the tests' packages: `IDEM_PYTHON` (set by
+/// scripts/test to its virtual environment), else that environment's
+/// default place, else `python3`.
+pub fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("IDEM_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = PathBuf::from("/var/tmp/idem-venv/bin/python");
+    if venv.exists() {
+        venv
+    } else {
+        PathBuf::from("python3")
+    }
+}
+
 fn python_view(script: &str, table: &Path, version: Option<u64>) -> TableView {
-    let mut cmd = std::process::Command::new("python3");
+    python_view_env(script, table.to_str().unwrap(), version, &[])
+}
+
+/// Read a table on S3 (`s3://...`) with both independent readers, which
+/// must agree (see [`read_table`]).
+pub fn read_table_s3(table: &str, s3: &S3, version: Option<u64>) -> TableView {
+    let env = s3.env();
+    let a = python_view_env("tests/read_delta.py", table, version, &env);
+    let b = python_view_env("tests/read_delta_raw.py", table, version, &env);
+    assert_eq!(a, b, "the two independent readers disagree on {table}");
+    a
+}
+
+fn python_view_env(
+    script: &str,
+    table: &str,
+    version: Option<u64>,
+    env: &[(&str, String)],
+) -> TableView {
+    let mut cmd = std::process::Command::new(python());
     cmd.arg(root().join(script)).arg(table);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
     if let Some(v) = version {
         cmd.arg(v.to_string());
     }
@@ -129,7 +166,7 @@ fn python_view(script: &str, table: &Path, version: Option<u64>) -> TableView {
     assert!(
         out.status.success(),
         "{script} could not read {}: {}",
-        table.display(),
+        table,
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -183,4 +220,81 @@ pub fn field(stdout: &str, label: &str) -> String {
         .unwrap_or_else(|| panic!("no `{label}` line in:\n{stdout}"))
         .trim()
         .to_string()
+}
+
+/// A real S3-compatible server on 127.0.0.1 (tests/s3_server.py: moto's
+/// S3 with atomic conditional PUTs and enforced credentials), with one
+/// bucket. Stopped when dropped (its stdin closes).
+pub struct S3 {
+    child: std::process::Child,
+    pub endpoint: String,
+    pub key: String,
+    pub secret: String,
+    pub bucket: String,
+}
+
+impl S3 {
+    /// Start a server with bucket `bucket`.
+    pub fn start(bucket: &str) -> S3 {
+        Self::start_with(bucket, &[])
+    }
+
+    /// Start a server with bucket `bucket` and tests/s3_server.py `flags`.
+    pub fn start_with(bucket: &str, flags: &[&str]) -> S3 {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(python())
+            .arg(root().join("tests/s3_server.py"))
+            .arg(bucket)
+            .args(flags)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starting tests/s3_server.py (run scripts/test once to install moto)");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("tests/s3_server.py did not start ({e}): {line:?}"));
+        let s = |k: &str| v[k].as_str().unwrap().to_string();
+        S3 {
+            endpoint: s("endpoint"),
+            key: s("key"),
+            secret: s("secret"),
+            bucket: s("bucket"),
+            child,
+        }
+    }
+
+    /// The standard AWS variables that point a client at this server.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_ACCESS_KEY_ID", self.key.clone()),
+            ("AWS_SECRET_ACCESS_KEY", self.secret.clone()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+        ]
+    }
+
+    /// `s3://<bucket>/<rel>`.
+    pub fn url(&self, rel: &str) -> String {
+        format!("s3://{}/{rel}", self.bucket)
+    }
+
+    /// Run idem against this server, with `extra` variables on top.
+    pub fn idem(&self, args: &[&str], extra: &[(&str, &str)]) -> (i32, String, String) {
+        let env = self.env();
+        let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        all.extend_from_slice(extra);
+        idem_env(args, &all)
+    }
+}
+
+impl Drop for S3 {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
 }

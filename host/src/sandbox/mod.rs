@@ -163,22 +163,25 @@ impl Sandbox {
     }
 
     /// Read a module file, refusing it by its size before reading it.
-    pub fn read_module(&self, path: &Path) -> Result<Vec<u8>, SandboxError> {
-        let read_err = |source| SandboxError::Read {
-            path: path.display().to_string(),
-            source,
+    pub fn read_module(&self, location: &Path) -> Result<Vec<u8>, SandboxError> {
+        let name = location.to_string_lossy();
+        let read_err = |e: crate::storage::StorageError| SandboxError::Read {
+            path: name.to_string(),
+            source: std::io::Error::other(e.to_string()),
         };
         let limit = self.config.limits.max_module_bytes;
-        let file = std::fs::File::open(path).map_err(read_err)?;
-        let len = file.metadata().map_err(read_err)?.len();
+        let url = crate::storage::locate(&name).map_err(read_err)?;
+        let (dir, file) = crate::storage::split_last(&url);
+        let store = crate::storage::Store::open(&dir).map_err(read_err)?;
+        let len = store
+            .size(&file)
+            .map_err(read_err)?
+            .ok_or_else(|| read_err(crate::storage::StorageError::NotFound(url.to_string())))?;
         admission::check_size(usize::try_from(len).unwrap_or(usize::MAX), limit)?;
-        let mut bytes = Vec::new();
-        // `take` holds the limit even if the file grows while being read.
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(file, (limit as u64).saturating_add(1)),
-            &mut bytes,
-        )
-        .map_err(read_err)?;
+        // The limit holds even if the object grows while being read.
+        let (_, _, bytes) = store
+            .copy_hashed(&file, (limit as u64).saturating_add(1), Vec::new())
+            .map_err(read_err)?;
         admission::check_size(bytes.len(), limit)?;
         Ok(bytes)
     }

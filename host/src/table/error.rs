@@ -13,6 +13,10 @@ pub enum TableError {
         /// Why.
         detail: String,
     },
+    /// The storage layer refused (unreachable, missing bucket, credentials,
+    /// no conditional writes).
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
     /// A Delta operation failed.
     #[error("delta table: {what}: {detail}")]
     Delta {

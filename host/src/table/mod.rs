@@ -17,6 +17,7 @@ mod mode;
 mod ownership;
 mod proof;
 mod sidecar;
+mod stores;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -63,6 +64,10 @@ const MAX_ATTEMPTS: usize = 5;
 pub struct Table {
     url: Url,
     delta: DeltaTable,
+    /// The same location through idem's storage layer.
+    store: crate::storage::Store,
+    /// The store was proven to refuse overwriting (conditional PUT).
+    safe_store: bool,
 }
 
 /// What a commit did.
@@ -135,10 +140,11 @@ pub struct CommitRequest<'a> {
 /// Turn a user's table location (path or URL) into a URL.
 pub fn table_url(location: &str) -> Result<Url, TableError> {
     if location.contains("://") {
-        return Url::parse(location).map_err(|e| TableError::Location {
+        let url = crate::storage::locate(location).map_err(|e| TableError::Location {
             location: location.into(),
             detail: e.to_string(),
-        });
+        })?;
+        return Ok(crate::storage::as_dir(&url));
     }
     let path = Path::new(location);
     std::fs::create_dir_all(path).map_err(|e| TableError::Location {
@@ -167,6 +173,14 @@ impl Table {
     /// commit creates it. A location that cannot be reached is an error.
     pub async fn open(location: &str) -> Result<Self, TableError> {
         let url = table_url(location)?;
+        stores::register();
+        let store = crate::storage::Store::open(&url).map_err(|e| TableError::Location {
+            location: location.into(),
+            detail: e.to_string(),
+        })?;
+        // An unreachable store, a missing bucket or refused credentials are
+        // named here, before delta-rs wraps them.
+        store.check_reachable()?;
         if url.scheme() == "file" {
             let dir = url.to_file_path().map_err(|_| TableError::Location {
                 location: location.into(),
@@ -184,7 +198,12 @@ impl Table {
                     location: location.into(),
                     detail: e.to_string(),
                 })?;
-        Ok(Table { url, delta })
+        Ok(Table {
+            url,
+            delta,
+            store,
+            safe_store: false,
+        })
     }
 
     /// The table's URL.
@@ -319,6 +338,18 @@ impl Table {
     pub async fn commit(&mut self, req: CommitRequest<'_>) -> Result<CommitOutcome, TableError> {
         // Data files are written once and reused by every attempt; whatever
         // is not committed in the end is deleted again.
+        if !self.safe_store {
+            // Prove the store refuses to overwrite a log entry before
+            // relying on it (never an unsafe rename fallback).
+            let store = self.store.clone();
+            tokio::task::spawn_blocking(move || store.check_conditional_put())
+                .await
+                .map_err(|e| TableError::Location {
+                    location: self.url.to_string(),
+                    detail: e.to_string(),
+                })??;
+            self.safe_store = true;
+        }
         let mut written: Option<Vec<Add>> = None;
         let result = self.commit_attempts(&req, &mut written).await;
         // Files are deleted only when no commit of ours can have named them:

@@ -1,0 +1,837 @@
+//! Where bytes live. Every location idem reads or writes (input datasets,
+//! Delta inputs, the target table, manifests, modules, the run log) is a URL
+//! on one [`object_store`]: a plain path or `file://` (the default),
+//! `s3://`, `gs://`, `az://`/`abfs(s)://`. Nothing above this module knows
+//! whether a location is local.
+//!
+//! - S3: endpoint, region and credentials come from the standard `AWS_*`
+//!   environment variables (`AWS_ENDPOINT_URL`, `AWS_REGION`,
+//!   `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
+//!   `AWS_ALLOW_HTTP`, `AWS_VIRTUAL_HOSTED_STYLE_REQUEST`...). Writes that
+//!   must not overwrite (Delta log entries) are conditional PUTs
+//!   (`If-None-Match: *`); [`Store::check_conditional_put`] proves the store
+//!   honours them before idem commits there.
+//! - GCS and Azure: the `GOOGLE_*` / `AZURE_*` variables object_store reads.
+//! - Local directories keep one rule object stores have by construction: a
+//!   listing never leaves its root (symlinks are followed only to targets
+//!   inside it).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fs::File;
+use std::future::Future;
+use std::io::{Read, Write};
+use std::ops::Range;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
+use object_store::path::Path as ObjPath;
+use object_store::{
+    BackoffConfig, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig,
+};
+use sha2::{Digest as _, Sha256};
+use thiserror::Error;
+use url::Url;
+
+use crate::digest::Digest;
+
+/// Why a location could not be used. Each names the location.
+#[derive(Debug, Error)]
+pub enum StorageError {
+    /// The text is not a location idem can use.
+    #[error("`{location}` is not a usable location: {detail}")]
+    BadLocation {
+        /// What was given.
+        location: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Nothing at the location.
+    #[error("`{0}` does not exist: check the path or URL")]
+    NotFound(String),
+    /// The store answered, but refused or failed.
+    #[error("{what} `{url}`{endpoint}: {detail}")]
+    Store {
+        /// What idem was doing.
+        what: String,
+        /// The location.
+        url: String,
+        /// The endpoint, when not the default one.
+        endpoint: String,
+        /// The cause and the fix.
+        detail: String,
+    },
+    /// The store cannot make the writes a commit needs safe.
+    #[error(
+        "refusing to commit to `{url}`{endpoint}: {detail}. Without conditional writes (PUT If-None-Match) two hosts could overwrite each other's Delta log entries; idem never falls back to an unsafe rename. Use a store that supports them (AWS S3, MinIO, Cloudflare R2, GCS, Azure) or a local path"
+    )]
+    Unsafe {
+        /// The table.
+        url: String,
+        /// The endpoint.
+        endpoint: String,
+        /// What the probe saw.
+        detail: String,
+    },
+    /// A symlinked directory that leads outside the root being listed.
+    #[error(
+        "`{path}` is a symlink to {target}, outside the dataset root {root}: idem reads only files inside the root; copy the data in or point --input at its real location"
+    )]
+    Outside {
+        /// The link.
+        path: String,
+        /// Where it leads.
+        target: String,
+        /// The root.
+        root: String,
+    },
+    /// Local I/O.
+    #[error("{what} `{path}`: {source}")]
+    Io {
+        /// What idem was doing.
+        what: String,
+        /// The file.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// The runtime all object-store I/O runs on (HTTP clients keep their
+/// connections on the runtime that made them).
+static IO: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("idem-io")
+        .enable_all()
+        .build()
+        .expect("starting the storage I/O runtime")
+});
+
+/// Run `f` on the storage runtime and wait for it, from synchronous code.
+pub fn block<F>(f: F) -> F::Output
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match futures::executor::block_on(IO.spawn(f)) {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+/// Parse what a user typed: a URL with a scheme idem supports, or a path
+/// (made absolute and canonical as far as it exists).
+pub fn locate(location: &str) -> Result<Url, StorageError> {
+    let bad = |detail: String| StorageError::BadLocation {
+        location: location.into(),
+        detail,
+    };
+    if location.is_empty() {
+        return Err(bad("it is empty".into()));
+    }
+    if location.contains("://") {
+        let url = Url::parse(location).map_err(|e| bad(e.to_string()))?;
+        return match url.scheme() {
+            "file" => {
+                let p = url
+                    .to_file_path()
+                    .map_err(|_| bad("not a local file URL".into()))?;
+                Ok(file_url(&canonical_best_effort(&p)))
+            }
+            "s3" | "s3a" | "gs" | "az" | "abfs" | "abfss" | "adl" | "azure" => {
+                if url.host_str().unwrap_or("").is_empty() {
+                    return Err(bad(format!(
+                        "no bucket or container: write {}://BUCKET/path",
+                        url.scheme()
+                    )));
+                }
+                Ok(url)
+            }
+            other => Err(bad(format!(
+                "the scheme `{other}` is not supported (use a path, file://, s3://, gs:// or az://)"
+            ))),
+        };
+    }
+    Ok(file_url(&canonical_best_effort(Path::new(location))))
+}
+
+fn file_url(p: &Path) -> Url {
+    Url::from_file_path(p).unwrap_or_else(|_| Url::parse("file:///").expect("a valid URL"))
+}
+
+/// The canonical form of `p` as far as it exists, with the rest appended
+/// (a table directory is created by its first commit).
+pub fn canonical_best_effort(p: &Path) -> PathBuf {
+    let mut cur = std::env::current_dir()
+        .and_then(std::fs::canonicalize)
+        .unwrap_or_default();
+    for c in p.components() {
+        match c {
+            Component::Prefix(_) | Component::RootDir => cur = PathBuf::from(c.as_os_str()),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                cur.pop();
+            }
+            Component::Normal(n) => {
+                let next = cur.join(n);
+                cur = std::fs::canonicalize(&next).unwrap_or(next);
+            }
+        }
+    }
+    cur
+}
+
+/// `url` as a directory (ends with `/`), so relative names join below it.
+pub fn as_dir(url: &Url) -> Url {
+    let mut u = url.clone();
+    if !u.path().ends_with('/') {
+        let p = format!("{}/", u.path());
+        u.set_path(&p);
+    }
+    u
+}
+
+/// Does the directory `outer` contain `inner` (or equal it)? Both on the
+/// same store, compared by path segments.
+pub fn contains(outer: &Url, inner: &Url) -> bool {
+    if outer.scheme() != inner.scheme() || outer.host_str() != inner.host_str() {
+        return false;
+    }
+    let seg = |u: &Url| -> Vec<String> {
+        u.path()
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let (o, i) = (seg(outer), seg(inner));
+    i.len() >= o.len() && i[..o.len()] == o[..]
+}
+
+/// The object-store configuration in effect for `url`, from the
+/// environment: the endpoint (for messages).
+pub fn endpoint_of(url: &Url) -> String {
+    match url.scheme() {
+        "s3" | "s3a" => std::env::var("AWS_ENDPOINT_URL")
+            .or_else(|_| std::env::var("AWS_ENDPOINT"))
+            .map(|e| format!(" at {e}"))
+            .unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+/// Retries for transient failures: bounded, so an unreachable endpoint
+/// fails in seconds rather than minutes.
+fn retry() -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig::default(),
+        max_retries: 4,
+        retry_timeout: Duration::from_secs(20),
+    }
+}
+
+/// The store holding `url` and the path of `url` inside it. Every call
+/// builds a new client (cheap next to the requests it makes).
+pub fn object_store_for(url: &Url) -> Result<(Arc<dyn ObjectStore>, ObjPath), StorageError> {
+    let bad = |detail: String| StorageError::BadLocation {
+        location: url.to_string(),
+        detail,
+    };
+    let path = ObjPath::from_url_path(url.path()).map_err(|e| bad(e.to_string()))?;
+    let store: Arc<dyn ObjectStore> = match url.scheme() {
+        "file" => Arc::new(object_store::local::LocalFileSystem::new()),
+        "s3" | "s3a" => {
+            let mut u = url.clone();
+            let _ = u.set_scheme("s3");
+            Arc::new(
+                AmazonS3Builder::from_env()
+                    .with_url(u.as_str())
+                    .with_conditional_put(S3ConditionalPut::ETagMatch)
+                    .with_retry(retry())
+                    .build()
+                    .map_err(|e| bad(e.to_string()))?,
+            )
+        }
+        "gs" | "az" | "abfs" | "abfss" | "adl" | "azure" => {
+            let env: Vec<(String, String)> = std::env::vars()
+                .filter(|(k, _)| k.starts_with("GOOGLE_") || k.starts_with("AZURE_"))
+                .map(|(k, v)| (k.to_ascii_lowercase(), v))
+                .collect();
+            let (store, _) =
+                object_store::parse_url_opts(url, env).map_err(|e| bad(e.to_string()))?;
+            Arc::from(store)
+        }
+        other => return Err(bad(format!("the scheme `{other}` is not supported"))),
+    };
+    Ok((store, path))
+}
+
+/// A directory on some store: objects are named relative to it.
+#[derive(Clone, Debug)]
+pub struct Store {
+    url: Url,
+    inner: Arc<dyn ObjectStore>,
+    prefix: ObjPath,
+}
+
+/// One object found by [`Store::list`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// Name relative to the store's directory, `/`-separated.
+    pub rel: String,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// What [`Store::list`] found below a directory.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// Regular objects, sorted by name.
+    pub files: Vec<Listed>,
+    /// Entries not listed, each with why. Hidden and `_` entries (writer
+    /// bookkeeping: `_SUCCESS`, `.crc`) are left out silently.
+    pub skipped: Vec<(String, String)>,
+}
+
+impl Store {
+    /// The directory at `url`.
+    pub fn open(url: &Url) -> Result<Self, StorageError> {
+        let url = as_dir(url);
+        let (inner, prefix) = object_store_for(&url)?;
+        Ok(Store { url, inner, prefix })
+    }
+
+    /// Parse a location (see [`locate`]) and open it as a directory.
+    pub fn at(location: &str) -> Result<Self, StorageError> {
+        Self::open(&locate(location)?)
+    }
+
+    /// The directory's URL (ends with `/`).
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    /// The local directory, when the store is the local filesystem.
+    pub fn local_dir(&self) -> Option<PathBuf> {
+        (self.url.scheme() == "file")
+            .then(|| self.url.to_file_path().ok())
+            .flatten()
+    }
+
+    /// The URL of `rel` below the directory.
+    pub fn url_of(&self, rel: &str) -> Url {
+        self.url.join(rel).unwrap_or_else(|_| self.url.clone())
+    }
+
+    fn path(&self, rel: &str) -> Result<ObjPath, StorageError> {
+        let mut p = self.prefix.clone();
+        for seg in rel.split('/').filter(|s| !s.is_empty()) {
+            if seg == "." || seg == ".." {
+                return Err(StorageError::BadLocation {
+                    location: rel.into(),
+                    detail: "a relative name with a `.` or `..` component".into(),
+                });
+            }
+            p = p.clone().join(seg);
+        }
+        Ok(p)
+    }
+
+    fn fail(&self, what: &str, rel: &str, e: object_store::Error) -> StorageError {
+        let url = self.url_of(rel).to_string();
+        if let object_store::Error::NotFound { .. } = e {
+            return StorageError::NotFound(url);
+        }
+        StorageError::Store {
+            what: what.into(),
+            endpoint: endpoint_of(&self.url),
+            detail: explain(&self.url, &e),
+            url,
+        }
+    }
+
+    /// Every object below `rel_dir`, sorted. Locally, symlinks are followed
+    /// only to targets inside the store's directory, each file once.
+    pub fn list(&self, rel_dir: &str) -> Result<Listing, StorageError> {
+        if let Some(root) = self.local_dir() {
+            let dir = root.join(rel_dir);
+            let mut walk = Walk::default();
+            let canon = |p: &Path, url: Url| {
+                std::fs::canonicalize(p).map_err(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => StorageError::NotFound(url.to_string()),
+                    _ => StorageError::Io {
+                        what: "listing".into(),
+                        path: p.display().to_string(),
+                        source: e,
+                    },
+                })
+            };
+            let root = canon(&root, self.url.clone())?;
+            let real = canon(&dir, self.url_of(rel_dir))?;
+            if !real.starts_with(&root) {
+                return Err(StorageError::Outside {
+                    path: dir.display().to_string(),
+                    target: real.display().to_string(),
+                    root: root.display().to_string(),
+                });
+            }
+            let io = |e| StorageError::Io {
+                what: "listing".into(),
+                path: dir.display().to_string(),
+                source: e,
+            };
+            walk.dirs.insert(real);
+            walk.list(&root, &root.join(rel_dir)).map_err(io)?;
+            walk.files.sort_by(|a, b| a.rel.cmp(&b.rel));
+            return Ok(Listing {
+                files: walk.files,
+                skipped: walk.skipped,
+            });
+        }
+        let prefix = self.path(rel_dir)?;
+        let inner = self.inner.clone();
+        let p = prefix.clone();
+        let metas: Vec<object_store::ObjectMeta> =
+            block(async move { inner.list(Some(&p)).try_collect().await })
+                .map_err(|e| self.fail_list("listing", rel_dir, e))?;
+        let mut out = Listing::default();
+        for m in metas {
+            let Some(rest) = m.location.prefix_match(&prefix) else {
+                continue;
+            };
+            let parts: Vec<String> = rest.map(|p| percent_decode(p.as_ref())).collect();
+            if parts
+                .iter()
+                .any(|s| s.starts_with('.') || s.starts_with('_'))
+            {
+                continue;
+            }
+            let rel = if rel_dir.is_empty() {
+                parts.join("/")
+            } else {
+                format!("{}/{}", rel_dir.trim_end_matches('/'), parts.join("/"))
+            };
+            out.files.push(Listed { rel, size: m.size });
+        }
+        out.files.sort_by(|a, b| a.rel.cmp(&b.rel));
+        Ok(out)
+    }
+
+    /// Fail early, naming the cause, when the store cannot be reached: a
+    /// missing bucket, refused credentials, a wrong endpoint. Local
+    /// directories are created by their first write.
+    pub fn check_reachable(&self) -> Result<(), StorageError> {
+        if self.local_dir().is_some() {
+            return Ok(());
+        }
+        let inner = self.inner.clone();
+        let p = self.prefix.clone();
+        block(async move { inner.list_with_delimiter(Some(&p)).await.map(|_| ()) })
+            .map_err(|e| self.fail_list("reaching", "", e))
+    }
+
+    /// A failed listing: on a bucket, "not found" means the bucket.
+    fn fail_list(&self, what: &str, rel: &str, e: object_store::Error) -> StorageError {
+        if let object_store::Error::NotFound { .. } = e {
+            return StorageError::Store {
+                what: what.into(),
+                url: self.url_of(rel).to_string(),
+                endpoint: endpoint_of(&self.url),
+                detail: format!(
+                    "the bucket `{}` does not exist: create it or fix the URL ({e})",
+                    self.url.host_str().unwrap_or("")
+                ),
+            };
+        }
+        self.fail(what, rel, e)
+    }
+
+    /// The size of `rel`, `None` when it does not exist.
+    pub fn size(&self, rel: &str) -> Result<Option<u64>, StorageError> {
+        if let Some(root) = self.local_dir() {
+            let path = root.join(rel);
+            return match std::fs::metadata(&path) {
+                Ok(m) => Ok(Some(m.len())),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(StorageError::Io {
+                    what: "reading".into(),
+                    path: path.display().to_string(),
+                    source: e,
+                }),
+            };
+        }
+        let p = self.path(rel)?;
+        let inner = self.inner.clone();
+        match block(async move { inner.head(&p).await }) {
+            Ok(m) => Ok(Some(m.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.fail("reading", rel, e)),
+        }
+    }
+
+    /// Bytes `range` of `rel`.
+    pub fn read_range(&self, rel: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
+        if let Some(root) = self.local_dir() {
+            use std::io::{Seek, SeekFrom};
+            let path = root.join(rel);
+            let io = |e| StorageError::Io {
+                what: "reading".into(),
+                path: path.display().to_string(),
+                source: e,
+            };
+            let mut f = File::open(&path).map_err(io)?;
+            f.seek(SeekFrom::Start(range.start)).map_err(io)?;
+            let mut buf = vec![0u8; (range.end - range.start) as usize];
+            f.read_exact(&mut buf).map_err(io)?;
+            return Ok(Bytes::from(buf));
+        }
+        let p = self.path(rel)?;
+        let inner = self.inner.clone();
+        block(async move { inner.get_range(&p, range).await })
+            .map_err(|e| self.fail("reading", rel, e))
+    }
+
+    /// The whole of `rel`, `None` when it does not exist.
+    pub fn get(&self, rel: &str) -> Result<Option<Bytes>, StorageError> {
+        let p = self.path(rel)?;
+        let inner = self.inner.clone();
+        match block(async move { inner.get(&p).await?.bytes().await }) {
+            Ok(b) => Ok(Some(b)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.fail("reading", rel, e)),
+        }
+    }
+
+    /// Write `bytes` to `rel` (atomic: whole or not at all).
+    pub fn put(&self, rel: &str, bytes: Bytes) -> Result<(), StorageError> {
+        let p = self.path(rel)?;
+        let inner = self.inner.clone();
+        block(async move { inner.put(&p, PutPayload::from(bytes)).await })
+            .map(|_| ())
+            .map_err(|e| self.fail("writing", rel, e))
+    }
+
+    /// Read `rel` once, at most `limit` bytes, through sha256 into `to`: the
+    /// digest and length of exactly the bytes `to` received.
+    pub fn copy_hashed<W: Write + Send + 'static>(
+        &self,
+        rel: &str,
+        limit: u64,
+        mut to: W,
+    ) -> Result<(Digest, u64, W), StorageError> {
+        if let Some(root) = self.local_dir() {
+            let path = root.join(rel);
+            let io = |e| StorageError::Io {
+                what: "reading".into(),
+                path: path.display().to_string(),
+                source: e,
+            };
+            let f = File::open(&path).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    StorageError::NotFound(path.display().to_string())
+                } else {
+                    io(e)
+                }
+            })?;
+            let mut src = f.take(limit);
+            let mut h = Sha256::new();
+            let mut buf = vec![0u8; 1 << 20];
+            let mut n = 0u64;
+            loop {
+                let k = src.read(&mut buf).map_err(io)?;
+                if k == 0 {
+                    break;
+                }
+                h.update(&buf[..k]);
+                to.write_all(&buf[..k]).map_err(io)?;
+                n += k as u64;
+            }
+            return Ok((Digest::from_sha256(h), n, to));
+        }
+        let p = self.path(rel)?;
+        let inner = self.inner.clone();
+        let url = self.url_of(rel).to_string();
+        let r = block(async move {
+            let mut stream = inner.get(&p).await?.into_stream();
+            let mut h = Sha256::new();
+            let mut n = 0u64;
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk?;
+                let room = limit.saturating_sub(n);
+                let take = (chunk.len() as u64).min(room) as usize;
+                h.update(&chunk[..take]);
+                to.write_all(&chunk[..take])
+                    .map_err(|e| object_store::Error::Generic {
+                        store: "local copy",
+                        source: Box::new(e),
+                    })?;
+                n += take as u64;
+                if n >= limit {
+                    break;
+                }
+            }
+            Ok::<_, object_store::Error>((Digest::from_sha256(h), n, to))
+        });
+        r.map_err(|e| match e {
+            object_store::Error::NotFound { .. } => StorageError::NotFound(url),
+            e => self.fail("reading", rel, e),
+        })
+    }
+
+    /// Prove that the store refuses to overwrite with a conditional PUT
+    /// (what keeps two hosts from overwriting each other's Delta log
+    /// entries): create a probe object twice under `_idem/probe/`; the
+    /// second must be refused. Local directories always can.
+    pub fn check_conditional_put(&self) -> Result<(), StorageError> {
+        if self.local_dir().is_some() {
+            return Ok(());
+        }
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce).map_err(|e| StorageError::BadLocation {
+            location: self.url.to_string(),
+            detail: format!("no randomness for the probe: {e}"),
+        })?;
+        let rel = format!("_idem/probe/{}", hex::encode(nonce));
+        let p = self.path(&rel)?;
+        let inner = self.inner.clone();
+        let unsafe_ = |detail: String| StorageError::Unsafe {
+            url: self.url.to_string(),
+            endpoint: endpoint_of(&self.url),
+            detail,
+        };
+        let r = block(async move {
+            let create = || PutOptions {
+                mode: PutMode::Create,
+                ..Default::default()
+            };
+            let first = inner
+                .put_opts(&p, PutPayload::from_static(b"1"), create())
+                .await;
+            let second = match &first {
+                Ok(_) => Some(
+                    inner
+                        .put_opts(&p, PutPayload::from_static(b"2"), create())
+                        .await,
+                ),
+                Err(_) => None,
+            };
+            let _ = inner.delete(&p).await;
+            (first, second)
+        });
+        match r {
+            (Err(object_store::Error::NotImplemented { .. }), _) => Err(unsafe_(
+                "the store does not implement conditional writes".into(),
+            )),
+            (Err(e), _) => Err(self.fail("writing", &rel, e)),
+            (Ok(_), Some(Err(object_store::Error::AlreadyExists { .. })))
+            | (Ok(_), Some(Err(object_store::Error::Precondition { .. }))) => Ok(()),
+            (Ok(_), Some(Ok(_))) => Err(unsafe_(
+                "it accepted a second PUT If-None-Match: * of the same object (it ignores the condition)".into(),
+            )),
+            (Ok(_), Some(Err(e))) => Err(self.fail("writing", &rel, e)),
+            (Ok(_), None) => unreachable!("a second put follows a first that succeeded"),
+        }
+    }
+}
+
+/// An object-store failure in words a user can act on.
+pub fn explain(url: &Url, e: &object_store::Error) -> String {
+    let text = e.to_string();
+    let hint = if text.contains("NoSuchBucket") || text.contains("bucket does not exist") {
+        format!(
+            "the bucket `{}` does not exist: create it or fix the URL",
+            url.host_str().unwrap_or("")
+        )
+    } else if matches!(e, object_store::Error::Unauthenticated { .. })
+        || matches!(e, object_store::Error::PermissionDenied { .. })
+        || text.contains("InvalidAccessKeyId")
+        || text.contains("SignatureDoesNotMatch")
+        || text.contains("AccessDenied")
+        || text.contains("403")
+    {
+        "access was refused: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the GOOGLE_/AZURE_ credentials) and the bucket's policy".into()
+    } else if text.contains("onnect") || text.contains("dns") || text.contains("timed out") {
+        "the endpoint cannot be reached: check AWS_ENDPOINT_URL (and AWS_ALLOW_HTTP=true for http://)".into()
+    } else {
+        return text;
+    };
+    format!("{hint} ({text})")
+}
+
+/// Read a whole file named by a location (a module, a manifest).
+pub fn read_location(location: &str) -> Result<Bytes, StorageError> {
+    let url = locate(location)?;
+    let (dir, name) = split_last(&url);
+    let store = Store::open(&dir)?;
+    store
+        .get(&name)?
+        .ok_or_else(|| StorageError::NotFound(location.to_string()))
+}
+
+/// A file's URL as (its directory, its name).
+pub fn split_last(url: &Url) -> (Url, String) {
+    let name = url
+        .path_segments()
+        .and_then(|mut s| s.next_back())
+        .unwrap_or("")
+        .to_string();
+    let dir = url.join("./").unwrap_or_else(|_| url.clone());
+    let name = percent_decode(&name);
+    (dir, name)
+}
+
+fn percent_decode(s: &str) -> String {
+    url::form_urlencoded::parse(format!("x={}", s.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_else(|| s.to_string())
+}
+
+/// A local directory walk that never leaves its root.
+#[derive(Default)]
+struct Walk {
+    files: Vec<Listed>,
+    skipped: Vec<(String, String)>,
+    /// Canonical directories already walked (symlink loops).
+    dirs: HashSet<PathBuf>,
+    /// Canonical file -> the name it was first listed under.
+    seen: HashMap<PathBuf, String>,
+    /// Symlinks met, followed only after every real entry was listed, so a
+    /// real file always wins over a link to it.
+    links: VecDeque<(PathBuf, String)>,
+}
+
+impl Walk {
+    /// List `dir` (below the canonical `root`, already in `dirs`): its real
+    /// tree first, then the symlinks whose targets stay inside `root`.
+    fn list(&mut self, root: &Path, dir: &Path) -> std::io::Result<()> {
+        self.walk(root, dir)?;
+        while let Some((p, rel)) = self.links.pop_front() {
+            let Ok(real) = std::fs::canonicalize(&p) else {
+                self.skip(rel, "broken symlink");
+                continue;
+            };
+            if !real.starts_with(root) {
+                self.skip(rel, "symlink leaves the dataset root");
+            } else if std::fs::metadata(&real)?.is_dir() {
+                if self.dirs.insert(real) {
+                    self.walk(root, &p)?;
+                } else {
+                    self.skip(rel, "symlink to a directory already read");
+                }
+            } else {
+                self.file(rel, real)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The real entries of `dir`, recursively, in name order; symlinks are
+    /// queued.
+    fn walk(&mut self, root: &Path, dir: &Path) -> std::io::Result<()> {
+        let mut entries = std::fs::read_dir(dir)?.collect::<Result<Vec<_>, _>>()?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let name = entry.file_name();
+            if name.as_encoded_bytes().starts_with(b".")
+                || name.as_encoded_bytes().starts_with(b"_")
+            {
+                continue;
+            }
+            let p = entry.path();
+            let rel = p
+                .strip_prefix(root)
+                .unwrap_or(&p)
+                .to_string_lossy()
+                .replace('\\', "/");
+            let ty = entry.file_type()?;
+            if ty.is_symlink() {
+                self.links.push_back((p, rel));
+            } else if ty.is_dir() {
+                if self.dirs.insert(std::fs::canonicalize(&p)?) {
+                    self.walk(root, &p)?;
+                }
+            } else if ty.is_file() {
+                let real = std::fs::canonicalize(&p)?;
+                self.file(rel, real)?;
+            } else {
+                self.skip(rel, "not a regular file");
+            }
+        }
+        Ok(())
+    }
+
+    /// A regular file (canonically `real`): listed unless listed already.
+    fn file(&mut self, rel: String, real: PathBuf) -> std::io::Result<()> {
+        let meta = std::fs::metadata(&real)?;
+        if !meta.is_file() {
+            self.skip(rel, "not a regular file");
+        } else if let Some(first) = self.seen.get(&real) {
+            let why = format!("same file as {first}");
+            self.skip(rel, &why);
+        } else {
+            self.seen.insert(real, rel.clone());
+            self.files.push(Listed {
+                rel,
+                size: meta.len(),
+            });
+        }
+        Ok(())
+    }
+
+    fn skip(&mut self, rel: String, why: &str) {
+        self.skipped.push((rel, why.to_string()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_parse_to_urls() {
+        let d = tempfile::tempdir().unwrap();
+        let u = locate(d.path().to_str().unwrap()).unwrap();
+        assert_eq!(u.scheme(), "file");
+        assert_eq!(
+            locate("s3://bucket/a/b").unwrap().as_str(),
+            "s3://bucket/a/b"
+        );
+        assert!(locate("ftp://x/y").is_err());
+        assert!(locate("s3:///nobucket").is_err());
+        assert!(locate("").is_err());
+    }
+
+    #[test]
+    fn containment_is_by_whole_segments() {
+        let u = |s: &str| Url::parse(s).unwrap();
+        assert!(contains(&u("s3://b/data/"), &u("s3://b/data/t/")));
+        assert!(!contains(&u("s3://b/data/"), &u("s3://b/database/")));
+        assert!(!contains(&u("s3://b/data/"), &u("s3://c/data/")));
+        assert!(!contains(&u("s3://b/data/"), &u("file:///data/")));
+    }
+
+    #[test]
+    fn local_reads_hash_what_they_copy_and_stop_at_the_limit() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("x"), b"hello world").unwrap();
+        let s = Store::open(&locate(d.path().to_str().unwrap()).unwrap()).unwrap();
+        let (dg, n, buf) = s.copy_hashed("x", 5, Vec::new()).unwrap();
+        assert_eq!((n, buf.as_slice()), (5, &b"hello"[..]));
+        assert_eq!(dg, Digest::of_bytes(b"hello"));
+        assert!(matches!(
+            s.copy_hashed("nope", 5, Vec::new()),
+            Err(StorageError::NotFound(_))
+        ));
+        assert!(s.path("../x").is_err());
+        s.put("sub/y", Bytes::from_static(b"yy")).unwrap();
+        assert_eq!(s.get("sub/y").unwrap().unwrap().as_ref(), b"yy");
+        assert_eq!(s.size("sub/y").unwrap(), Some(2));
+        assert_eq!(s.get("sub/z").unwrap(), None);
+        s.check_conditional_put().unwrap();
+    }
+}
