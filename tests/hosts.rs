@@ -67,7 +67,10 @@ impl Lcg {
 /// Phase 1: each host runs every day (rotated by its number), hosts 1 and
 /// 3 with other params for their second half, and every third run is
 /// killed after a pseudo-random delay. Phase 2: every host runs every day
-/// with the final params. Returns how many runs were killed.
+/// with the final params. Returns how many runs were killed. Every table
+/// version a run reports as its commit must be reported by that run alone:
+/// two runs claiming one version means one commit replaced another's log
+/// entry (what conditional writes prevent).
 fn chaos(
     env: &[(&'static str, String)],
     module: &str,
@@ -77,6 +80,17 @@ fn chaos(
     days: &[&str],
 ) -> usize {
     let killed = std::sync::atomic::AtomicUsize::new(0);
+    let claimed = std::sync::Mutex::new(Vec::<String>::new());
+    let claim = |out: &std::process::Output| {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if let Some(r) = stdout.lines().find_map(|l| l.strip_prefix("result:"))
+            && let Some(v) = r.trim().strip_prefix("committed version ")
+        {
+            let v = v.split_whitespace().next().unwrap_or("").to_string();
+            claimed.lock().unwrap().push(v);
+        }
+    };
+    let claim = &claim;
     std::thread::scope(|scope| {
         for host in 0..HOSTS {
             let killed = &killed;
@@ -96,6 +110,7 @@ fn chaos(
                         }
                     }
                     let out = child.wait_with_output().unwrap();
+                    claim(&out);
                     let code = out.status.code();
                     assert!(
                         code.is_none() || code == Some(0),
@@ -114,6 +129,7 @@ fn chaos(
                     let out = run_cmd(env, module, root, d, table, mode, 10)
                         .output()
                         .unwrap();
+                    claim(&out);
                     assert!(
                         out.status.success(),
                         "host {host} day {d}: {}",
@@ -123,6 +139,12 @@ fn chaos(
             });
         }
     });
+    let mut claimed = claimed.into_inner().unwrap();
+    let n = claimed.len();
+    claimed.sort();
+    claimed.dedup();
+    assert_eq!(claimed.len(), n, "two runs claim one table version: {claimed:?}");
+    assert!(n >= days.len(), "fewer commits than slices: {claimed:?}");
     killed.into_inner()
 }
 

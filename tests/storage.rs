@@ -73,6 +73,28 @@ fn runs_memo_recommit_verify_and_audit_on_s3_equal_the_same_runs_on_disk() {
     assert!(field(&out, "result:").contains("(memo: already run)"), "{out}");
     assert_eq!(read_table_s3(&table, &s3, None), remote);
 
+    // A pinned version of the S3 table is itself a slice (read through its
+    // snapshot, by URL), and gives what the same read of the local table gives.
+    let revenue = common::guest("examples/daily_revenue");
+    let revenue = revenue.to_str().unwrap();
+    let (rtable, lrtable) = (s3.url("tables/revenue"), dir.path().join("revenue"));
+    let pinned = |input: &str, table: &str| -> Vec<String> {
+        [
+            "run", "--module", revenue, "--input", input, "--delta-version", "2",
+            "--partition", "date=2026-10-01", "--table", table,
+            "--logical-date", "2026-10-01",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let out = ok(s3.idem(&refs(&pinned(&table, &rtable)), &[]));
+    assert_eq!(field(&out, "result:"), "committed version 1", "{out}");
+    ok(s3.idem(&refs(&pinned(ltable, lrtable.to_str().unwrap())), &[]));
+    let r = read_table_s3(&rtable, &s3, None);
+    assert!(!r.rows.is_empty());
+    assert_eq!(r, read_table(&lrtable, None));
+
     // One input changes on S3: that slice recommits, the other is a memo.
     sample(&s3, &root, &days[..1], "2500");
     sample(&s3, lroot, &days[..1], "2500");
@@ -201,4 +223,70 @@ fn s3_list(s3: &S3, prefix: &str) -> Vec<String> {
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Two hosts commit two different slices to one S3 table at the same
+/// instant (a barrier inside the commit, after the log was re-read and
+/// before the log write, holds both until both are there): both want the
+/// same next log entry. The conditional PUT lets exactly one have it; the
+/// other sees the entry exists, re-reads and commits as the next version.
+/// Without it, the second PUT would silently replace the first commit.
+#[test]
+fn two_hosts_writing_the_same_log_entry_on_s3_both_land() {
+    let s3 = S3::start("lake");
+    let module = common::guest("examples/clean_orders");
+    let module = module.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (root, table) = (s3.url("data"), s3.url("tables/t"));
+    let days = ["2026-10-01", "2026-10-02", "2026-10-03"];
+    sample(&s3, &root, &days, "1500");
+    // Version 1 first (the CREATE and one slice), so both race for version 2.
+    ok(s3.idem(&refs(&day(module, &root, days[0], &table)), &[]));
+    let barrier = dir.path().join("barrier");
+    let spawn = |d: &str| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_idem"));
+        cmd.args(day(module, &root, d, &table))
+            .env("IDEM_CACHE_DIR", common::test_cache())
+            .env(
+                "IDEM_FAULT_BARRIER",
+                format!("before-log-write:2:{}", barrier.display()),
+            )
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        for (k, v) in s3.env() {
+            cmd.env(k, v);
+        }
+        cmd.spawn().unwrap()
+    };
+    let (a, b) = (spawn(days[1]), spawn(days[2]));
+    let results: Vec<String> = [a, b]
+        .into_iter()
+        .map(|c| {
+            let o = c.wait_with_output().unwrap();
+            let out = ok((
+                o.status.code().unwrap_or(-1),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            ));
+            field(&out, "result:")
+        })
+        .collect();
+    assert_eq!(std::fs::read_dir(&barrier).unwrap().count(), 2, "both at the barrier");
+    let mut versions: Vec<&str> = results.iter().map(|r| r.as_str()).collect();
+    versions.sort();
+    assert_eq!(
+        versions,
+        ["committed version 2", "committed version 3"],
+        "each host's commit is its own log entry"
+    );
+    // Both commits are in the table: every day's rows, as on disk.
+    let local = dir.path().join("data");
+    let ltable = dir.path().join("t");
+    sample(&s3, local.to_str().unwrap(), &days, "1500");
+    for d in days {
+        ok(s3.idem(&refs(&day(module, local.to_str().unwrap(), d, ltable.to_str().unwrap())), &[]));
+    }
+    assert_eq!(read_table_s3(&table, &s3, None).rows, read_table(&ltable, None).rows);
+    let out = ok(s3.idem(&["audit", &table], &[]));
+    assert!(out.contains("all 3 slices proven"), "{out}");
 }
