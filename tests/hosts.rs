@@ -98,7 +98,11 @@ fn chaos(
                 let mut rng = Lcg(host as u64 + 7);
                 for (k, i) in (0..days.len()).enumerate() {
                     let d = days[(i + host) % days.len()];
-                    let params = if host % 2 == 1 && k >= days.len() / 2 { 25 } else { 5 };
+                    let params = if host % 2 == 1 && k >= days.len() / 2 {
+                        25
+                    } else {
+                        5
+                    };
                     let mut child: Child = run_cmd(env, module, root, d, table, mode, params)
                         .spawn()
                         .unwrap();
@@ -143,16 +147,33 @@ fn chaos(
     let n = claimed.len();
     claimed.sort();
     claimed.dedup();
-    assert_eq!(claimed.len(), n, "two runs claim one table version: {claimed:?}");
+    assert_eq!(
+        claimed.len(),
+        n,
+        "two runs claim one table version: {claimed:?}"
+    );
     assert!(n >= days.len(), "fewer commits than slices: {claimed:?}");
     killed.into_inner()
 }
 
 /// The clean single-host reference: each day once, final params.
-fn clean(env: &[(&'static str, String)], module: &str, root: &str, table: &str, mode: &str, days: &[&str]) {
+fn clean(
+    env: &[(&'static str, String)],
+    module: &str,
+    root: &str,
+    table: &str,
+    mode: &str,
+    days: &[&str],
+) {
     for d in days {
-        let out = run_cmd(env, module, root, d, table, mode, 10).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = run_cmd(env, module, root, d, table, mode, 10)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
@@ -161,7 +182,10 @@ fn audit(env: &[(&'static str, String)], table: &str, slices: usize) {
     all.push(("IDEM_LOG", "off"));
     let (code, out, err) = common::idem_env(&["audit", table], &all);
     assert_eq!(code, 0, "{out}\n{err}");
-    assert!(out.contains(&format!("all {slices} slices proven")), "{out}");
+    assert!(
+        out.contains(&format!("all {slices} slices proven")),
+        "{out}"
+    );
 }
 
 #[test]
@@ -170,7 +194,13 @@ fn many_local_hosts_with_kills_and_changed_params_end_as_one_clean_run() {
     let module = module.to_str().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("data");
-    let days = ["2026-10-01", "2026-10-02", "2026-10-03", "2026-10-04", "2026-10-05"];
+    let days = [
+        "2026-10-01",
+        "2026-10-02",
+        "2026-10-03",
+        "2026-10-04",
+        "2026-10-05",
+    ];
     for d in days {
         common::orders(&root, d, 4000, 2);
     }
@@ -179,12 +209,22 @@ fn many_local_hosts_with_kills_and_changed_params_end_as_one_clean_run() {
         let table = dir.path().join(format!("chaos-{mode}"));
         let reference = dir.path().join(format!("clean-{mode}"));
         let killed = chaos(&[], module, root, table.to_str().unwrap(), mode, &days);
-        assert!(killed > 0, "no run was killed: the test proves less than it says");
+        assert!(
+            killed > 0,
+            "no run was killed: the test proves less than it says"
+        );
         clean(&[], module, root, reference.to_str().unwrap(), mode, &days);
         let got = read_table(&table, None);
         let want = read_table(&reference, None);
-        assert_eq!(got.rows.len(), want.rows.len(), "{mode}: row count (duplicates?)");
-        assert!(got.rows == want.rows, "{mode}: rows differ from one clean run");
+        assert_eq!(
+            got.rows.len(),
+            want.rows.len(),
+            "{mode}: row count (duplicates?)"
+        );
+        assert!(
+            got.rows == want.rows,
+            "{mode}: rows differ from one clean run"
+        );
         audit(&[], table.to_str().unwrap(), days.len());
     }
 }
@@ -197,14 +237,23 @@ fn many_hosts_on_s3_end_as_one_clean_run() {
     let module = module.to_str().unwrap();
     let days = ["2026-10-01", "2026-10-02", "2026-10-03"];
     let root = s3.url("data");
-    let mut args = vec!["sample", "--out", &root, "--rows", "3000", "--files", "2", "--dates"];
+    let mut args = vec![
+        "sample", "--out", &root, "--rows", "3000", "--files", "2", "--dates",
+    ];
     args.extend_from_slice(&days);
     let (code, _, err) = s3.idem(&args, &[]);
     assert_eq!(code, 0, "{err}");
     let (table, reference) = (s3.url("chaos"), s3.url("clean"));
     let killed = chaos(&env, module, &root, &table, "overwrite-partition", &days);
     assert!(killed > 0, "no run was killed");
-    clean(&env, module, &root, &reference, "overwrite-partition", &days);
+    clean(
+        &env,
+        module,
+        &root,
+        &reference,
+        "overwrite-partition",
+        &days,
+    );
     let got = read_table_s3(&table, &s3, None);
     let want = read_table_s3(&reference, &s3, None);
     assert_eq!(got.rows.len(), want.rows.len(), "row count (duplicates?)");

@@ -66,7 +66,7 @@ fn a_same_size_rewrite_between_pinning_and_reading_is_refused() {
     std::fs::create_dir_all(&part).unwrap();
     let expected =
         plain_ints(&part.join("a.parquet"), 500) + plain_ints(&part.join("b.parquet"), 500);
-    let slice = ResolvedSlice::from_partition(&dir.path().join("data"), "date", "1").unwrap();
+    let slice = ResolvedSlice::from_partition(dir.path().join("data"), "date", "1").unwrap();
     let pinned = slice.inputs[1].clone();
 
     // Rewrite one byte of one value in b.parquet's data page, in place.
@@ -95,7 +95,7 @@ fn a_same_size_rewrite_between_pinning_and_reading_is_refused() {
     }
     // The rewritten file decodes fine: only the digest check stands between
     // the run and a different value under the pinned digest.
-    let repinned = ResolvedSlice::from_partition(&dir.path().join("data"), "date", "1").unwrap();
+    let repinned = ResolvedSlice::from_partition(dir.path().join("data"), "date", "1").unwrap();
     assert_ne!(repinned.inputs[1].digest, pinned.digest);
     assert_eq!(sum(&repinned).unwrap(), expected + 0x4000);
 }

@@ -39,7 +39,9 @@ fn refs(v: &[String]) -> Vec<&str> {
 
 /// `idem sample` of `rows` orders for `dates` into `out` (a path or URL).
 fn sample(s3: &S3, out: &str, dates: &[&str], rows: &str) {
-    let mut args = vec!["sample", "--out", out, "--rows", rows, "--files", "2", "--dates"];
+    let mut args = vec![
+        "sample", "--out", out, "--rows", rows, "--files", "2", "--dates",
+    ];
     args.extend_from_slice(dates);
     ok(s3.idem(&args, &[]));
 }
@@ -60,17 +62,26 @@ fn runs_memo_recommit_verify_and_audit_on_s3_equal_the_same_runs_on_disk() {
 
     for d in days {
         let out = ok(s3.idem(&refs(&day(module, &root, d, &table)), &[]));
-        assert!(field(&out, "result:").starts_with("committed version"), "{out}");
+        assert!(
+            field(&out, "result:").starts_with("committed version"),
+            "{out}"
+        );
         ok(s3.idem(&refs(&day(module, lroot, d, ltable)), &[]));
     }
     let remote = read_table_s3(&table, &s3, None);
     let local = read_table(&local_table, None);
     assert!(!remote.rows.is_empty());
-    assert_eq!(remote, local, "the S3 table differs from the same runs on disk");
+    assert_eq!(
+        remote, local,
+        "the S3 table differs from the same runs on disk"
+    );
 
     // A rerun is a memo: nothing executed, nothing committed.
     let out = ok(s3.idem(&refs(&day(module, &root, days[0], &table)), &[]));
-    assert!(field(&out, "result:").contains("(memo: already run)"), "{out}");
+    assert!(
+        field(&out, "result:").contains("(memo: already run)"),
+        "{out}"
+    );
     assert_eq!(read_table_s3(&table, &s3, None), remote);
 
     // A pinned version of the S3 table is itself a slice (read through its
@@ -80,9 +91,19 @@ fn runs_memo_recommit_verify_and_audit_on_s3_equal_the_same_runs_on_disk() {
     let (rtable, lrtable) = (s3.url("tables/revenue"), dir.path().join("revenue"));
     let pinned = |input: &str, table: &str| -> Vec<String> {
         [
-            "run", "--module", revenue, "--input", input, "--delta-version", "2",
-            "--partition", "date=2026-10-01", "--table", table,
-            "--logical-date", "2026-10-01",
+            "run",
+            "--module",
+            revenue,
+            "--input",
+            input,
+            "--delta-version",
+            "2",
+            "--partition",
+            "date=2026-10-01",
+            "--table",
+            table,
+            "--logical-date",
+            "2026-10-01",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -99,9 +120,15 @@ fn runs_memo_recommit_verify_and_audit_on_s3_equal_the_same_runs_on_disk() {
     sample(&s3, &root, &days[..1], "2500");
     sample(&s3, lroot, &days[..1], "2500");
     let out = ok(s3.idem(&refs(&day(module, &root, days[0], &table)), &[]));
-    assert!(field(&out, "result:").starts_with("committed version"), "{out}");
+    assert!(
+        field(&out, "result:").starts_with("committed version"),
+        "{out}"
+    );
     let manifest = field(&out, "manifest:");
-    assert!(manifest.starts_with("s3://lake/tables/orders/_idem/manifests/"), "{manifest}");
+    assert!(
+        manifest.starts_with("s3://lake/tables/orders/_idem/manifests/"),
+        "{manifest}"
+    );
     let out = ok(s3.idem(&refs(&day(module, &root, days[1], &table)), &[]));
     assert!(field(&out, "result:").contains("memo"), "{out}");
     ok(s3.idem(&refs(&day(module, lroot, days[0], ltable)), &[]));
@@ -125,7 +152,10 @@ fn runs_memo_recommit_verify_and_audit_on_s3_equal_the_same_runs_on_disk() {
     let copy = s3.url("modules/clean_orders.wasm");
     upload(&s3, &staged, &copy);
     let out = ok(s3.idem(&refs(&day(&copy, &root, days[1], &table)), &[]));
-    assert!(field(&out, "result:").contains("memo"), "same module digest, same run key: {out}");
+    assert!(
+        field(&out, "result:").contains("memo"),
+        "same module digest, same run key: {out}"
+    );
 }
 
 /// Rows of the local table (read by the independent reader).
@@ -135,20 +165,22 @@ fn local_rows_of_clean_orders(table: &std::path::Path) -> usize {
 
 /// Upload a local file to `url` with pyarrow's S3 client (not idem's).
 fn upload(s3: &S3, file: &std::path::Path, url: &str) {
-    let script = format!(
-        "import os,sys,pyarrow.fs as f\n\
+    let script = "import os,sys,pyarrow.fs as f\n\
          from urllib.parse import urlparse\n\
          e=urlparse(os.environ['AWS_ENDPOINT_URL'])\n\
          fs=f.S3FileSystem(access_key=os.environ['AWS_ACCESS_KEY_ID'],secret_key=os.environ['AWS_SECRET_ACCESS_KEY'],region='us-east-1',endpoint_override=e.netloc,scheme=e.scheme)\n\
-         fs.open_output_stream(sys.argv[2][5:]).write(open(sys.argv[1],'rb').read())\n"
-    );
+         fs.open_output_stream(sys.argv[2][5:]).write(open(sys.argv[1],'rb').read())\n".to_string();
     let mut cmd = std::process::Command::new(common::python());
     cmd.args(["-c", &script, file.to_str().unwrap(), url]);
     for (k, v) in s3.env() {
         cmd.env(k, v);
     }
     let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -163,12 +195,18 @@ fn wrong_credentials_a_missing_bucket_and_a_dead_endpoint_are_named_and_write_no
     let (code, _, err) = s3.idem(&refs(&args), &[("AWS_SECRET_ACCESS_KEY", "wrong")]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("access was refused"), "{err}");
-    assert!(err.contains("s3://lake/") && err.contains(&s3.endpoint), "{err}");
+    assert!(
+        err.contains("s3://lake/") && err.contains(&s3.endpoint),
+        "{err}"
+    );
 
     let other = day(module, &root, "2026-10-01", "s3://nobucket/t");
     let (code, _, err) = s3.idem(&refs(&other), &[]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("the bucket `nobucket` does not exist"), "{err}");
+    assert!(
+        err.contains("the bucket `nobucket` does not exist"),
+        "{err}"
+    );
 
     let dead = "http://127.0.0.1:9";
     let (code, _, err) = s3.idem(&refs(&args), &[("AWS_ENDPOINT_URL", dead)]);
@@ -202,7 +240,8 @@ fn a_store_that_ignores_conditional_writes_is_refused_before_anything_is_committ
         .filter(|p| !p.contains("/_idem/probe/"))
         .collect();
     assert!(
-        left.iter().all(|p| !p.contains("_delta_log/") && !p.ends_with(".parquet")),
+        left.iter()
+            .all(|p| !p.contains("_delta_log/") && !p.ends_with(".parquet")),
         "{left:?}"
     );
 }
@@ -221,7 +260,11 @@ fn s3_list(s3: &S3, prefix: &str) -> Vec<String> {
         cmd.env(k, v);
     }
     let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -271,7 +314,11 @@ fn two_hosts_writing_the_same_log_entry_on_s3_both_land() {
             field(&out, "result:")
         })
         .collect();
-    assert_eq!(std::fs::read_dir(&barrier).unwrap().count(), 2, "both at the barrier");
+    assert_eq!(
+        std::fs::read_dir(&barrier).unwrap().count(),
+        2,
+        "both at the barrier"
+    );
     let mut versions: Vec<&str> = results.iter().map(|r| r.as_str()).collect();
     versions.sort();
     assert_eq!(
@@ -284,9 +331,20 @@ fn two_hosts_writing_the_same_log_entry_on_s3_both_land() {
     let ltable = dir.path().join("t");
     sample(&s3, local.to_str().unwrap(), &days, "1500");
     for d in days {
-        ok(s3.idem(&refs(&day(module, local.to_str().unwrap(), d, ltable.to_str().unwrap())), &[]));
+        ok(s3.idem(
+            &refs(&day(
+                module,
+                local.to_str().unwrap(),
+                d,
+                ltable.to_str().unwrap(),
+            )),
+            &[],
+        ));
     }
-    assert_eq!(read_table_s3(&table, &s3, None).rows, read_table(&ltable, None).rows);
+    assert_eq!(
+        read_table_s3(&table, &s3, None).rows,
+        read_table(&ltable, None).rows
+    );
     let out = ok(s3.idem(&["audit", &table], &[]));
     assert!(out.contains("all 3 slices proven"), "{out}");
 }

@@ -416,7 +416,10 @@ fn s3_inputs(rows: u64, samples: u64, out: &mut Vec<Row>) {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/var/tmp/idem-venv/bin/python"));
     if !python.exists() {
-        println!("figure 6 skipped: no {} (run scripts/test once)", python.display());
+        println!(
+            "figure 6 skipped: no {} (run scripts/test once)",
+            python.display()
+        );
         return;
     }
     use std::io::BufRead;

@@ -424,7 +424,9 @@ pub fn sample(a: SampleArgs) -> Result<ExitCode> {
     let store = idem::storage::Store::at(&a.out)?;
     // Written locally, then put object by object (each put is atomic).
     let tmp = tempfile::tempdir()?;
-    let local = store.local_dir().unwrap_or_else(|| tmp.path().to_path_buf());
+    let local = store
+        .local_dir()
+        .unwrap_or_else(|| tmp.path().to_path_buf());
     for d in &a.dates {
         for f in idem::sample::write_day(&local, d, a.rows, a.files)? {
             let rel = f

@@ -721,7 +721,8 @@ pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
         )));
     }
     check_input_paths(&m)?;
-    let root = crate::storage::Store::at(&m.spec.slice.root).map_err(crate::slice::SliceError::from)?;
+    let root =
+        crate::storage::Store::at(&m.spec.slice.root).map_err(crate::slice::SliceError::from)?;
     let mut files = Vec::with_capacity(m.spec.slice.inputs.len());
     for input in &m.spec.slice.inputs {
         if root

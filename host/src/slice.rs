@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::digest::Digest;
-use crate::storage::{self, Listed, Store, StorageError, as_dir};
+use crate::storage::{self, Listed, StorageError, Store, as_dir};
 use url::Url;
 
 /// Inputs up to this size are copied to memory before decoding; larger ones
@@ -307,7 +307,9 @@ impl ResolvedSlice {
                 hint: "pass at least one --input file".into(),
             });
         };
-        let mut root = first.join("./").map_err(|e| SliceError::NotFound(e.to_string()))?;
+        let mut root = first
+            .join("./")
+            .map_err(|e| SliceError::NotFound(e.to_string()))?;
         for u in &urls[1..] {
             if (u.scheme(), u.host_str()) != (root.scheme(), root.host_str()) {
                 return Err(SliceError::Stores {
@@ -414,9 +416,11 @@ impl ResolvedSlice {
         let mut rels = Vec::with_capacity(files.len());
         for f in &files {
             let url = storage::locate(&loc(f))?;
-            rels.push(rel_of(&root, &url).ok_or_else(|| {
-                bad("input path", &loc(f), "it is outside the slice root", "")
-            })?);
+            rels.push(
+                rel_of(&root, &url).ok_or_else(|| {
+                    bad("input path", &loc(f), "it is outside the slice root", "")
+                })?,
+            );
         }
         Self::pin(id, Store::open(&root)?, rels, Vec::new())
     }
@@ -576,7 +580,9 @@ impl ResolvedSlice {
         }
         let tail = self.store.read_range(&input.path, len - 8..len)?;
         if &tail[4..8] != b"PAR1" {
-            return Err(malformed("no PAR1 magic at the end (corrupt or encrypted footer)".into()));
+            return Err(malformed(
+                "no PAR1 magic at the end (corrupt or encrypted footer)".into(),
+            ));
         }
         let footer = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) as u64;
         if footer + 12 > len {
@@ -587,9 +593,11 @@ impl ResolvedSlice {
         let meta = self
             .store
             .read_range(&input.path, len - 8 - footer..len - 8)?;
-        let md = ParquetMetaDataReader::decode_metadata(&meta).map_err(|e| malformed(e.to_string()))?;
-        let schema = parquet::arrow::parquet_to_arrow_schema(md.file_metadata().schema_descr(), None)
-            .map_err(|e| malformed(e.to_string()))?;
+        let md =
+            ParquetMetaDataReader::decode_metadata(&meta).map_err(|e| malformed(e.to_string()))?;
+        let schema =
+            parquet::arrow::parquet_to_arrow_schema(md.file_metadata().schema_descr(), None)
+                .map_err(|e| malformed(e.to_string()))?;
         Ok(Arc::new(schema))
     }
 
@@ -1152,7 +1160,7 @@ mod tests {
         std::fs::create_dir_all(d.join("data")).unwrap();
         std::os::unix::fs::symlink(d.join("secret/date=x"), d.join("data/date=x")).unwrap();
         assert!(matches!(
-            ResolvedSlice::from_partition(&d.join("data"), "date", "x"),
+            ResolvedSlice::from_partition(d.join("data"), "date", "x"),
             Err(SliceError::Storage(StorageError::Outside { .. }))
         ));
     }

@@ -9,8 +9,8 @@ use std::sync::{Arc, Once};
 use deltalake::DeltaResult;
 use deltalake::logstore::object_store::path::Path;
 use deltalake::logstore::{
-    LogStore, LogStoreFactory, ObjectStoreFactory, ObjectStoreRef, StorageConfig,
-    default_logstore, logstore_factories, object_store_factories,
+    LogStore, LogStoreFactory, ObjectStoreFactory, ObjectStoreRef, StorageConfig, default_logstore,
+    logstore_factories, object_store_factories,
 };
 use url::Url;
 
@@ -25,9 +25,8 @@ impl ObjectStoreFactory for Stores {
         url: &Url,
         _config: &StorageConfig,
     ) -> DeltaResult<(ObjectStoreRef, Path)> {
-        crate::storage::object_store_for(url).map_err(|e| {
-            deltalake::DeltaTableError::Generic(e.to_string())
-        })
+        crate::storage::object_store_for(url)
+            .map_err(|e| deltalake::DeltaTableError::Generic(e.to_string()))
     }
 }
 
