@@ -80,6 +80,7 @@ fn chaos(
     days: &[&str],
 ) -> usize {
     let killed = std::sync::atomic::AtomicUsize::new(0);
+    let at_points = std::sync::atomic::AtomicUsize::new(0);
     let claimed = std::sync::Mutex::new(Vec::<String>::new());
     let claim = |out: &std::process::Output| {
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -93,7 +94,7 @@ fn chaos(
     let claim = &claim;
     std::thread::scope(|scope| {
         for host in 0..HOSTS {
-            let killed = &killed;
+            let (killed, at_points) = (&killed, &at_points);
             scope.spawn(move || {
                 let mut rng = Lcg(host as u64 + 7);
                 for (k, i) in (0..days.len()).enumerate() {
@@ -103,16 +104,49 @@ fn chaos(
                     } else {
                         5
                     };
-                    let mut child: Child = run_cmd(env, module, root, d, table, mode, params)
-                        .spawn()
-                        .unwrap();
-                    if (k + host) % 3 == 0 {
-                        std::thread::sleep(Duration::from_millis(100 + rng.next(900)));
+                    let mut cmd = run_cmd(env, module, root, d, table, mode, params);
+                    // Every third run is killed: alternately exactly at a
+                    // commit's fault point (data files written, log not
+                    // yet; log written, sidecars not yet), or after a
+                    // pseudo-random delay (start-up, pinning, executing).
+                    let kill = (k + host) % 3 == 0;
+                    let flag = std::env::temp_dir().join(format!(
+                        "idem-hosts-{}-{host}-{k}-{}",
+                        std::process::id(),
+                        table.len()
+                    ));
+                    let _ = std::fs::remove_dir_all(&flag);
+                    let at_point = kill && rng.next(3) < 2;
+                    let point = ["before-log-write", "after-log-write"][rng.next(2) as usize];
+                    if at_point {
+                        cmd.env(
+                            "IDEM_FAULT_BARRIER",
+                            format!("{point}:1:{}", flag.display()),
+                        )
+                        .env("IDEM_FAULT_SLEEP_MS", format!("{point}:60000"));
+                    }
+                    let mut child: Child = cmd.spawn().unwrap();
+                    if kill {
+                        if at_point {
+                            // Until it announces itself there, or ends without
+                            // committing (its output was current already).
+                            while child.try_wait().unwrap().is_none()
+                                && std::fs::read_dir(&flag).map(|d| d.count()).unwrap_or(0) == 0
+                            {
+                                std::thread::sleep(Duration::from_millis(10));
+                            }
+                        } else {
+                            std::thread::sleep(Duration::from_millis(100 + rng.next(900)));
+                        }
                         if child.try_wait().unwrap().is_none() {
                             child.kill().unwrap();
                             killed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            if at_point {
+                                at_points.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
                         }
                     }
+                    let _ = std::fs::remove_dir_all(&flag);
                     let out = child.wait_with_output().unwrap();
                     claim(&out);
                     let code = out.status.code();
@@ -153,6 +187,10 @@ fn chaos(
         "two runs claim one table version: {claimed:?}"
     );
     assert!(n >= days.len(), "fewer commits than slices: {claimed:?}");
+    assert!(
+        at_points.into_inner() > 0,
+        "no run was killed inside a commit: the test proves less than it says"
+    );
     killed.into_inner()
 }
 

@@ -50,7 +50,7 @@ pub struct AuditOptions<'a> {
 /// Audit every slice of `table` (or one).
 pub fn audit(table: &str, opts: &AuditOptions<'_>) -> Result<Vec<SliceAudit>, RunError> {
     let rt = crate::run::runtime()?;
-    let t = rt.block_on(Table::open(table))?;
+    let t = rt.block_on(Table::open_existing(table))?;
     let commits = rt.block_on(t.slice_commits())?;
     if let Some(s) = &opts.slice
         && !commits.iter().any(|c| &c.slice == s)
@@ -217,7 +217,7 @@ pub fn verify_manifest(
         ));
     }
     let rt = crate::run::runtime()?;
-    let t = rt.block_on(Table::open(&m.spec.target.table))?;
+    let t = rt.block_on(Table::open_existing(&m.spec.target.table))?;
     let commits = rt.block_on(t.slice_commits())?;
     let history = rt.block_on(t.idem_history())?;
     let named_by: Vec<u64> = history

@@ -422,22 +422,21 @@ pub struct SampleArgs {
 
 pub fn sample(a: SampleArgs) -> Result<ExitCode> {
     let store = idem::storage::Store::at(&a.out)?;
-    // Written locally, then put object by object (each put is atomic).
+    // Written to a local scratch folder, then put object by object (each
+    // put is atomic: a reader never sees half a file).
     let tmp = tempfile::tempdir()?;
-    let local = store
-        .local_dir()
-        .unwrap_or_else(|| tmp.path().to_path_buf());
     for d in &a.dates {
-        for f in idem::sample::write_day(&local, d, a.rows, a.files)? {
+        for f in idem::sample::write_day(tmp.path(), d, a.rows, a.files)? {
             let rel = f
-                .strip_prefix(&local)
+                .strip_prefix(tmp.path())
                 .unwrap_or(&f)
                 .to_string_lossy()
                 .replace('\\', "/");
-            if store.local_dir().is_none() {
-                store.put(&rel, std::fs::read(&f)?.into())?;
+            store.put(&rel, std::fs::read(&f)?.into())?;
+            match store.local_dir() {
+                Some(dir) => println!("{}", dir.join(&rel).display()),
+                None => println!("{}", store.url_of(&rel)),
             }
-            println!("{}", store.url_of(&rel));
         }
     }
     Ok(ExitCode::SUCCESS)

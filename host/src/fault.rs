@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 /// A named point in a run. With `IDEM_FAULT_SLEEP_MS=<point>:<ms>` the
 /// process sleeps there (so a test can kill it at that point); with
-/// `IDEM_FAULT_BARRIER=<point>:<dir>:<n>` it announces itself in `<dir>` and
+/// `IDEM_FAULT_BARRIER=<point>:<n>:<dir>` it announces itself in `<dir>` and
 /// waits until `n` processes have arrived (so a test can prove that two
 /// hosts really were at the same point at once).
 pub fn point(name: &str) {

@@ -480,7 +480,9 @@ impl Run {
         }
         timings.exec_ms = ms(t);
 
-        // 5. Manifest and module stored before the commit names them.
+        // 5. Manifest and module stored before the commit names them, on a
+        // store proven to refuse overwriting a log entry.
+        rt.block_on(table.ensure_safe_store())?;
         let manifest = Manifest::new(
             spec,
             RunResult {
@@ -623,13 +625,13 @@ fn resolve(
             // Read through the pinned snapshot: its files only, with the
             // partition values its log holds (not in the files).
             let (inputs, root, schema) = rt.block_on(async {
-                let mut t = Table::open(table).await?;
+                let mut t = Table::open_existing(table).await?;
                 t.load_version(*version).await?;
                 let inputs = t
                     .input_files(partition.as_ref().map(|(k, v)| (k.as_str(), v.as_str())))
                     .await?;
                 let schema = t.arrow_schema()?;
-                Ok::<_, RunError>((inputs, t.url().to_string(), schema))
+                Ok::<_, RunError>((inputs, t.url().clone(), schema))
             })?;
             let mut files = Vec::with_capacity(inputs.len());
             let mut values = Vec::with_capacity(inputs.len());
@@ -639,10 +641,10 @@ fn resolve(
                     columns = f.partition_values.iter().map(|(k, _)| k.clone()).collect();
                 }
                 values.push((
-                    f.location.to_string(),
+                    f.path.clone(),
                     f.partition_values.iter().map(|(_, v)| v.clone()).collect(),
                 ));
-                files.push(f.location.to_string());
+                files.push(f.path.clone());
             }
             let fields = columns
                 .iter()
@@ -660,7 +662,7 @@ fn resolve(
                 None => format!("delta-v{version}"),
             };
             let slice =
-                ResolvedSlice::from_listed(&id, &root, files)?.with_constants(fields, values);
+                ResolvedSlice::from_names(&id, &root, files)?.with_constants(fields, values);
             (slice, "delta")
         }
     })
@@ -705,7 +707,7 @@ pub enum Verdict {
 pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunError> {
     let m = Manifest::from_bytes(manifest_bytes)?;
     let rt = runtime()?;
-    let table = rt.block_on(Table::open(&m.spec.target.table))?;
+    let table = rt.block_on(Table::open_existing(&m.spec.target.table))?;
     let mod_path = module_path(&m.spec.module);
     let Some(bytes) = rt.block_on(table.get_sidecar(&mod_path))? else {
         return Ok(Verdict::Mismatch(format!(
@@ -721,9 +723,10 @@ pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
         )));
     }
     check_input_paths(&m)?;
-    let root =
-        crate::storage::Store::at(&m.spec.slice.root).map_err(crate::slice::SliceError::from)?;
-    let mut files = Vec::with_capacity(m.spec.slice.inputs.len());
+    let root_url =
+        crate::storage::locate(&m.spec.slice.root).map_err(crate::slice::SliceError::from)?;
+    let root = crate::storage::Store::open(&root_url).map_err(crate::slice::SliceError::from)?;
+    let mut names = Vec::with_capacity(m.spec.slice.inputs.len());
     for input in &m.spec.slice.inputs {
         if root
             .size(&input.path)
@@ -736,16 +739,25 @@ pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
                 root.url_of(&input.path)
             )));
         }
-        files.push(root.url_of(&input.path).to_string());
+        names.push(input.path.clone());
     }
-    // Pinning hashes every input; compare with the record.
-    let slice = ResolvedSlice::from_listed(&m.spec.slice.id, root.url().as_str(), files)?;
-    for recorded in &m.spec.slice.inputs {
-        let now = slice.inputs.iter().find(|i| i.path == recorded.path);
-        if let Some(now) = now.filter(|now| now.digest != recorded.digest) {
+    // Pin the recorded names as they are; every recorded input must come
+    // back with its recorded digest.
+    let slice = ResolvedSlice::from_names(&m.spec.slice.id, root.url(), names)?;
+    let mut recorded: Vec<&crate::slice::InputObject> = m.spec.slice.inputs.iter().collect();
+    recorded.sort_by(|a, b| a.path.cmp(&b.path));
+    if recorded.len() != slice.inputs.len() {
+        return Ok(Verdict::Mismatch(format!(
+            "the manifest records {} inputs, {} distinct names were found",
+            recorded.len(),
+            slice.inputs.len()
+        )));
+    }
+    for (rec, now) in recorded.iter().zip(&slice.inputs) {
+        if rec.path != now.path || rec.digest != now.digest {
             return Ok(Verdict::Mismatch(format!(
                 "input {} changed: recorded {}, now {}",
-                recorded.path, recorded.digest, now.digest
+                rec.path, rec.digest, now.digest
             )));
         }
     }
@@ -776,7 +788,7 @@ pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
 pub fn run_log(table: &str) -> Result<Vec<LogEntry>, RunError> {
     let rt = runtime()?;
     rt.block_on(async {
-        let t = Table::open(table).await?;
+        let t = Table::open_existing(table).await?;
         let mut out = Vec::new();
         for name in t.list_sidecar("log").await? {
             let rel = name.trim_start_matches("_idem/");

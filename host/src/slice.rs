@@ -209,25 +209,18 @@ fn existing(f: &impl AsRef<OsStr>) -> Result<Url, SliceError> {
 }
 
 /// The name of `url` relative to the directory `root`, `/`-separated and
-/// percent-decoded; `None` when it is not below `root`.
+/// percent-decoded (the raw object name); `None` when it is not below
+/// `root`.
 fn rel_of(root: &Url, url: &Url) -> Option<String> {
     let root = as_dir(root);
     if !storage::contains(&root, url) {
         return None;
     }
     let skip = root.path().split('/').filter(|s| !s.is_empty()).count();
-    let parts: Vec<String> = url
-        .path()
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .skip(skip)
-        .map(|s| {
-            url::form_urlencoded::parse(format!("x={}", s.replace('+', "%2B")).as_bytes())
-                .next()
-                .map(|(_, v)| v.into_owned())
-                .unwrap_or_else(|| s.to_string())
-        })
-        .collect();
+    let mut parts = Vec::new();
+    for s in url.path().split('/').filter(|s| !s.is_empty()).skip(skip) {
+        parts.push(storage::decode_segment(s).ok()?);
+    }
     (!parts.is_empty()).then(|| parts.join("/"))
 }
 
@@ -311,7 +304,7 @@ impl ResolvedSlice {
             .join("./")
             .map_err(|e| SliceError::NotFound(e.to_string()))?;
         for u in &urls[1..] {
-            if (u.scheme(), u.host_str()) != (root.scheme(), root.host_str()) {
+            if !storage::same_store(u, &root) {
                 return Err(SliceError::Stores {
                     first: first.to_string(),
                     other: u.to_string(),
@@ -326,10 +319,17 @@ impl ResolvedSlice {
             }
         }
         let store = Store::open(&root)?;
-        let rels = urls
-            .iter()
-            .map(|u| rel_of(&root, u).unwrap_or_else(|| u.to_string()))
-            .collect();
+        let mut rels = Vec::with_capacity(urls.len());
+        for u in &urls {
+            rels.push(rel_of(&root, u).ok_or_else(|| {
+                bad(
+                    "input path",
+                    u.as_str(),
+                    "it is not below the files' common directory",
+                    "",
+                )
+            })?);
+        }
         Self::pin(id, store, rels, Vec::new())
     }
 
@@ -397,8 +397,7 @@ impl ResolvedSlice {
         Self::pin(&id, store, files, skipped)
     }
 
-    /// Pin `files` (locations below `root`), e.g. the data files of a Delta
-    /// table version or the inputs a manifest names.
+    /// Pin `files` (locations below `root`).
     pub fn from_listed(
         id: &str,
         root: impl AsRef<OsStr>,
@@ -406,13 +405,6 @@ impl ResolvedSlice {
     ) -> Result<Self, SliceError> {
         validate_segment("slice id", id)?;
         let root = as_dir(&storage::locate(&loc(&root))?);
-        if files.is_empty() {
-            return Err(SliceError::Empty {
-                slice: id.to_string(),
-                root: root.to_string(),
-                hint: "the table version (and partition filter) selects no data files".into(),
-            });
-        }
         let mut rels = Vec::with_capacity(files.len());
         for f in &files {
             let url = storage::locate(&loc(f))?;
@@ -422,7 +414,22 @@ impl ResolvedSlice {
                 })?,
             );
         }
-        Self::pin(id, Store::open(&root)?, rels, Vec::new())
+        Self::from_names(id, &root, rels)
+    }
+
+    /// Pin the objects named `names` (relative to the directory `root`,
+    /// taken as they are: no symlink or URL resolution), e.g. the data
+    /// files of a Delta table version or the inputs a manifest records.
+    pub fn from_names(id: &str, root: &Url, names: Vec<String>) -> Result<Self, SliceError> {
+        validate_segment("slice id", id)?;
+        if names.is_empty() {
+            return Err(SliceError::Empty {
+                slice: id.to_string(),
+                root: root.to_string(),
+                hint: "the table version (and partition filter) selects no data files".into(),
+            });
+        }
+        Self::pin(id, Store::open(root)?, names, Vec::new())
     }
 
     fn pin(
@@ -456,18 +463,13 @@ impl ResolvedSlice {
     }
 
     /// Give every input constant columns (a Delta table's partition
-    /// values): `values` maps an input's location to one value per field.
+    /// values): `values` maps an input's name to one value per field.
     pub fn with_constants(
         mut self,
         fields: Vec<Field>,
-        values: Vec<(impl AsRef<OsStr>, Vec<Option<String>>)>,
+        values: Vec<(String, Vec<Option<String>>)>,
     ) -> Self {
-        for (path, vals) in values {
-            let name = loc(&path);
-            let rel = storage::locate(&name)
-                .ok()
-                .and_then(|u| rel_of(&self.root, &u))
-                .unwrap_or(name);
+        for (rel, vals) in values {
             self.constants.insert(rel, vals);
         }
         self.constant_fields = fields;

@@ -119,7 +119,8 @@ where
 {
     match futures::executor::block_on(IO.spawn(f)) {
         Ok(v) => v,
-        Err(e) => std::panic::resume_unwind(e.into_panic()),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => panic!("storage task cancelled: {e}"),
     }
 }
 
@@ -140,7 +141,7 @@ pub fn locate(location: &str) -> Result<Url, StorageError> {
                 let p = url
                     .to_file_path()
                     .map_err(|_| bad("not a local file URL".into()))?;
-                Ok(file_url(&canonical_best_effort(&p)))
+                file_url(location, &canonical_best_effort(&p))
             }
             "s3" | "s3a" | "gs" | "az" | "abfs" | "abfss" | "adl" | "azure" => {
                 if url.host_str().unwrap_or("").is_empty() {
@@ -156,11 +157,14 @@ pub fn locate(location: &str) -> Result<Url, StorageError> {
             ))),
         };
     }
-    Ok(file_url(&canonical_best_effort(Path::new(location))))
+    file_url(location, &canonical_best_effort(Path::new(location)))
 }
 
-fn file_url(p: &Path) -> Url {
-    Url::from_file_path(p).unwrap_or_else(|_| Url::parse("file:///").expect("a valid URL"))
+fn file_url(location: &str, p: &Path) -> Result<Url, StorageError> {
+    Url::from_file_path(p).map_err(|_| StorageError::BadLocation {
+        location: location.into(),
+        detail: "it does not resolve to an absolute path (is the working directory gone?)".into(),
+    })
 }
 
 /// The canonical form of `p` as far as it exists, with the rest appended
@@ -198,7 +202,7 @@ pub fn as_dir(url: &Url) -> Url {
 /// Does the directory `outer` contain `inner` (or equal it)? Both on the
 /// same store, compared by path segments.
 pub fn contains(outer: &Url, inner: &Url) -> bool {
-    if outer.scheme() != inner.scheme() || outer.host_str() != inner.host_str() {
+    if !same_store(outer, inner) {
         return false;
     }
     let seg = |u: &Url| -> Vec<String> {
@@ -210,6 +214,28 @@ pub fn contains(outer: &Url, inner: &Url) -> bool {
     };
     let (o, i) = (seg(outer), seg(inner));
     i.len() >= o.len() && i[..o.len()] == o[..]
+}
+
+/// Do two URLs name objects of one store (scheme, bucket or container,
+/// account, port)? `s3a` is `s3`.
+pub fn same_store(a: &Url, b: &Url) -> bool {
+    let scheme = |u: &Url| match u.scheme() {
+        "s3a" => "s3".to_string(),
+        s => s.to_string(),
+    };
+    (scheme(a), a.host_str(), a.port(), a.username())
+        == (scheme(b), b.host_str(), b.port(), b.username())
+}
+
+/// Percent-decode one URL path segment into the object name it stands for.
+pub fn decode_segment(s: &str) -> Result<String, StorageError> {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8()
+        .map(|c| c.into_owned())
+        .map_err(|_| StorageError::BadLocation {
+            location: s.into(),
+            detail: "not UTF-8 once percent-decoded".into(),
+        })
 }
 
 /// The object-store configuration in effect for `url`, from the
@@ -256,15 +282,20 @@ pub fn object_store_for(url: &Url) -> Result<(Arc<dyn ObjectStore>, ObjPath), St
                     .map_err(|e| bad(e.to_string()))?,
             )
         }
-        "gs" | "az" | "abfs" | "abfss" | "adl" | "azure" => {
-            let env: Vec<(String, String)> = std::env::vars()
-                .filter(|(k, _)| k.starts_with("GOOGLE_") || k.starts_with("AZURE_"))
-                .map(|(k, v)| (k.to_ascii_lowercase(), v))
-                .collect();
-            let (store, _) =
-                object_store::parse_url_opts(url, env).map_err(|e| bad(e.to_string()))?;
-            Arc::from(store)
-        }
+        "gs" => Arc::new(
+            object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_url(url.as_str())
+                .with_retry(retry())
+                .build()
+                .map_err(|e| bad(e.to_string()))?,
+        ),
+        "az" | "abfs" | "abfss" | "adl" | "azure" => Arc::new(
+            object_store::azure::MicrosoftAzureBuilder::from_env()
+                .with_url(url.as_str())
+                .with_retry(retry())
+                .build()
+                .map_err(|e| bad(e.to_string()))?,
+        ),
         other => return Err(bad(format!("the scheme `{other}` is not supported"))),
     };
     Ok((store, path))
@@ -322,42 +353,69 @@ impl Store {
             .flatten()
     }
 
-    /// The URL of `rel` below the directory.
+    /// The URL of the object named `rel` below the directory (each
+    /// segment percent-encoded: `rel_of` gives `rel` back).
     pub fn url_of(&self, rel: &str) -> Url {
-        self.url.join(rel).unwrap_or_else(|_| self.url.clone())
+        let mut u = self.url.clone();
+        if let Ok(mut segs) = u.path_segments_mut() {
+            segs.pop_if_empty();
+            segs.extend(rel.split('/').filter(|s| !s.is_empty()));
+        }
+        u
     }
 
+    /// The object `rel` names: the raw key `<prefix>/<rel>`, exactly as a
+    /// listing returns it (no escaping), so names written by any tool
+    /// (`date=café`, Spark's `ts=00%3A00`) are read back. `.`/`..`,
+    /// empty segments and control characters are refused, locally too.
     fn path(&self, rel: &str) -> Result<ObjPath, StorageError> {
-        let mut p = self.prefix.clone();
-        for seg in rel.split('/').filter(|s| !s.is_empty()) {
-            if seg == "." || seg == ".." {
-                return Err(StorageError::BadLocation {
-                    location: rel.into(),
-                    detail: "a relative name with a `.` or `..` component".into(),
-                });
-            }
-            p = p.clone().join(seg);
+        let bad = |detail: &str| StorageError::BadLocation {
+            location: rel.into(),
+            detail: detail.into(),
+        };
+        if rel.contains('\\') {
+            return Err(bad("a backslash in an object name"));
         }
-        Ok(p)
+        let mut full = self.prefix.as_ref().to_string();
+        for seg in rel.split('/') {
+            if seg.is_empty() || seg == "." || seg == ".." {
+                return Err(bad("an empty, `.` or `..` segment in a relative name"));
+            }
+            if !full.is_empty() {
+                full.push('/');
+            }
+            full.push_str(seg);
+        }
+        ObjPath::parse(&full).map_err(|e| bad(&e.to_string()))
+    }
+
+    /// The local file of `rel` (checked like any object name).
+    fn local_file(&self, root: &Path, rel: &str) -> Result<PathBuf, StorageError> {
+        self.path(rel)?;
+        Ok(root.join(rel))
     }
 
     fn fail(&self, what: &str, rel: &str, e: object_store::Error) -> StorageError {
         let url = self.url_of(rel).to_string();
         if let object_store::Error::NotFound { .. } = e {
+            // On an object store, "not found" may mean the bucket.
+            if self.local_dir().is_none()
+                && let Err(bucket) = self.check_reachable()
+            {
+                return bucket;
+            }
             return StorageError::NotFound(url);
         }
-        StorageError::Store {
-            what: what.into(),
-            endpoint: endpoint_of(&self.url),
-            detail: explain(&self.url, &e),
-            url,
-        }
+        self.store_error(what, rel, &e)
     }
 
     /// Every object below `rel_dir`, sorted. Locally, symlinks are followed
     /// only to targets inside the store's directory, each file once.
     pub fn list(&self, rel_dir: &str) -> Result<Listing, StorageError> {
         if let Some(root) = self.local_dir() {
+            if !rel_dir.is_empty() {
+                self.path(rel_dir)?;
+            }
             let dir = root.join(rel_dir);
             let mut walk = Walk::default();
             let canon = |p: &Path, url: Url| {
@@ -403,7 +461,7 @@ impl Store {
             let Some(rest) = m.location.prefix_match(&prefix) else {
                 continue;
             };
-            let parts: Vec<String> = rest.map(|p| percent_decode(p.as_ref())).collect();
+            let parts: Vec<String> = rest.map(|p| p.as_ref().to_string()).collect();
             if parts
                 .iter()
                 .any(|s| s.starts_with('.') || s.starts_with('_'))
@@ -430,8 +488,22 @@ impl Store {
         }
         let inner = self.inner.clone();
         let p = self.prefix.clone();
-        block(async move { inner.list_with_delimiter(Some(&p)).await.map(|_| ()) })
-            .map_err(|e| self.fail_list("reaching", "", e))
+        block(async move { inner.list_with_delimiter(Some(&p)).await.map(|_| ()) }).map_err(|e| {
+            if let object_store::Error::NotFound { .. } = e {
+                self.fail_list("reaching", "", e)
+            } else {
+                self.store_error("reaching", "", &e)
+            }
+        })
+    }
+
+    fn store_error(&self, what: &str, rel: &str, e: &object_store::Error) -> StorageError {
+        StorageError::Store {
+            what: what.into(),
+            endpoint: endpoint_of(&self.url),
+            detail: explain(&self.url, e),
+            url: self.url_of(rel).to_string(),
+        }
     }
 
     /// A failed listing: on a bucket, "not found" means the bucket.
@@ -447,13 +519,19 @@ impl Store {
                 ),
             };
         }
-        self.fail(what, rel, e)
+        self.store_error(what, rel, &e)
+    }
+
+    /// An object is absent: `None`, unless its bucket is (then say so).
+    fn absent<T>(&self) -> Result<Option<T>, StorageError> {
+        self.check_reachable()?;
+        Ok(None)
     }
 
     /// The size of `rel`, `None` when it does not exist.
     pub fn size(&self, rel: &str) -> Result<Option<u64>, StorageError> {
         if let Some(root) = self.local_dir() {
-            let path = root.join(rel);
+            let path = self.local_file(&root, rel)?;
             return match std::fs::metadata(&path) {
                 Ok(m) => Ok(Some(m.len())),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -468,7 +546,7 @@ impl Store {
         let inner = self.inner.clone();
         match block(async move { inner.head(&p).await }) {
             Ok(m) => Ok(Some(m.size)),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(object_store::Error::NotFound { .. }) => self.absent(),
             Err(e) => Err(self.fail("reading", rel, e)),
         }
     }
@@ -477,7 +555,7 @@ impl Store {
     pub fn read_range(&self, rel: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
         if let Some(root) = self.local_dir() {
             use std::io::{Seek, SeekFrom};
-            let path = root.join(rel);
+            let path = self.local_file(&root, rel)?;
             let io = |e| StorageError::Io {
                 what: "reading".into(),
                 path: path.display().to_string(),
@@ -501,7 +579,7 @@ impl Store {
         let inner = self.inner.clone();
         match block(async move { inner.get(&p).await?.bytes().await }) {
             Ok(b) => Ok(Some(b)),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(object_store::Error::NotFound { .. }) => self.absent(),
             Err(e) => Err(self.fail("reading", rel, e)),
         }
     }
@@ -524,7 +602,7 @@ impl Store {
         mut to: W,
     ) -> Result<(Digest, u64, W), StorageError> {
         if let Some(root) = self.local_dir() {
-            let path = root.join(rel);
+            let path = self.local_file(&root, rel)?;
             let io = |e| StorageError::Io {
                 what: "reading".into(),
                 path: path.display().to_string(),
@@ -554,7 +632,6 @@ impl Store {
         }
         let p = self.path(rel)?;
         let inner = self.inner.clone();
-        let url = self.url_of(rel).to_string();
         let r = block(async move {
             let mut stream = inner.get(&p).await?.into_stream();
             let mut h = Sha256::new();
@@ -576,10 +653,7 @@ impl Store {
             }
             Ok::<_, object_store::Error>((Digest::from_sha256(h), n, to))
         });
-        r.map_err(|e| match e {
-            object_store::Error::NotFound { .. } => StorageError::NotFound(url),
-            e => self.fail("reading", rel, e),
-        })
+        r.map_err(|e| self.fail("reading", rel, e))
     }
 
     /// Prove that the store refuses to overwrite with a conditional PUT
@@ -638,28 +712,45 @@ impl Store {
     }
 }
 
-/// An object-store failure in words a user can act on.
+/// An object-store failure in words a user can act on, from the error's
+/// kind and its source chain (not from the text of the URL).
 pub fn explain(url: &Url, e: &object_store::Error) -> String {
-    let text = e.to_string();
-    let hint = if text.contains("NoSuchBucket") || text.contains("bucket does not exist") {
+    let mut chain = String::new();
+    let mut cur: Option<&dyn std::error::Error> = Some(e);
+    while let Some(c) = cur {
+        chain.push_str(&c.to_string());
+        chain.push('\n');
+        cur = c.source();
+    }
+    let has = |needles: &[&str]| needles.iter().any(|n| chain.contains(n));
+    let hint = if has(&["<Code>NoSuchBucket</Code>", "NoSuchBucket"]) {
         format!(
             "the bucket `{}` does not exist: create it or fix the URL",
             url.host_str().unwrap_or("")
         )
-    } else if matches!(e, object_store::Error::Unauthenticated { .. })
-        || matches!(e, object_store::Error::PermissionDenied { .. })
-        || text.contains("InvalidAccessKeyId")
-        || text.contains("SignatureDoesNotMatch")
-        || text.contains("AccessDenied")
-        || text.contains("403")
-    {
+    } else if matches!(
+        e,
+        object_store::Error::Unauthenticated { .. } | object_store::Error::PermissionDenied { .. }
+    ) || has(&[
+        "<Code>InvalidAccessKeyId</Code>",
+        "<Code>SignatureDoesNotMatch</Code>",
+        "<Code>AccessDenied</Code>",
+    ]) {
         "access was refused: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the GOOGLE_/AZURE_ credentials) and the bucket's policy".into()
-    } else if text.contains("onnect") || text.contains("dns") || text.contains("timed out") {
+    } else if has(&[
+        "Connection refused",
+        "tcp connect error",
+        "dns error",
+        "failed to lookup address",
+        "error trying to connect",
+        "operation timed out",
+        "connection reset",
+    ]) {
         "the endpoint cannot be reached: check AWS_ENDPOINT_URL (and AWS_ALLOW_HTTP=true for http://)".into()
     } else {
-        return text;
+        return e.to_string();
     };
-    format!("{hint} ({text})")
+    format!("{hint} ({e})")
 }
 
 /// Read a whole file named by a location (a module, a manifest).
@@ -680,15 +771,8 @@ pub fn split_last(url: &Url) -> (Url, String) {
         .unwrap_or("")
         .to_string();
     let dir = url.join("./").unwrap_or_else(|_| url.clone());
-    let name = percent_decode(&name);
+    let name = decode_segment(&name).unwrap_or(name);
     (dir, name)
-}
-
-fn percent_decode(s: &str) -> String {
-    url::form_urlencoded::parse(format!("x={}", s.replace('+', "%2B")).as_bytes())
-        .next()
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_else(|| s.to_string())
 }
 
 /// A local directory walk that never leaves its root.
@@ -832,6 +916,21 @@ mod tests {
         assert_eq!(s.get("sub/y").unwrap().unwrap().as_ref(), b"yy");
         assert_eq!(s.size("sub/y").unwrap(), Some(2));
         assert_eq!(s.get("sub/z").unwrap(), None);
-        s.check_conditional_put().unwrap();
+        // Names are raw object keys, refused when they could climb out,
+        // locally as on object stores.
+        for bad in ["../x", "a/../x", "a//b", "./x", "a\\b"] {
+            assert!(s.size(bad).is_err(), "{bad}");
+            assert!(s.copy_hashed(bad, 1, Vec::new()).is_err(), "{bad}");
+        }
+        s.put("date=caf\u{e9} a%3Ab&c#d/y", Bytes::from_static(b"z"))
+            .unwrap();
+        let listed = s.list("").unwrap();
+        let name = "date=caf\u{e9} a%3Ab&c#d/y";
+        assert!(listed.files.iter().any(|f| f.rel == name), "{listed:?}");
+        assert_eq!(s.size(name).unwrap(), Some(1));
+        let u = s.url_of(name);
+        let (_, last) = split_last(&u);
+        assert_eq!(last, "y");
+        assert!(contains(s.url(), &u));
     }
 }

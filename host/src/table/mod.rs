@@ -20,7 +20,7 @@ mod sidecar;
 mod stores;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
@@ -94,8 +94,8 @@ pub enum CommitOutcome {
 /// One data file of a pinned Delta version, as a slice input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InputFile {
-    /// Where the file is.
-    pub location: Url,
+    /// Its name relative to the table's root (the raw object name).
+    pub path: String,
     /// Its partition values, sorted by column.
     pub partition_values: Vec<(String, Option<String>)>,
 }
@@ -139,26 +139,11 @@ pub struct CommitRequest<'a> {
 
 /// Turn a user's table location (path or URL) into a URL.
 pub fn table_url(location: &str) -> Result<Url, TableError> {
-    if location.contains("://") {
-        let url = crate::storage::locate(location).map_err(|e| TableError::Location {
-            location: location.into(),
-            detail: e.to_string(),
-        })?;
-        return Ok(crate::storage::as_dir(&url));
-    }
-    let path = Path::new(location);
-    std::fs::create_dir_all(path).map_err(|e| TableError::Location {
-        location: location.into(),
-        detail: format!("cannot create the directory: {e}"),
-    })?;
-    let abs = std::fs::canonicalize(path).map_err(|e| TableError::Location {
+    let url = crate::storage::locate(location).map_err(|e| TableError::Location {
         location: location.into(),
         detail: e.to_string(),
     })?;
-    Url::from_directory_path(&abs).map_err(|_| TableError::Location {
-        location: location.into(),
-        detail: "not an absolute directory path".into(),
-    })
+    Ok(crate::storage::as_dir(&url))
 }
 
 fn delta_err(what: &str) -> impl Fn(DeltaTableError) -> TableError + '_ {
@@ -169,9 +154,20 @@ fn delta_err(what: &str) -> impl Fn(DeltaTableError) -> TableError + '_ {
 }
 
 impl Table {
-    /// Open the table at `location`, which need not exist yet: the first
-    /// commit creates it. A location that cannot be reached is an error.
+    /// Open the table at `location` to write it: it need not exist yet (the
+    /// first commit creates it; a local directory is made now). A location
+    /// that cannot be reached is an error.
     pub async fn open(location: &str) -> Result<Self, TableError> {
+        Self::open_with(location, true).await
+    }
+
+    /// Open an existing table to read it (inputs, verify, audit, log):
+    /// nothing is created, a missing table is an error.
+    pub async fn open_existing(location: &str) -> Result<Self, TableError> {
+        Self::open_with(location, false).await
+    }
+
+    async fn open_with(location: &str, create: bool) -> Result<Self, TableError> {
         let url = table_url(location)?;
         stores::register();
         let store = crate::storage::Store::open(&url).map_err(|e| TableError::Location {
@@ -180,8 +176,29 @@ impl Table {
         })?;
         // An unreachable store, a missing bucket or refused credentials are
         // named here, before delta-rs wraps them.
-        store.check_reachable()?;
-        if url.scheme() == "file" {
+        let probe = store.clone();
+        tokio::task::spawn_blocking(move || probe.check_reachable())
+            .await
+            .map_err(|e| TableError::Location {
+                location: location.into(),
+                detail: e.to_string(),
+            })??;
+        if !create {
+            let log = store.clone();
+            let found = tokio::task::spawn_blocking(move || log.list("_delta_log"))
+                .await
+                .map_err(|e| TableError::Location {
+                    location: location.into(),
+                    detail: e.to_string(),
+                })?;
+            if !found.is_ok_and(|l| !l.files.is_empty()) {
+                return Err(TableError::Location {
+                    location: location.into(),
+                    detail: format!("there is no Delta table at {url} (no _delta_log/)"),
+                });
+            }
+        }
+        if url.scheme() == "file" && create {
             let dir = url.to_file_path().map_err(|_| TableError::Location {
                 location: location.into(),
                 detail: "bad file URL".into(),
@@ -331,16 +348,11 @@ impl Table {
         }))
     }
 
-    /// Commit `req` unless the slice already holds its output digest (and
-    /// the table still holds the slice's rows). Races with other hosts are
-    /// resolved by re-reading: the loser of a race with the same output finds
-    /// it committed and reports `Unchanged`.
-    pub async fn commit(&mut self, req: CommitRequest<'_>) -> Result<CommitOutcome, TableError> {
-        // Data files are written once and reused by every attempt; whatever
-        // is not committed in the end is deleted again.
+    /// Prove, once, that the table's store refuses to overwrite an object
+    /// with a conditional PUT (what keeps two hosts from overwriting each
+    /// other's log entries); refuse to write anything otherwise.
+    pub async fn ensure_safe_store(&mut self) -> Result<(), TableError> {
         if !self.safe_store {
-            // Prove the store refuses to overwrite a log entry before
-            // relying on it (never an unsafe rename fallback).
             let store = self.store.clone();
             tokio::task::spawn_blocking(move || store.check_conditional_put())
                 .await
@@ -350,6 +362,17 @@ impl Table {
                 })??;
             self.safe_store = true;
         }
+        Ok(())
+    }
+
+    /// Commit `req` unless the slice already holds its output digest (and
+    /// the table still holds the slice's rows). Races with other hosts are
+    /// resolved by re-reading: the loser of a race with the same output finds
+    /// it committed and reports `Unchanged`.
+    pub async fn commit(&mut self, req: CommitRequest<'_>) -> Result<CommitOutcome, TableError> {
+        // Data files are written once and reused by every attempt; whatever
+        // is not committed in the end is deleted again.
+        self.ensure_safe_store().await?;
         let mut written: Option<Vec<Add>> = None;
         let result = self.commit_attempts(&req, &mut written).await;
         // Files are deleted only when no commit of ours can have named them:
@@ -851,12 +874,16 @@ impl Table {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             values.sort();
-            let location = self
-                .url
-                .join(&f.path)
-                .map_err(|e| unsupported(format!("data file {}: {e}", f.path)))?;
+            // Add paths are relative (and already percent-decoded by
+            // delta-rs); absolute ones (shallow clones) are not read.
+            if f.path.contains("://") || f.path.starts_with('/') {
+                return Err(unsupported(format!(
+                    "data file {} is an absolute path (a shallow clone?): copy the version into a table of its own",
+                    f.path
+                )));
+            }
             out.push(InputFile {
-                location,
+                path: f.path.clone(),
                 partition_values: values,
             });
         }
