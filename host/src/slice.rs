@@ -199,10 +199,11 @@ fn loc(s: &impl AsRef<OsStr>) -> String {
     s.as_ref().to_string_lossy().into_owned()
 }
 
-/// The location of a file that must exist.
+/// The location of an object that must exist.
 fn existing(f: &impl AsRef<OsStr>) -> Result<Url, SliceError> {
     let url = storage::locate(&loc(f))?;
-    if url.scheme() == "file" && !url.to_file_path().is_ok_and(|p| p.is_file()) {
+    let (dir, name) = storage::split_last(&url);
+    if name.is_empty() || Store::open(&dir)?.size(&name)?.is_none() {
         return Err(SliceError::NotFound(loc(f)));
     }
     Ok(url)
