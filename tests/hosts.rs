@@ -116,8 +116,15 @@ fn chaos(
                         table.len()
                     ));
                     let _ = std::fs::remove_dir_all(&flag);
-                    let at_point = kill && rng.next(3) < 2;
-                    let point = ["before-log-write", "after-log-write"][rng.next(2) as usize];
+                    // Host 0's first run (the first of its day) always dies
+                    // inside its commit, so every run of the test has one.
+                    let first = host == 0 && k == 0;
+                    let at_point = kill && (first || rng.next(3) < 2);
+                    let point = if first {
+                        "before-log-write"
+                    } else {
+                        ["before-log-write", "after-log-write"][rng.next(2) as usize]
+                    };
                     if at_point {
                         cmd.env(
                             "IDEM_FAULT_BARRIER",
