@@ -748,3 +748,38 @@ fn partitions_follow_a_slices_latest_commit_and_the_tables_partitioning() {
     assert!(err.contains("partitioned by [date]"), "{err}");
     assert_eq!(read_table(&table, None), before);
 }
+
+/// A commit that landed but whose response was lost (a retried log PUT
+/// that finds the entry it wrote) is reported as this run's commit, not as
+/// another host's: the commit carries the process's own id.
+#[test]
+fn a_commit_whose_response_was_lost_is_reported_as_committed() {
+    for mode in ["overwrite-partition", "append", "merge"] {
+        let dir = tempfile::tempdir().unwrap();
+        let module = common::guest("examples/dedup_events");
+        let root = dir.path().join("orders");
+        common::orders(&root, "2026-10-01", 1_000, 1);
+        let table = dir.path().join("t");
+        let mut extra = vec!["--mode", mode];
+        if mode == "merge" {
+            extra.extend(["--key", "event_id"]);
+        }
+        let args = day_args(&module, &root, "2026-10-01", &table, &extra);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = ok(common::idem_env(
+            &refs,
+            &[("IDEM_FAULT_FAIL", "lost-commit-response")],
+        ));
+        assert_eq!(
+            field(&out, "result:"),
+            "committed version 1",
+            "{mode}: {out}"
+        );
+        // And a twin host's identical commit is still "another host".
+        let out = ok(common::idem(&[&refs[..], &["--force"]].concat()));
+        assert!(
+            field(&out, "result:").starts_with("unchanged"),
+            "{mode}: {out}"
+        );
+    }
+}

@@ -45,3 +45,9 @@ fn barrier(dir: &std::path::Path, n: usize) {
     eprintln!("idem fault barrier: only some of {n} processes reached it in 60 s");
     std::process::exit(86);
 }
+
+/// With `IDEM_FAULT_FAIL=<point>`, the step named `name` reports a failure
+/// after doing its work (e.g. a commit whose response is lost).
+pub fn fails(name: &str) -> bool {
+    std::env::var("IDEM_FAULT_FAIL").is_ok_and(|v| v == name)
+}

@@ -68,6 +68,8 @@ pub struct Table {
     store: crate::storage::Store,
     /// The store was proven to refuse overwriting (conditional PUT).
     safe_store: bool,
+    /// A random id this process's commits carry (`idem.attempt`).
+    attempt: String,
 }
 
 /// What a commit did.
@@ -220,6 +222,14 @@ impl Table {
             delta,
             store,
             safe_store: false,
+            attempt: {
+                let mut nonce = [0u8; 16];
+                getrandom::fill(&mut nonce).map_err(|e| TableError::Location {
+                    location: location.into(),
+                    detail: format!("no randomness for the commit id: {e}"),
+                })?;
+                hex::encode(nonce)
+            },
         })
     }
 
@@ -334,6 +344,18 @@ impl Table {
         Ok(seq > 0 && self.txn(&out_app(slice, digest)).await? == Some(seq))
     }
 
+    /// The version of the slice's current commit if this process made it.
+    async fn committed_by_us(&self, slice: &str) -> Result<Option<u64>, TableError> {
+        let seq = self.slice_seq(slice).await?;
+        let history = self.idem_history().await?;
+        Ok(history.into_iter().find_map(|c| {
+            let mine = c.slice() == Some(slice)
+                && c.idem.get("idem.seq").and_then(|v| v.as_i64()) == Some(seq)
+                && c.get_str("idem.attempt") == Some(self.attempt.as_str());
+            mine.then_some(c.version)
+        }))
+    }
+
     /// The table version that made the slice's current output current.
     pub async fn version_of_current(&self, slice: &str) -> Result<Option<u64>, TableError> {
         let seq = self.slice_seq(slice).await?;
@@ -423,6 +445,15 @@ impl Table {
                 .await?
             {
                 SliceState::Current { since } => {
+                    // A write whose response was lost (a retried PUT that
+                    // had landed) looks like a lost race: it is ours if the
+                    // commit carries this process's id.
+                    if raced && let Some(version) = self.committed_by_us(req.slice).await? {
+                        return Ok(CommitOutcome::Committed {
+                            version,
+                            drift: None,
+                        });
+                    }
                     return Ok(CommitOutcome::Unchanged { since, raced });
                 }
                 SliceState::Drifted { reason } => drift = Some(reason),
@@ -510,6 +541,9 @@ impl Table {
                 req.output_digest.as_str().into(),
             ),
             ("idem.mode".into(), req.mode.name().into()),
+            // This process's commit: after a lost response, the run can
+            // tell its own commit from a twin host's identical one.
+            ("idem.attempt".into(), self.attempt.as_str().into()),
         ];
         let mut txns = vec![
             Transaction::new(slice_app(req.slice), seq),
@@ -636,6 +670,7 @@ impl Table {
             .await
             .map_err(classify)?;
         let version = done.version();
+        lost_response()?;
         self.refresh().await?;
         Ok(version as u64)
     }
@@ -702,6 +737,7 @@ impl Table {
         }
         let table = mode::merge(self.delta.clone(), source, keys, req.slice, props).await?;
         self.delta = table;
+        lost_response()?;
         self.delta.version().ok_or_else(|| TableError::Delta {
             what: "committing".into(),
             detail: "no version after commit".into(),
@@ -980,6 +1016,18 @@ impl LogCommit {
     pub fn get_str(&self, key: &str) -> Option<&str> {
         self.idem.get(key).and_then(|v| v.as_str())
     }
+}
+
+/// Test hook: `IDEM_FAULT_FAIL=lost-commit-response` makes a commit that
+/// landed report a conflict, as when the response to the log write is lost
+/// and the retried PUT finds the entry it wrote itself.
+fn lost_response() -> Result<(), TableError> {
+    if crate::fault::fails("lost-commit-response") {
+        return Err(TableError::Conflict(
+            "the log write's response was lost (simulated)".into(),
+        ));
+    }
+    Ok(())
 }
 
 fn slice_app(slice: &str) -> String {
