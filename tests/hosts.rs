@@ -1,7 +1,7 @@
 //! Many hosts on one table: N `idem` processes run overlapping sets of
-//! slices at once, some with other params, some killed with SIGKILL at
-//! arbitrary points; then all of them run every slice with the final
-//! params at once. The table must end exactly as one clean single-host
+//! slices at once, some with other params, some killed with SIGKILL inside
+//! their commits (at fault points) or after a random delay; then all of
+//! them run every slice with the final params at once. The table must end exactly as one clean single-host
 //! run leaves it (row by row, two independent readers, no duplicates),
 //! and `idem audit` must prove every slice. On local disk (overwrite-
 //! partition and append tables) and on the S3 test server.
@@ -64,13 +64,107 @@ impl Lcg {
     }
 }
 
-/// Phase 1: each host runs every day (rotated by its number), hosts 1 and
-/// 3 with other params for their second half, and every third run is
-/// killed after a pseudo-random delay. Phase 2: every host runs every day
-/// with the final params. Returns how many runs were killed. Every table
-/// version a run reports as its commit must be reported by that run alone:
-/// two runs claiming one version means one commit replaced another's log
-/// entry (what conditional writes prevent).
+/// How a run of the plan ends.
+#[derive(Clone, Copy)]
+enum Fate {
+    /// Runs to the end.
+    Finish,
+    /// Killed exactly at this commit fault point (it must get there).
+    KillAt(&'static str),
+    /// Killed after this many milliseconds, wherever it is.
+    KillAfter(u64),
+}
+
+/// What the hosts did.
+#[derive(Default)]
+struct Tally {
+    /// Table versions that runs reported as their commit.
+    claimed: Vec<String>,
+    /// Kills per fault point, and kills after a delay that landed.
+    at_point: std::collections::BTreeMap<&'static str, usize>,
+    after_delay: usize,
+}
+
+/// Run `(day, params, fate)` on `host`, recording what happened.
+#[allow(clippy::too_many_arguments)]
+fn run_one(
+    env: &[(&'static str, String)],
+    module: &str,
+    root: &str,
+    table: &str,
+    mode: &str,
+    (day, params, fate): (&str, u32, Fate),
+    tally: &std::sync::Mutex<Tally>,
+) {
+    let mut cmd = run_cmd(env, module, root, day, table, mode, params);
+    let flag = tempfile::tempdir().unwrap();
+    if let Fate::KillAt(point) = fate {
+        cmd.env(
+            "IDEM_FAULT_BARRIER",
+            format!("{point}:1:{}", flag.path().display()),
+        )
+        .env("IDEM_FAULT_SLEEP_MS", format!("{point}:60000"));
+    }
+    let mut child: Child = cmd.spawn().unwrap();
+    match fate {
+        Fate::Finish => {}
+        Fate::KillAt(point) => {
+            let deadline = std::time::Instant::now() + Duration::from_secs(120);
+            while std::fs::read_dir(flag.path()).unwrap().count() == 0 {
+                if let Some(status) = child.try_wait().unwrap() {
+                    let out = child.wait_with_output().unwrap();
+                    panic!(
+                        "day {day} params {params}: ended ({status}) before reaching {point}: {}{}",
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{point} never reached"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            child.kill().unwrap();
+            *tally.lock().unwrap().at_point.entry(point).or_default() += 1;
+        }
+        Fate::KillAfter(ms) => {
+            std::thread::sleep(Duration::from_millis(ms));
+            if child.try_wait().unwrap().is_none() {
+                child.kill().unwrap();
+                tally.lock().unwrap().after_delay += 1;
+            }
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if let Some(r) = stdout.lines().find_map(|l| l.strip_prefix("result:"))
+        && let Some(v) = r.trim().strip_prefix("committed version ")
+    {
+        let v = v.split_whitespace().next().unwrap_or("").to_string();
+        tally.lock().unwrap().claimed.push(v);
+    }
+    let code = out.status.code();
+    assert!(
+        code.is_none() || code == Some(0),
+        "day {day} params {params}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Three phases, each with all hosts at once:
+/// A. every host runs every day (rotated), params 5: every slice commits;
+/// B. each host runs one day with params of its own (so its output is new
+///    and it must reach its commit) and is killed exactly at a commit fault
+///    point, `before-log-write` (data files written, log not) or
+///    `after-log-write` (log written, sidecars not), then runs another day
+///    with params 25;
+/// C. every host runs every day with the final params 10, two of them
+///    killed after a pseudo-random delay first.
+///
+/// Every table version a run reports as its commit must be reported by that
+/// run alone: two runs claiming one version means one commit replaced
+/// another's log entry (what conditional writes prevent).
 fn chaos(
     env: &[(&'static str, String)],
     module: &str,
@@ -78,127 +172,62 @@ fn chaos(
     table: &str,
     mode: &str,
     days: &[&str],
-) -> usize {
-    let killed = std::sync::atomic::AtomicUsize::new(0);
-    let at_points = std::sync::atomic::AtomicUsize::new(0);
-    let claimed = std::sync::Mutex::new(Vec::<String>::new());
-    let claim = |out: &std::process::Output| {
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        if let Some(r) = stdout.lines().find_map(|l| l.strip_prefix("result:"))
-            && let Some(v) = r.trim().strip_prefix("committed version ")
-        {
-            let v = v.split_whitespace().next().unwrap_or("").to_string();
-            claimed.lock().unwrap().push(v);
-        }
-    };
-    let claim = &claim;
-    std::thread::scope(|scope| {
-        for host in 0..HOSTS {
-            let (killed, at_points) = (&killed, &at_points);
-            scope.spawn(move || {
-                let mut rng = Lcg(host as u64 + 7);
-                for (k, i) in (0..days.len()).enumerate() {
-                    let d = days[(i + host) % days.len()];
-                    let params = if host % 2 == 1 && k >= days.len() / 2 {
-                        25
-                    } else {
-                        5
-                    };
-                    let mut cmd = run_cmd(env, module, root, d, table, mode, params);
-                    // Every third run is killed: alternately exactly at a
-                    // commit's fault point (data files written, log not
-                    // yet; log written, sidecars not yet), or after a
-                    // pseudo-random delay (start-up, pinning, executing).
-                    let kill = (k + host) % 3 == 0;
-                    let flag = std::env::temp_dir().join(format!(
-                        "idem-hosts-{}-{host}-{k}-{}",
-                        std::process::id(),
-                        table.len()
-                    ));
-                    let _ = std::fs::remove_dir_all(&flag);
-                    // Host 0's first run (the first of its day) always dies
-                    // inside its commit, so every run of the test has one.
-                    let first = host == 0 && k == 0;
-                    let at_point = kill && (first || rng.next(3) < 2);
-                    let point = if first {
-                        "before-log-write"
-                    } else {
-                        ["before-log-write", "after-log-write"][rng.next(2) as usize]
-                    };
-                    if at_point {
-                        cmd.env(
-                            "IDEM_FAULT_BARRIER",
-                            format!("{point}:1:{}", flag.display()),
-                        )
-                        .env("IDEM_FAULT_SLEEP_MS", format!("{point}:60000"));
+) -> Tally {
+    let tally = std::sync::Mutex::new(Tally::default());
+    let n = days.len();
+    let points = ["before-log-write", "after-log-write"];
+    // Per host, per phase, the runs: (day, params, fate).
+    type Plan<'a> = Vec<Vec<(&'a str, u32, Fate)>>;
+    let plans: Vec<Plan> = (0..HOSTS)
+        .map(|h| {
+            let mut rng = Lcg(h as u64 + 7);
+            let a = (0..n)
+                .map(|i| (days[(i + h) % n], 5, Fate::Finish))
+                .collect();
+            let b = vec![
+                (days[h % n], 40 + h as u32, Fate::KillAt(points[h % 2])),
+                (days[(h + 1) % n], 25, Fate::Finish),
+            ];
+            let mut c: Vec<(&str, u32, Fate)> = (0..n)
+                .map(|i| (days[(i + h) % n], 10, Fate::Finish))
+                .collect();
+            if h % 2 == 1 {
+                c.insert(0, (days[h % n], 10, Fate::KillAfter(100 + rng.next(900))));
+            }
+            vec![a, b, c]
+        })
+        .collect();
+    for phase in 0..3 {
+        std::thread::scope(|scope| {
+            for plan in &plans {
+                let tally = &tally;
+                scope.spawn(move || {
+                    for &run in &plan[phase] {
+                        run_one(env, module, root, table, mode, run, tally);
                     }
-                    let mut child: Child = cmd.spawn().unwrap();
-                    if kill {
-                        if at_point {
-                            // Until it announces itself there, or ends without
-                            // committing (its output was current already).
-                            while child.try_wait().unwrap().is_none()
-                                && std::fs::read_dir(&flag).map(|d| d.count()).unwrap_or(0) == 0
-                            {
-                                std::thread::sleep(Duration::from_millis(10));
-                            }
-                        } else {
-                            std::thread::sleep(Duration::from_millis(100 + rng.next(900)));
-                        }
-                        if child.try_wait().unwrap().is_none() {
-                            child.kill().unwrap();
-                            killed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            if at_point {
-                                at_points.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            }
-                        }
-                    }
-                    let _ = std::fs::remove_dir_all(&flag);
-                    let out = child.wait_with_output().unwrap();
-                    claim(&out);
-                    let code = out.status.code();
-                    assert!(
-                        code.is_none() || code == Some(0),
-                        "host {host} day {d}: {}",
-                        String::from_utf8_lossy(&out.stderr)
-                    );
-                }
-            });
-        }
-    });
-    std::thread::scope(|scope| {
-        for host in 0..HOSTS {
-            scope.spawn(move || {
-                for i in 0..days.len() {
-                    let d = days[(i + host) % days.len()];
-                    let out = run_cmd(env, module, root, d, table, mode, 10)
-                        .output()
-                        .unwrap();
-                    claim(&out);
-                    assert!(
-                        out.status.success(),
-                        "host {host} day {d}: {}",
-                        String::from_utf8_lossy(&out.stderr)
-                    );
-                }
-            });
-        }
-    });
-    let mut claimed = claimed.into_inner().unwrap();
-    let n = claimed.len();
-    claimed.sort();
-    claimed.dedup();
+                });
+            }
+        });
+    }
+    let mut tally = tally.into_inner().unwrap();
+    let claimed = tally.claimed.len();
+    tally.claimed.sort();
+    tally.claimed.dedup();
     assert_eq!(
-        claimed.len(),
-        n,
-        "two runs claim one table version: {claimed:?}"
+        tally.claimed.len(),
+        claimed,
+        "two runs claim one table version: {:?}",
+        tally.claimed
     );
-    assert!(n >= days.len(), "fewer commits than slices: {claimed:?}");
     assert!(
-        at_points.into_inner() > 0,
-        "no run was killed inside a commit: the test proves less than it says"
+        claimed >= n,
+        "fewer commits than slices: {:?}",
+        tally.claimed
     );
-    killed.into_inner()
+    // Every planned kill at a fault point happened there.
+    assert_eq!(tally.at_point.get(points[0]), Some(&(HOSTS / 2)));
+    assert_eq!(tally.at_point.get(points[1]), Some(&(HOSTS / 2)));
+    tally
 }
 
 /// The clean single-host reference: each day once, final params.
@@ -253,11 +282,7 @@ fn many_local_hosts_with_kills_and_changed_params_end_as_one_clean_run() {
     for mode in ["overwrite-partition", "append"] {
         let table = dir.path().join(format!("chaos-{mode}"));
         let reference = dir.path().join(format!("clean-{mode}"));
-        let killed = chaos(&[], module, root, table.to_str().unwrap(), mode, &days);
-        assert!(
-            killed > 0,
-            "no run was killed: the test proves less than it says"
-        );
+        chaos(&[], module, root, table.to_str().unwrap(), mode, &days);
         clean(&[], module, root, reference.to_str().unwrap(), mode, &days);
         let got = read_table(&table, None);
         let want = read_table(&reference, None);
@@ -289,8 +314,7 @@ fn many_hosts_on_s3_end_as_one_clean_run() {
     let (code, _, err) = s3.idem(&args, &[]);
     assert_eq!(code, 0, "{err}");
     let (table, reference) = (s3.url("chaos"), s3.url("clean"));
-    let killed = chaos(&env, module, &root, &table, "overwrite-partition", &days);
-    assert!(killed > 0, "no run was killed");
+    chaos(&env, module, &root, &table, "overwrite-partition", &days);
     clean(
         &env,
         module,

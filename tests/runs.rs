@@ -609,6 +609,10 @@ fn a_pinned_delta_version_is_a_slice_and_log_lists_the_runs() {
     let out = ok(common::idem(&args));
     assert_eq!(field(&out, "result:"), "committed version 1");
     assert_eq!(field(&out, "slice:"), "date=2026-10-01");
+    // The replay reads the pinned snapshot again, partition values included.
+    let manifest = field(&out, "manifest:");
+    let verified = ok(common::idem(&["verify", &manifest]));
+    assert!(verified.contains("match: re-run produced"), "{verified}");
     // A new version of the source does not change what version 1 pins.
     let again = ok(common::idem(&args));
     assert!(field(&again, "result:").starts_with("unchanged"), "{again}");

@@ -185,6 +185,10 @@ pub struct SliceRecord {
     pub root: String,
     /// Pinned inputs in read order.
     pub inputs: Vec<InputObject>,
+    /// For a Delta input, the pinned table version (its log holds the
+    /// partition values the guest sees, which are not in the files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_version: Option<u64>,
 }
 
 /// Where and how the output is committed.
@@ -357,6 +361,7 @@ mod tests {
                 kind: "partition".into(),
                 root: "file:///d/".into(),
                 inputs: vec![],
+                delta_version: None,
             },
             params: serde_json::from_str(params).unwrap(),
             logical_date: Some("2026-10-01".into()),
@@ -392,6 +397,10 @@ mod tests {
             (
                 "slice root",
                 Box::new(|s| s.slice.root = "file:///e/".into()),
+            ),
+            (
+                "pinned Delta version",
+                Box::new(|s| s.slice.delta_version = Some(3)),
             ),
             (
                 "input path",

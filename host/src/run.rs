@@ -356,6 +356,9 @@ impl Run {
         let mode = self.resolve_mode()?;
         let rt = runtime()?;
         let mut table = rt.block_on(Table::open(&self.table))?;
+        // A run writes: a store that cannot make commits safe (or refuses
+        // our writes) fails it before anything runs or is written.
+        rt.block_on(table.ensure_safe_store())?;
 
         // 1. Resolve and pin the inputs.
         let t = Instant::now();
@@ -402,6 +405,10 @@ impl Run {
                 kind: kind.into(),
                 root,
                 inputs: slice.inputs.clone(),
+                delta_version: match &self.slice {
+                    SliceSpec::Delta { version, .. } => Some(*version),
+                    _ => None,
+                },
             },
             params,
             logical_date: self.logical_date.clone(),
@@ -480,9 +487,7 @@ impl Run {
         }
         timings.exec_ms = ms(t);
 
-        // 5. Manifest and module stored before the commit names them, on a
-        // store proven to refuse overwriting a log entry.
-        rt.block_on(table.ensure_safe_store())?;
+        // 5. Manifest and module stored before the commit names them.
         let manifest = Manifest::new(
             spec,
             RunResult {
@@ -723,27 +728,48 @@ pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
         )));
     }
     check_input_paths(&m)?;
-    let root_url =
-        crate::storage::locate(&m.spec.slice.root).map_err(crate::slice::SliceError::from)?;
-    let root = crate::storage::Store::open(&root_url).map_err(crate::slice::SliceError::from)?;
-    let mut names = Vec::with_capacity(m.spec.slice.inputs.len());
-    for input in &m.spec.slice.inputs {
-        if root
-            .size(&input.path)
-            .map_err(crate::slice::SliceError::from)?
-            .is_none()
-        {
-            return Ok(Verdict::Mismatch(format!(
-                "input {} is missing ({})",
-                input.path,
-                root.url_of(&input.path)
-            )));
+    let slice = if m.spec.slice.kind == "delta" {
+        // Through the pinned snapshot again: the same files and the
+        // partition values the log holds for them.
+        let Some(version) = m.spec.slice.delta_version else {
+            return Ok(Verdict::Mismatch(
+                "the manifest does not record the pinned Delta version of its input (made by an older idem): it cannot be replayed".into(),
+            ));
+        };
+        let partition = (m.spec.slice.id != format!("delta-v{version}"))
+            .then(|| m.spec.slice.id.split_once('='))
+            .flatten()
+            .map(|(k, v)| (k.to_string(), v.to_string()));
+        let spec = SliceSpec::Delta {
+            table: m.spec.slice.root.clone(),
+            version,
+            partition,
+        };
+        resolve(&rt, &spec)?.0
+    } else {
+        let root_url =
+            crate::storage::locate(&m.spec.slice.root).map_err(crate::slice::SliceError::from)?;
+        let root =
+            crate::storage::Store::open(&root_url).map_err(crate::slice::SliceError::from)?;
+        let mut names = Vec::with_capacity(m.spec.slice.inputs.len());
+        for input in &m.spec.slice.inputs {
+            if root
+                .size(&input.path)
+                .map_err(crate::slice::SliceError::from)?
+                .is_none()
+            {
+                return Ok(Verdict::Mismatch(format!(
+                    "input {} is missing ({})",
+                    input.path,
+                    root.url_of(&input.path)
+                )));
+            }
+            names.push(input.path.clone());
         }
-        names.push(input.path.clone());
-    }
-    // Pin the recorded names as they are; every recorded input must come
-    // back with its recorded digest.
-    let slice = ResolvedSlice::from_names(&m.spec.slice.id, root.url(), names)?;
+        // Pin the recorded names as they are; every recorded input must
+        // come back with its recorded digest.
+        ResolvedSlice::from_names(&m.spec.slice.id, root.url(), names)?
+    };
     let mut recorded: Vec<&crate::slice::InputObject> = m.spec.slice.inputs.iter().collect();
     recorded.sort_by(|a, b| a.path.cmp(&b.path));
     if recorded.len() != slice.inputs.len() {

@@ -205,11 +205,12 @@ pub fn contains(outer: &Url, inner: &Url) -> bool {
     if !same_store(outer, inner) {
         return false;
     }
+    // Decoded, so `%C3%A9`, `%c3%a9` and `é` are one segment.
     let seg = |u: &Url| -> Vec<String> {
         u.path()
             .split('/')
             .filter(|s| !s.is_empty())
-            .map(String::from)
+            .map(|s| decode_segment(s).unwrap_or_else(|_| s.to_string()))
             .collect()
     };
     let (o, i) = (seg(outer), seg(inner));
@@ -376,6 +377,9 @@ impl Store {
         if rel.contains('\\') {
             return Err(bad("a backslash in an object name"));
         }
+        if rel.is_empty() {
+            return Ok(self.prefix.clone());
+        }
         let mut full = self.prefix.as_ref().to_string();
         for seg in rel.split('/') {
             if seg.is_empty() || seg == "." || seg == ".." {
@@ -389,10 +393,33 @@ impl Store {
         ObjPath::parse(&full).map_err(|e| bad(&e.to_string()))
     }
 
-    /// The local file of `rel` (checked like any object name).
+    /// The local file of `rel`: checked like any object name, and, when it
+    /// exists, a regular file whose real path stays inside the root (no
+    /// device, FIFO or directory; no symlink out), as on an object store.
     fn local_file(&self, root: &Path, rel: &str) -> Result<PathBuf, StorageError> {
         self.path(rel)?;
-        Ok(root.join(rel))
+        let path = root.join(rel);
+        let bad = |detail: String| StorageError::BadLocation {
+            location: path.display().to_string(),
+            detail,
+        };
+        match std::fs::canonicalize(&path) {
+            Err(_) => {} // absent: the caller says so
+            Ok(real) => {
+                let base = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+                if !real.starts_with(&base) {
+                    return Err(bad(format!(
+                        "it leads to {}, outside {}: idem reads only inside the root",
+                        real.display(),
+                        base.display()
+                    )));
+                }
+                if !std::fs::metadata(&real).is_ok_and(|m| m.is_file()) {
+                    return Err(bad("not a regular file".into()));
+                }
+            }
+        }
+        Ok(path)
     }
 
     fn fail(&self, what: &str, rel: &str, e: object_store::Error) -> StorageError {
@@ -526,6 +553,29 @@ impl Store {
     fn absent<T>(&self) -> Result<Option<T>, StorageError> {
         self.check_reachable()?;
         Ok(None)
+    }
+
+    /// Is there at least one object below `rel_dir`? Only "not found" or
+    /// an empty listing mean no; other failures are errors.
+    pub fn any_below(&self, rel_dir: &str) -> Result<bool, StorageError> {
+        if let Some(root) = self.local_dir() {
+            self.path(rel_dir)?;
+            return match std::fs::read_dir(root.join(rel_dir)) {
+                Ok(mut d) => Ok(d.next().is_some()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(StorageError::Io {
+                    what: "listing".into(),
+                    path: root.join(rel_dir).display().to_string(),
+                    source: e,
+                }),
+            };
+        }
+        let p = self.path(rel_dir)?;
+        let inner = self.inner.clone();
+        match block(async move { inner.list(Some(&p)).next().await.transpose() }) {
+            Ok(first) => Ok(first.is_some()),
+            Err(e) => Err(self.fail_list("listing", rel_dir, e)),
+        }
     }
 
     /// The size of `rel`, `None` when it does not exist.
@@ -723,7 +773,7 @@ pub fn explain(url: &Url, e: &object_store::Error) -> String {
         cur = c.source();
     }
     let has = |needles: &[&str]| needles.iter().any(|n| chain.contains(n));
-    let hint = if has(&["<Code>NoSuchBucket</Code>", "NoSuchBucket"]) {
+    let hint = if has(&["<Code>NoSuchBucket</Code>"]) {
         format!(
             "the bucket `{}` does not exist: create it or fix the URL",
             url.host_str().unwrap_or("")
@@ -827,11 +877,19 @@ impl Walk {
                 continue;
             }
             let p = entry.path();
-            let rel = p
+            let Some(rel) = p
                 .strip_prefix(root)
                 .unwrap_or(&p)
-                .to_string_lossy()
-                .replace('\\', "/");
+                .to_str()
+                .map(String::from)
+            else {
+                self.skip(p.to_string_lossy().into_owned(), "the name is not UTF-8");
+                continue;
+            };
+            if name.as_encoded_bytes().contains(&b'\\') {
+                self.skip(rel, "a backslash in the name");
+                continue;
+            }
             let ty = entry.file_type()?;
             if ty.is_symlink() {
                 self.links.push_back((p, rel));
@@ -891,12 +949,33 @@ mod tests {
     }
 
     #[test]
+    fn local_objects_are_regular_files_inside_the_root() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        std::fs::create_dir_all(root.join("dir")).unwrap();
+        std::fs::write(d.path().join("secret"), b"s").unwrap();
+        std::os::unix::fs::symlink(d.path().join("secret"), root.join("out")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", root.join("zero")).unwrap();
+        std::fs::write(root.join("ok"), b"k").unwrap();
+        std::os::unix::fs::symlink(root.join("ok"), root.join("alias")).unwrap();
+        let s = Store::open(&locate(root.to_str().unwrap()).unwrap()).unwrap();
+        for bad in ["dir", "out", "zero"] {
+            assert!(s.size(bad).is_err(), "{bad}");
+            assert!(s.copy_hashed(bad, u64::MAX, Vec::new()).is_err(), "{bad}");
+        }
+        assert_eq!(s.size("alias").unwrap(), Some(1));
+        assert_eq!(s.size("absent").unwrap(), None);
+    }
+
+    #[test]
     fn containment_is_by_whole_segments() {
         let u = |s: &str| Url::parse(s).unwrap();
         assert!(contains(&u("s3://b/data/"), &u("s3://b/data/t/")));
         assert!(!contains(&u("s3://b/data/"), &u("s3://b/database/")));
         assert!(!contains(&u("s3://b/data/"), &u("s3://c/data/")));
         assert!(!contains(&u("s3://b/data/"), &u("file:///data/")));
+        assert!(contains(&u("s3://b/caf%C3%A9/"), &u("s3://b/caf%c3%a9/x")));
+        assert!(contains(&u("s3://b/A/"), &u("s3a://b/%41/x")));
     }
 
     #[test]

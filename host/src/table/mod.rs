@@ -187,13 +187,13 @@ impl Table {
             })??;
         if !create {
             let log = store.clone();
-            let found = tokio::task::spawn_blocking(move || log.list("_delta_log"))
+            let found = tokio::task::spawn_blocking(move || log.any_below("_delta_log"))
                 .await
                 .map_err(|e| TableError::Location {
                     location: location.into(),
                     detail: e.to_string(),
-                })?;
-            if !found.is_ok_and(|l| !l.files.is_empty()) {
+                })??;
+            if !found {
                 return Err(TableError::Location {
                     location: location.into(),
                     detail: format!("there is no Delta table at {url} (no _delta_log/)"),
@@ -485,7 +485,16 @@ impl Table {
                     last_conflict = detail;
                     raced = true;
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // A log write that timed out may have landed: if the
+                    // slice's current commit is ours, it did.
+                    if self.refresh().await.is_ok()
+                        && let Ok(Some(version)) = self.committed_by_us(req.slice).await
+                    {
+                        return Ok(CommitOutcome::Committed { version, drift });
+                    }
+                    return Err(e);
+                }
             }
         }
         Err(TableError::Conflict(format!(
