@@ -51,8 +51,16 @@ pub(super) async fn write(
 
 /// Type errors are the output's fault; say so.
 fn classify_write(e: deltalake::DeltaTableError) -> TableError {
+    use deltalake::DeltaTableError as E;
     let text = e.to_string();
-    if text.contains("chema") || text.contains("cast") || text.contains("null") {
+    // A storage failure is never a schema problem, whatever its text (a
+    // table URL may well contain "null" or "schema").
+    let storage = matches!(e, E::ObjectStore { .. } | E::Io { .. });
+    let schema = matches!(e, E::SchemaMismatch { .. } | E::Arrow { .. })
+        || text.contains("chema")
+        || text.contains("cast")
+        || text.contains("null");
+    if !storage && schema {
         TableError::Output(format!(
             "the output does not fit the table's schema ({text}). A changed transform needs a new table, or a schema migration of this one"
         ))

@@ -1090,9 +1090,15 @@ fn classify(e: DeltaTableError) -> TableError {
     ) && (text.contains("onflict")
         || text.contains("oncurrent")
         || text.contains("already exists"));
+    let storage = matches!(
+        e,
+        DeltaTableError::ObjectStore { .. } | DeltaTableError::Io { .. }
+    );
     if conflict {
         TableError::Conflict(text)
-    } else if text.contains("chema") {
+    } else if !storage
+        && (matches!(e, DeltaTableError::SchemaMismatch { .. }) || text.contains("chema"))
+    {
         TableError::Output(format!(
             "the output's schema does not fit the table's ({text}). A changed transform needs a new table, or a schema migration of this one"
         ))
