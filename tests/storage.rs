@@ -163,13 +163,25 @@ fn runs_memo_recommit_verify_and_audit_on_s3_equal_the_same_runs_on_disk() {
 
 /// Upload a local file to `url` with pyarrow's S3 client (not idem's).
 fn upload(s3: &S3, file: &std::path::Path, url: &str) {
-    let script = "import os,sys,pyarrow.fs as f\n\
+    pyarrow_s3(
+        s3,
+        "fs.open_output_stream(sys.argv[2][5:]).write(open(sys.argv[1],'rb').read())",
+        &[file.to_str().unwrap(), url],
+    );
+}
+
+/// Run `code` with `fs` bound to pyarrow's own S3 client for the test
+/// server (not idem's); returns its stdout.
+fn pyarrow_s3(s3: &S3, code: &str, args: &[&str]) -> Vec<u8> {
+    let script = format!(
+        "import os,sys,json,pyarrow.fs as f\n\
          from urllib.parse import urlparse\n\
          e=urlparse(os.environ['AWS_ENDPOINT_URL'])\n\
          fs=f.S3FileSystem(access_key=os.environ['AWS_ACCESS_KEY_ID'],secret_key=os.environ['AWS_SECRET_ACCESS_KEY'],region='us-east-1',endpoint_override=e.netloc,scheme=e.scheme)\n\
-         fs.open_output_stream(sys.argv[2][5:]).write(open(sys.argv[1],'rb').read())\n".to_string();
+         {code}\n"
+    );
     let mut cmd = std::process::Command::new(common::python());
-    cmd.args(["-c", &script, file.to_str().unwrap(), url]);
+    cmd.arg("-c").arg(&script).args(args);
     for (k, v) in s3.env() {
         cmd.env(k, v);
     }
@@ -179,6 +191,7 @@ fn upload(s3: &S3, file: &std::path::Path, url: &str) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    out.stdout
 }
 
 #[test]
@@ -284,24 +297,13 @@ fn a_store_that_ignores_conditional_writes_is_refused_before_anything_is_committ
 
 /// Every object below `bucket/prefix`, listed with pyarrow's S3 client.
 fn s3_list(s3: &S3, prefix: &str) -> Vec<String> {
-    let script = "import os,sys,json,pyarrow.fs as f\n\
-         from urllib.parse import urlparse\n\
-         e=urlparse(os.environ['AWS_ENDPOINT_URL'])\n\
-         fs=f.S3FileSystem(access_key=os.environ['AWS_ACCESS_KEY_ID'],secret_key=os.environ['AWS_SECRET_ACCESS_KEY'],region='us-east-1',endpoint_override=e.netloc,scheme=e.scheme)\n\
-         s=f.FileSelector(sys.argv[1],recursive=True,allow_not_found=True)\n\
-         print(json.dumps(sorted(i.path for i in fs.get_file_info(s) if i.type==f.FileType.File)))\n";
-    let mut cmd = std::process::Command::new(common::python());
-    cmd.args(["-c", script, prefix]);
-    for (k, v) in s3.env() {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = pyarrow_s3(
+        s3,
+        "s=f.FileSelector(sys.argv[1],recursive=True,allow_not_found=True)\n\
+         print(json.dumps(sorted(i.path for i in fs.get_file_info(s) if i.type==f.FileType.File)))",
+        &[prefix],
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_slice(&out).unwrap()
 }
 
 /// Two hosts commit two different slices to one S3 table at the same

@@ -606,15 +606,11 @@ impl Store {
         if let Some(root) = self.local_dir() {
             use std::io::{Seek, SeekFrom};
             let path = self.local_file(&root, rel)?;
-            let io = |e| StorageError::Io {
-                what: "reading".into(),
-                path: path.display().to_string(),
-                source: e,
-            };
-            let mut f = File::open(&path).map_err(io)?;
-            f.seek(SeekFrom::Start(range.start)).map_err(io)?;
+            let io = io_error("reading", &path);
+            let mut f = File::open(&path).map_err(&io)?;
+            f.seek(SeekFrom::Start(range.start)).map_err(&io)?;
             let mut buf = vec![0u8; (range.end - range.start) as usize];
-            f.read_exact(&mut buf).map_err(io)?;
+            f.read_exact(&mut buf).map_err(&io)?;
             return Ok(Bytes::from(buf));
         }
         let p = self.path(rel)?;
@@ -653,11 +649,7 @@ impl Store {
     ) -> Result<(Digest, u64, W), StorageError> {
         if let Some(root) = self.local_dir() {
             let path = self.local_file(&root, rel)?;
-            let io = |e| StorageError::Io {
-                what: "reading".into(),
-                path: path.display().to_string(),
-                source: e,
-            };
+            let io = io_error("reading", &path);
             let f = File::open(&path).map_err(|e| {
                 if e.kind() == std::io::ErrorKind::NotFound {
                     StorageError::NotFound(path.display().to_string())
@@ -670,12 +662,12 @@ impl Store {
             let mut buf = vec![0u8; 1 << 20];
             let mut n = 0u64;
             loop {
-                let k = src.read(&mut buf).map_err(io)?;
+                let k = src.read(&mut buf).map_err(&io)?;
                 if k == 0 {
                     break;
                 }
                 h.update(&buf[..k]);
-                to.write_all(&buf[..k]).map_err(io)?;
+                to.write_all(&buf[..k]).map_err(&io)?;
                 n += k as u64;
             }
             return Ok((Digest::from_sha256(h), n, to));
@@ -759,6 +751,16 @@ impl Store {
             (Ok(_), Some(Err(e))) => Err(self.fail("writing", &rel, e)),
             (Ok(_), None) => unreachable!("a second put follows a first that succeeded"),
         }
+    }
+}
+
+/// A local I/O error while `what`ing `path`.
+fn io_error(what: &str, path: &Path) -> impl Fn(std::io::Error) -> StorageError {
+    let (what, path) = (what.to_string(), path.display().to_string());
+    move |source| StorageError::Io {
+        what: what.clone(),
+        path: path.clone(),
+        source,
     }
 }
 
