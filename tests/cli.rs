@@ -438,3 +438,47 @@ fn exec_limit_flags_stop_a_hostile_guest_and_name_the_flag() {
         assert!(!out.exists(), "{mode}: output written");
     }
 }
+
+/// Logs: quiet by default (no library chatter, no colour into a pipe),
+/// `-v` shows what idem handled itself, `-vv` everything, `RUST_LOG` sets
+/// the filter exactly.
+#[test]
+fn log_levels_follow_verbosity_and_pipes_get_no_colour() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/clean_orders");
+    let data = dir.path().join("data");
+    common::orders(&data, "2026-10-01", 500, 1);
+    let run = |table: &str, extra: &[&str], env: &[(&str, &str)]| {
+        let t = dir.path().join(table);
+        let mut args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        args.extend(
+            [
+                "run",
+                "--module",
+                module.to_str().unwrap(),
+                "--input",
+                data.to_str().unwrap(),
+                "--partition",
+                "date=2026-10-01",
+                "--table",
+                t.to_str().unwrap(),
+            ]
+            .map(String::from),
+        );
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, out, err) = common::idem_env(&refs, env);
+        assert_eq!(code, 0, "{out}{err}");
+        err
+    };
+    let quiet = run("a", &[], &[]);
+    assert!(
+        !quiet.contains("INFO") && !quiet.contains("DEBUG") && !quiet.contains("ERROR"),
+        "{quiet}"
+    );
+    let loud = run("b", &["-vv"], &[]);
+    assert!(loud.contains("DEBUG"), "-vv shows debug logs: {loud}");
+    assert!(!loud.contains('\x1b'), "colour codes into a pipe: {loud:?}");
+    let exact = run("c", &[], &[("RUST_LOG", "idem=info")]);
+    assert!(!exact.contains("DEBUG"), "{exact}");
+    assert!(!exact.contains("deltalake"), "{exact}");
+}

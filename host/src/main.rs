@@ -17,6 +17,11 @@ mod cli;
     about = "Deterministic, idempotent host for WebAssembly data transforms"
 )]
 struct Args {
+    /// More log output on stderr: -v shows what idem handled on its own
+    /// (lost commit races, retries), -vv everything (debug). `RUST_LOG`
+    /// (or `IDEM_LOG`) sets the filter exactly.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -64,23 +69,41 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        // Quiet by default: libraries log expected conditions (a table that
-        // does not exist yet) as errors. IDEM_LOG=debug shows everything.
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("IDEM_LOG").unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new("warn,buoyant_kernel=off,deltalake_core=error")
-            }),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    match try_main(Args::parse()) {
+    let args = Args::parse();
+    logging(args.verbose);
+    match try_main(args) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
     }
+}
+
+/// Logs go to stderr. By default only warnings, and none from the Delta
+/// and storage libraries: they log conditions idem handles (a lost commit
+/// race it resolves by re-reading, a table that does not exist yet) as
+/// errors, and idem reports every real failure itself. No colour unless
+/// stderr is a terminal and `NO_COLOR` is unset.
+fn logging(verbose: u8) {
+    use std::io::IsTerminal;
+    let quiet = "warn,deltalake_core=off,deltalake=off,delta_kernel=off,buoyant_kernel=off";
+    let default = match verbose {
+        0 => quiet.to_string(),
+        1 => "info,deltalake_core=warn,delta_kernel=warn,buoyant_kernel=warn".to_string(),
+        _ => "debug".to_string(),
+    };
+    let filter = std::env::var("RUST_LOG")
+        .or_else(|_| std::env::var("IDEM_LOG"))
+        .ok()
+        .and_then(|f| tracing_subscriber::EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(colour)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 fn try_main(args: Args) -> Result<ExitCode> {
