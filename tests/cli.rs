@@ -482,3 +482,35 @@ fn log_levels_follow_verbosity_and_pipes_get_no_colour() {
     assert!(!exact.contains("DEBUG"), "{exact}");
     assert!(!exact.contains("deltalake"), "{exact}");
 }
+
+/// Every subcommand's help ends with an example of its use; completions
+/// and the man page are generated from the same definitions.
+#[test]
+fn every_subcommand_has_an_example_and_completions_and_a_man_page_exist() {
+    for cmd in [
+        "build",
+        "inspect",
+        "exec",
+        "run",
+        "verify",
+        "audit",
+        "log",
+        "sample",
+        "demo",
+        "completions",
+        "man",
+    ] {
+        let (code, out, err) = common::idem(&[cmd, "--help"]);
+        assert_eq!(code, 0, "{cmd}: {err}");
+        assert!(
+            out.contains("Example:") && out.contains(&format!("  idem {cmd}")),
+            "{cmd} --help has no example:\n{out}"
+        );
+    }
+    let (code, out, _) = common::idem(&["completions", "bash"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("_idem()") && out.contains("verify"), "{out}");
+    let (code, out, _) = common::idem(&["man"]);
+    assert_eq!(code, 0);
+    assert!(out.contains(".TH idem") && out.contains("audit"), "{out}");
+}

@@ -29,20 +29,33 @@ struct Args {
 #[derive(Subcommand)]
 enum Command {
     /// Build a guest crate to a component .wasm and print its digest.
+    #[command(
+        after_help = "Example:\n  idem build examples/daily_revenue --out daily_revenue.wasm"
+    )]
     Build(cli::BuildArgs),
     /// Show a module's digest, imports, exports and admission verdict.
+    #[command(after_help = "Example:\n  idem inspect daily_revenue.wasm")]
     Inspect {
         /// The .wasm (component or wit-bindgen core module) or .wat file.
         module: PathBuf,
     },
     /// Run a transform over Parquet files into a Parquet file (no table).
+    #[command(
+        after_help = "Example:\n  idem exec --module clean_orders.wasm --input orders/date=2026-10-01/part-00000.parquet --output clean.parquet --params '{\"min_amount\": 10}'"
+    )]
     Exec(cli::ExecArgs),
     /// Run a transform over a slice and commit its output to a Delta table,
     /// only when the output is new.
+    #[command(
+        after_help = "Example:\n  idem run --module daily_revenue.wasm --input s3://lake/orders --partition date=2026-10-01 --table s3://lake/daily_revenue --logical-date 2026-10-01"
+    )]
     Run(cli::RunArgs),
     /// Check a manifest against its own name and the table that commits
     /// it, then re-run it and compare the output digest.
     /// Exit 0 on a match, 1 on a difference, 2 on error.
+    #[command(
+        after_help = "Example:\n  idem verify lake/daily_revenue/_idem/manifests/<sha256>.json"
+    )]
     Verify {
         /// The manifest file (e.g. TABLE/_idem/manifests/<hex>.json).
         manifest: PathBuf,
@@ -56,16 +69,35 @@ enum Command {
     /// Prove a table: each slice's current commit -> its manifest -> the
     /// rows the table holds now (-> a replay with --replay).
     /// Exit 0 when every slice is proven, 1 otherwise, 2 on error.
+    #[command(
+        after_help = "Example:\n  idem audit lake/daily_revenue --slice date=2026-10-01 --replay"
+    )]
     Audit(cli::AuditArgs),
     /// List the runs recorded for a table, per slice.
+    #[command(after_help = "Example:\n  idem log lake/daily_revenue")]
     Log {
         /// The table (path or URL).
         table: String,
     },
     /// Write deterministic sample orders, partitioned by date.
+    #[command(
+        after_help = "Example:\n  idem sample --out data/orders --dates 2026-10-01 2026-10-02 --rows 100000"
+    )]
     Sample(cli::SampleArgs),
     /// The quick start: build an example, generate data, run it.
+    #[command(after_help = "Example:\n  idem demo --dir idem-demo")]
     Demo(cli::DemoArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(
+        after_help = "Example:\n  idem completions bash > ~/.local/share/bash-completion/completions/idem"
+    )]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    #[command(after_help = "Example:\n  idem man > idem.1 && man ./idem.1")]
+    Man,
 }
 
 fn main() -> ExitCode {
@@ -125,5 +157,15 @@ fn try_main(args: Args) -> Result<ExitCode> {
         Command::Log { table } => cli::log(&table),
         Command::Sample(a) => cli::sample(a),
         Command::Demo(a) => cli::demo(a),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Args::command(), "idem", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            use clap::CommandFactory;
+            clap_mangen::Man::new(Args::command()).render(&mut std::io::stdout())?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
