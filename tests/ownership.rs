@@ -62,24 +62,7 @@ fn run_day(
 /// The arguments of `idem run --input ROOT --partition date=D --table T
 /// --batch-rows 1000 ...extra`.
 fn day_args(module: &Path, root: &Path, date: &str, table: &Path, extra: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "run",
-        "--module",
-        &s(module),
-        "--input",
-        &s(root),
-        "--partition",
-        &format!("date={date}"),
-        "--table",
-        &s(table),
-        "--batch-rows",
-        "1000",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    args.extend(extra.iter().map(|a| a.to_string()));
-    args
+    common::day_args(&s(module), &s(root), date, &s(table), extra)
 }
 
 /// The manifest file a run's stdout names.

@@ -14,23 +14,8 @@ fn ok(r: (i32, String, String)) -> String {
 }
 
 /// `idem run` of clean_orders over one day of `root`, into `table`.
-fn day<'a>(module: &'a str, root: &'a str, date: &'a str, table: &'a str) -> Vec<String> {
-    [
-        "run",
-        "--module",
-        module,
-        "--input",
-        root,
-        "--partition",
-        &format!("date={date}"),
-        "--table",
-        table,
-        "--batch-rows",
-        "1000",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+fn day(module: &str, root: &str, date: &str, table: &str) -> Vec<String> {
+    common::day_args(module, root, date, table, &[])
 }
 
 fn refs(v: &[String]) -> Vec<&str> {

@@ -201,9 +201,8 @@ fn loc(s: &impl AsRef<OsStr>) -> String {
 
 /// The location of an object that must exist.
 fn existing(f: &impl AsRef<OsStr>) -> Result<Url, SliceError> {
-    let url = storage::locate(&loc(f))?;
-    let (dir, name) = storage::split_last(&url);
-    if name.is_empty() || Store::open(&dir)?.size(&name)?.is_none() {
+    let (store, name, url) = Store::of_file(&loc(f))?;
+    if name.is_empty() || store.size(&name)?.is_none() {
         return Err(SliceError::NotFound(loc(f)));
     }
     Ok(url)

@@ -342,6 +342,14 @@ impl Store {
         Self::open(&locate(location)?)
     }
 
+    /// The directory holding the file `location` names, the file's name in
+    /// it, and the file's URL.
+    pub fn of_file(location: &str) -> Result<(Self, String, Url), StorageError> {
+        let url = locate(location)?;
+        let (dir, name) = split_last(&url);
+        Ok((Self::open(&dir)?, name, url))
+    }
+
     /// The directory's URL (ends with `/`).
     pub fn url(&self) -> &Url {
         &self.url
@@ -807,9 +815,7 @@ pub fn explain(url: &Url, e: &object_store::Error) -> String {
 
 /// Read a whole file named by a location (a module, a manifest).
 pub fn read_location(location: &str) -> Result<Bytes, StorageError> {
-    let url = locate(location)?;
-    let (dir, name) = split_last(&url);
-    let store = Store::open(&dir)?;
+    let (store, name, _) = Store::of_file(location)?;
     store
         .get(&name)?
         .ok_or_else(|| StorageError::NotFound(location.to_string()))

@@ -85,6 +85,26 @@ pub fn idem_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     )
 }
 
+/// `idem run --module M --input ROOT --partition date=D --table T
+/// --batch-rows 1000 ...extra` (paths or URLs).
+pub fn day_args(module: &str, root: &str, date: &str, table: &str, extra: &[&str]) -> Vec<String> {
+    let partition = format!("date={date}");
+    let args = [
+        "run",
+        "--module",
+        module,
+        "--input",
+        root,
+        "--partition",
+        &partition,
+        "--table",
+        table,
+        "--batch-rows",
+        "1000",
+    ];
+    args.iter().chain(extra).map(|a| a.to_string()).collect()
+}
+
 /// Sample orders for `date`: `rows` rows in `files` files under `dir`.
 pub fn orders(dir: &Path, date: &str, rows: u64, files: usize) -> Vec<PathBuf> {
     idem::sample::write_day(dir, date, rows, files).unwrap()

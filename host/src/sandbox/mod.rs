@@ -170,9 +170,7 @@ impl Sandbox {
             source: std::io::Error::other(e.to_string()),
         };
         let limit = self.config.limits.max_module_bytes;
-        let url = crate::storage::locate(&name).map_err(read_err)?;
-        let (dir, file) = crate::storage::split_last(&url);
-        let store = crate::storage::Store::open(&dir).map_err(read_err)?;
+        let (store, file, url) = crate::storage::Store::of_file(&name).map_err(read_err)?;
         let len = store
             .size(&file)
             .map_err(read_err)?

@@ -148,6 +148,21 @@ pub fn table_url(location: &str) -> Result<Url, TableError> {
     Ok(crate::storage::as_dir(&url))
 }
 
+/// Run a blocking storage call on `store` off the async executor.
+async fn off_runtime<T: Send + 'static>(
+    location: &str,
+    store: &crate::storage::Store,
+    f: impl FnOnce(&crate::storage::Store) -> Result<T, crate::storage::StorageError> + Send + 'static,
+) -> Result<T, TableError> {
+    let store = store.clone();
+    Ok(tokio::task::spawn_blocking(move || f(&store))
+        .await
+        .map_err(|e| TableError::Location {
+            location: location.into(),
+            detail: e.to_string(),
+        })??)
+}
+
 fn delta_err(what: &str) -> impl Fn(DeltaTableError) -> TableError + '_ {
     move |e| TableError::Delta {
         what: what.to_string(),
@@ -178,21 +193,9 @@ impl Table {
         })?;
         // An unreachable store, a missing bucket or refused credentials are
         // named here, before delta-rs wraps them.
-        let probe = store.clone();
-        tokio::task::spawn_blocking(move || probe.check_reachable())
-            .await
-            .map_err(|e| TableError::Location {
-                location: location.into(),
-                detail: e.to_string(),
-            })??;
+        off_runtime(location, &store, |s| s.check_reachable()).await?;
         if !create {
-            let log = store.clone();
-            let found = tokio::task::spawn_blocking(move || log.any_below("_delta_log"))
-                .await
-                .map_err(|e| TableError::Location {
-                    location: location.into(),
-                    detail: e.to_string(),
-                })??;
+            let found = off_runtime(location, &store, |s| s.any_below("_delta_log")).await?;
             if !found {
                 return Err(TableError::Location {
                     location: location.into(),
@@ -375,13 +378,10 @@ impl Table {
     /// other's log entries); refuse to write anything otherwise.
     pub async fn ensure_safe_store(&mut self) -> Result<(), TableError> {
         if !self.safe_store {
-            let store = self.store.clone();
-            tokio::task::spawn_blocking(move || store.check_conditional_put())
-                .await
-                .map_err(|e| TableError::Location {
-                    location: self.url.to_string(),
-                    detail: e.to_string(),
-                })??;
+            off_runtime(self.url.as_str(), &self.store, |s| {
+                s.check_conditional_put()
+            })
+            .await?;
             self.safe_store = true;
         }
         Ok(())
