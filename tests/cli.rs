@@ -31,7 +31,7 @@ fn field(stdout: &str, label: &str) -> String {
 fn inspect_reports_imports_exports_and_verdict() {
     let clock = common::root().join("tests/wat/import-wall-clock.wat");
     let (code, out, _) = common::idem(&["inspect", s(&clock)]);
-    assert_eq!(code, 1, "{out}");
+    assert_eq!(code, 3, "a rejected module is exit 3: {out}");
     assert!(
         out.contains("wasi:clocks/wall-clock@0.2.0  (FORBIDDEN: clock"),
         "{out}"
@@ -167,7 +167,7 @@ fn exec_stops_a_runaway_guest_and_writes_nothing() {
         "--deadline-ms",
         "300",
     ]);
-    assert_eq!(code, 2, "{err}");
+    assert_eq!(code, 3, "{err}");
     assert!(err.contains("wall-clock deadline of 300 ms"), "{err}");
     assert!(!out_path.exists());
 }
@@ -187,7 +187,7 @@ fn exec_rejects_a_module_with_a_forbidden_import() {
         "--input",
         s(&files[0]),
     ]);
-    assert_eq!(code, 2);
+    assert_eq!(code, 3);
     assert!(
         err.contains("imports `wasi:sockets/tcp@0.2.0` (socket"),
         "{err}"
@@ -272,7 +272,7 @@ fn exec_refuses_a_module_over_the_size_limit_naming_the_flag() {
         "--max-module-mb",
         "1",
     ]);
-    assert_eq!(code, 2, "{err}");
+    assert_eq!(code, 3, "{err}");
     assert!(
         err.contains("over the 1 MiB limit: raise --max-module-mb"),
         "{err}"
@@ -433,7 +433,7 @@ fn exec_limit_flags_stop_a_hostile_guest_and_name_the_flag() {
         args.extend(flags.iter().map(|f| f.to_string()));
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         let (code, _, err) = common::idem(&refs);
-        assert_eq!(code, 2, "{mode}: {err}");
+        assert_eq!(code, 3, "{mode}: {err}");
         assert!(err.contains(word), "{mode}: {err}");
         assert!(!out.exists(), "{mode}: output written");
     }
@@ -497,13 +497,17 @@ fn every_subcommand_has_an_example_and_completions_and_a_man_page_exist() {
         "log",
         "sample",
         "demo",
+        "show",
+        "explain",
+        "new",
         "completions",
         "man",
     ] {
         let (code, out, err) = common::idem(&[cmd, "--help"]);
         assert_eq!(code, 0, "{cmd}: {err}");
         assert!(
-            out.contains("Example:") && out.contains(&format!("  idem {cmd}")),
+            (out.contains("Example:") || out.contains("Examples:"))
+                && out.contains(&format!("  idem {cmd}")),
             "{cmd} --help has no example:\n{out}"
         );
     }

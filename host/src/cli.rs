@@ -1,14 +1,42 @@
-//! One function per `idem` subcommand: call the library, print the result.
+//! One function per `idem` subcommand: call the library, print the result
+//! (for people, or as JSON with `--json`: the shapes are
+//! `schemas/<command>.schema.json`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
+use serde_json::{Value, json};
+
+pub mod show;
+
+/// Where results go: stdout, for people or as one JSON document.
+#[derive(Debug, Clone, Copy)]
+pub struct Out {
+    /// `--json`.
+    pub json: bool,
+}
+
+impl Out {
+    /// Print `value` as JSON with `--json`, else call `human`.
+    pub fn emit(self, value: Value, human: impl FnOnce()) {
+        if self.json {
+            print_json(&value);
+        } else {
+            human();
+        }
+    }
+}
+
+/// One JSON document and a newline on stdout.
+pub fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
 
 use idem::execute::{Transformer, execute};
 use idem::output::ParquetOutput;
-use idem::run::{Run, SliceSpec, Verdict, parse_partition};
+use idem::run::{Run, RunOutcome, SliceSpec, Verdict, parse_partition};
 use idem::sandbox::{GuestContext, ImportVerdict, Limits, Sandbox, SandboxConfig};
 use idem::slice::ResolvedSlice;
 use idem::table::Mode;
@@ -73,45 +101,71 @@ pub struct BuildArgs {
     pub target_dir: Option<PathBuf>,
 }
 
-pub fn build(a: BuildArgs) -> Result<ExitCode> {
+pub fn build(a: BuildArgs, out: Out) -> Result<ExitCode> {
     let sandbox = Sandbox::new(SandboxConfig::default())?;
     let target = a.target_dir.unwrap_or_else(idem::build::default_target_dir);
     let built = idem::build::build_guest(&a.path, &target, a.out.as_deref(), &sandbox)?;
-    println!("{}  {}", built.digest, built.path.display());
+    out.emit(
+        json!({"module": built.digest.as_str(), "path": built.path.display().to_string()}),
+        || println!("{}  {}", built.digest, built.path.display()),
+    );
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn inspect(bytes: &[u8]) -> Result<ExitCode> {
+pub fn inspect(bytes: &[u8], out: Out) -> Result<ExitCode> {
     let sandbox = Sandbox::new(SandboxConfig {
         cache_dir: None,
         ..SandboxConfig::default()
     })?;
     let (digest, adm) = sandbox.inspect(bytes)?;
-    println!("digest:  {digest}");
-    println!("imports:");
-    for (name, v) in &adm.imports {
-        match v {
-            ImportVerdict::Allowed => println!("  {name}  (allowed)"),
-            ImportVerdict::Forbidden(r) => println!("  {name}  (FORBIDDEN: {r})"),
-        }
-    }
-    println!("exports:");
-    for e in &adm.exports {
-        println!("  {e}");
-    }
-    match adm.verdict() {
-        Ok(()) => {
-            println!(
-                "verdict: admitted (profile {})",
-                sandbox.config().profile.name()
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => {
-            println!("verdict: rejected: {e}");
-            Ok(ExitCode::from(1))
-        }
-    }
+    let verdict = adm.verdict();
+    let profile = sandbox.config().profile.name();
+    let imports: Vec<Value> = adm
+        .imports
+        .iter()
+        .map(|(name, v)| match v {
+            ImportVerdict::Allowed => json!({"name": name, "allowed": true}),
+            ImportVerdict::Forbidden(r) => json!({"name": name, "allowed": false, "reason": r}),
+        })
+        .collect();
+    out.emit(
+        json!({
+            "module": digest.as_str(),
+            "imports": imports,
+            "exports": adm.exports,
+            "admitted": verdict.is_ok(),
+            "profile": profile,
+            "rejection": verdict.as_ref().err().map(|e| e.to_string()),
+        }),
+        || {
+            println!("digest:  {digest}");
+            println!("imports:");
+            for (name, v) in &adm.imports {
+                match v {
+                    ImportVerdict::Allowed => println!("  {name}  (allowed)"),
+                    ImportVerdict::Forbidden(r) => println!("  {name}  (FORBIDDEN: {r})"),
+                }
+            }
+            println!("exports:");
+            for e in &adm.exports {
+                println!("  {e}");
+            }
+            match &verdict {
+                Ok(()) => println!("verdict: admitted (profile {profile})"),
+                Err(e) => println!("verdict: rejected: {e}"),
+            }
+        },
+    );
+    // A rejected module is a sandbox rejection (exit 3), reported as the
+    // result above rather than as an error.
+    Ok(match verdict {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => ExitCode::from(
+            idem::error::Kind::of(&e)
+                .unwrap_or(idem::error::Kind::Guest)
+                .exit_code(),
+        ),
+    })
 }
 
 #[derive(Args, Debug)]
@@ -138,7 +192,7 @@ pub struct ExecArgs {
     pub limits: LimitArgs,
 }
 
-pub fn exec(a: ExecArgs) -> Result<ExitCode> {
+pub fn exec(a: ExecArgs, out: Out) -> Result<ExitCode> {
     if a.batch_rows == 0 {
         bail!("--batch-rows must be at least 1");
     }
@@ -158,32 +212,51 @@ pub fn exec(a: ExecArgs) -> Result<ExitCode> {
         input_schema: reader.schema(),
         batch_rows: a.batch_rows,
     };
-    let mut out = ParquetOutput::new(&a.output)?;
+    let mut parquet = ParquetOutput::new(&a.output)?;
     let mut instance = sandbox.instantiate(&module)?;
-    let outcome = execute(
-        &mut instance as &mut dyn Transformer,
-        &ctx,
-        reader.prefetch(2),
-        |b| {
-            out.write(b)
-                .map_err(|e| idem::execute::ExecError::Sink(e.to_string()))
-        },
-    )?;
-    for line in instance.log() {
-        eprintln!("[guest {}] {}", line.level, line.message);
+    let progress = idem::progress::rows("running", None);
+    let batches = reader.prefetch(2).inspect(|b| {
+        if let Ok(b) = b {
+            progress.inc(b.num_rows() as u64);
+        }
+    });
+    let executed = execute(&mut instance as &mut dyn Transformer, &ctx, batches, |b| {
+        parquet
+            .write(b)
+            .map_err(|e| idem::execute::ExecError::Sink(e.to_string()))
+    });
+    progress.finish();
+    let name = a
+        .module
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for line in instance.log_lines() {
+        tracing::info!(target: "idem::guest", "[{name}] {line}");
     }
-    let path = out.commit()?;
-    println!("module:  {}", module.digest);
-    println!("rows:    {} in, {} out", outcome.rows_in, outcome.rows_out);
-    println!("output:  {}  {}", outcome.output_digest, path.display());
+    let outcome = executed?;
+    let path = parquet.commit()?;
+    out.emit(
+        json!({
+            "module": module.digest.as_str(),
+            "rowsIn": outcome.rows_in,
+            "rowsOut": outcome.rows_out,
+            "outputDigest": outcome.output_digest.as_str(),
+            "output": path.display().to_string(),
+        }),
+        || {
+            println!("module:  {}", module.digest);
+            println!("rows:    {} in, {} out", outcome.rows_in, outcome.rows_out);
+            println!("output:  {}  {}", outcome.output_digest, path.display());
+        },
+    );
     Ok(ExitCode::SUCCESS)
 }
 
+/// What a run reads, how it commits, and what the guest is given: the
+/// flags `idem run` and `idem explain` share.
 #[derive(Args, Debug)]
-pub struct RunArgs {
-    /// The transform (.wasm from `idem build`).
-    #[arg(long)]
-    pub module: PathBuf,
+pub struct SliceArgs {
     /// Input: a Parquet dataset root (with --partition), or a Delta table
     /// (with --delta-version).
     #[arg(long)]
@@ -201,9 +274,6 @@ pub struct RunArgs {
     /// The slice: the --input Delta table at this version.
     #[arg(long)]
     pub delta_version: Option<u64>,
-    /// The target Delta table (path or URL); created by the first commit.
-    #[arg(long)]
-    pub table: String,
     /// overwrite-partition (default with --partition), merge or append.
     #[arg(long)]
     pub mode: Option<String>,
@@ -219,6 +289,70 @@ pub struct RunArgs {
     /// Rows per input batch (part of the run key).
     #[arg(long, default_value_t = 8192)]
     pub batch_rows: u32,
+}
+
+impl SliceArgs {
+    /// The run these flags describe.
+    pub fn run(&self, module: &std::path::Path, table: &str) -> Result<Run> {
+        let a = self;
+        let partition = a.partition.as_deref().map(parse_partition).transpose()?;
+        let slice = match (&a.input, a.delta_version, &partition, a.files.is_empty()) {
+            (Some(table), Some(version), _, true) => SliceSpec::Delta {
+                table: table.clone(),
+                version,
+                partition: partition.clone(),
+            },
+            (Some(root), None, Some((column, value)), true) => SliceSpec::Partition {
+                root: PathBuf::from(root),
+                column: column.clone(),
+                value: value.clone(),
+            },
+            (None, None, _, false) => SliceSpec::Files {
+                files: a.files.clone(),
+                id: a.slice_id.clone().or(a.partition.clone()),
+            },
+            (Some(_), None, None, true) => bail!(
+                "--input needs --partition column=value (a dataset partition) or --delta-version N (a Delta table)"
+            ),
+            _ => bail!(
+                "give one slice: --input ROOT --partition K=V, --input TABLE --delta-version N [--partition K=V], or --files F..."
+            ),
+        };
+        let mode = match a.mode.as_deref() {
+            None => None,
+            Some("overwrite-partition") => {
+                let (column, value) = partition.clone().unwrap_or_default();
+                Some(Mode::OverwritePartition { column, value })
+            }
+            Some("merge") => Some(Mode::Merge {
+                keys: a.key.clone(),
+            }),
+            Some("append") => Some(Mode::Append),
+            Some(other) => {
+                bail!("unknown --mode `{other}`: use overwrite-partition, merge or append")
+            }
+        };
+        let mut run = Run::new(module, slice, table)
+            .params(a.params.clone())
+            .logical_date(a.logical_date.clone())
+            .batch_rows(a.batch_rows);
+        if let Some(m) = mode {
+            run = run.mode(m);
+        }
+        Ok(run)
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The transform (.wasm from `idem build`).
+    #[arg(long)]
+    pub module: PathBuf,
+    /// The target Delta table (path or URL); created by the first commit.
+    #[arg(long)]
+    pub table: String,
+    #[command(flatten)]
+    pub slice: SliceArgs,
     /// Execute even if this exact run was already committed (still commits
     /// only a new output digest).
     #[arg(long)]
@@ -227,60 +361,40 @@ pub struct RunArgs {
     pub limits: LimitArgs,
 }
 
-pub fn run(a: RunArgs) -> Result<ExitCode> {
-    let partition = a.partition.as_deref().map(parse_partition).transpose()?;
-    let slice = match (&a.input, a.delta_version, &partition, a.files.is_empty()) {
-        (Some(table), Some(version), _, true) => SliceSpec::Delta {
-            table: table.clone(),
-            version,
-            partition: partition.clone(),
-        },
-        (Some(root), None, Some((column, value)), true) => SliceSpec::Partition {
-            root: PathBuf::from(root),
-            column: column.clone(),
-            value: value.clone(),
-        },
-        (None, None, _, false) => SliceSpec::Files {
-            files: a.files.clone(),
-            id: a.slice_id.clone().or(a.partition.clone()),
-        },
-        (Some(_), None, None, true) => bail!(
-            "--input needs --partition column=value (a dataset partition) or --delta-version N (a Delta table)"
-        ),
-        _ => bail!(
-            "give one slice: --input ROOT --partition K=V, --input TABLE --delta-version N [--partition K=V], or --files F..."
-        ),
-    };
-    let mode = match a.mode.as_deref() {
-        None => None,
-        Some("overwrite-partition") => {
-            let (column, value) = partition.clone().unwrap_or_default();
-            Some(Mode::OverwritePartition { column, value })
-        }
-        Some("merge") => Some(Mode::Merge {
-            keys: a.key.clone(),
-        }),
-        Some("append") => Some(Mode::Append),
-        Some(other) => bail!("unknown --mode `{other}`: use overwrite-partition, merge or append"),
-    };
+pub fn run(a: RunArgs, out: Out) -> Result<ExitCode> {
+    let run = a.slice.run(&a.module, &a.table)?.force(a.force);
     let sandbox = a.limits.sandbox()?;
-    let mut run = Run::new(&a.module, slice, &a.table)
-        .params(a.params.clone())
-        .logical_date(a.logical_date.clone())
-        .batch_rows(a.batch_rows)
-        .force(a.force);
-    if let Some(m) = mode {
-        run = run.mode(m);
-    }
     let r = run.execute(&sandbox)?;
-    println!("slice:    {}", r.manifest.spec.slice.id);
-    println!("run key:  {}", r.manifest.run_key);
-    println!(
-        "output:   {} ({} rows)",
-        r.manifest.result.output_digest, r.manifest.result.rows_out
+    let (kind, version, drift, raced) = match &r.outcome {
+        RunOutcome::Committed { version, drift } => {
+            ("committed", Some(*version), drift.clone(), false)
+        }
+        RunOutcome::Unchanged { since, raced } => ("unchanged", *since, None, *raced),
+        RunOutcome::Memo { since } => ("memo", *since, None, false),
+    };
+    out.emit(
+        json!({
+            "slice": r.manifest.spec.slice.id,
+            "runKey": r.manifest.run_key.as_str(),
+            "outputDigest": r.manifest.result.output_digest.as_str(),
+            "rowsIn": r.manifest.result.rows_in,
+            "rowsOut": r.manifest.result.rows_out,
+            "manifest": r.manifest_url,
+            "manifestDigest": r.manifest_digest.as_str(),
+            "outcome": {"kind": kind, "version": version, "drift": drift, "raced": raced},
+            "timingsMs": r.timings_ms,
+        }),
+        || {
+            println!("slice:    {}", r.manifest.spec.slice.id);
+            println!("run key:  {}", r.manifest.run_key);
+            println!(
+                "output:   {} ({} rows)",
+                r.manifest.result.output_digest, r.manifest.result.rows_out
+            );
+            println!("manifest: {}", r.manifest_url);
+            println!("result:   {}", r.outcome);
+        },
     );
-    println!("manifest: {}", r.manifest_url);
-    println!("result:   {}", r.outcome);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -288,6 +402,7 @@ pub fn verify(
     manifest: &std::path::Path,
     limits: &LimitArgs,
     allow_engine: bool,
+    out: Out,
 ) -> Result<ExitCode> {
     let location = manifest.to_string_lossy();
     let bytes = idem::storage::read_location(&location)
@@ -297,19 +412,35 @@ pub fn verify(
     let (_, file_name) = idem::storage::split_last(&url);
     let name = Some(file_name.as_str()).filter(|n| !n.is_empty());
     let check = idem::audit::verify_manifest(name, &bytes, &sandbox, allow_engine)?;
-    for n in &check.notes {
-        println!("{n}");
-    }
-    match check.verdict {
-        Verdict::Match { output_digest } => {
-            println!("match: re-run produced {output_digest}");
-            Ok(ExitCode::SUCCESS)
-        }
-        Verdict::Mismatch(why) => {
-            println!("MISMATCH: {why}");
-            Ok(ExitCode::from(1))
-        }
-    }
+    let (matched, digest, reason) = match &check.verdict {
+        Verdict::Match { output_digest } => (true, Some(output_digest.as_str()), None),
+        Verdict::Mismatch(why) => (false, None, Some(why.as_str())),
+    };
+    out.emit(
+        json!({
+            "manifest": location,
+            "match": matched,
+            "outputDigest": digest,
+            "reason": reason,
+            "notes": check.notes,
+        }),
+        || {
+            for n in &check.notes {
+                println!("{n}");
+            }
+            match &check.verdict {
+                Verdict::Match { output_digest } => {
+                    println!("match: re-run produced {output_digest}")
+                }
+                Verdict::Mismatch(why) => println!("MISMATCH: {why}"),
+            }
+        },
+    );
+    Ok(if matched {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 #[derive(Args, Debug)]
@@ -326,7 +457,7 @@ pub struct AuditArgs {
     pub limits: LimitArgs,
 }
 
-pub fn audit(a: AuditArgs) -> Result<ExitCode> {
+pub fn audit(a: AuditArgs, out: Out) -> Result<ExitCode> {
     let sandbox = if a.replay {
         Some(a.limits.sandbox()?)
     } else {
@@ -337,36 +468,55 @@ pub fn audit(a: AuditArgs) -> Result<ExitCode> {
         replay: sandbox.as_ref(),
     };
     let report = idem::audit::audit(&a.table, &opts)?;
-    if report.is_empty() {
-        println!("no idem slices in {}", a.table);
-        return Ok(ExitCode::SUCCESS);
-    }
-    let mut failed = 0;
-    for s in &report {
-        let state = match s.proof {
-            idem::audit::Proof::Proven => "proven",
-            idem::audit::Proof::ChainOnly => "chain-proven",
-            idem::audit::Proof::Failed => {
-                failed += 1;
-                "FAILED"
+    let state = |p: &idem::audit::Proof| match p {
+        idem::audit::Proof::Proven => "proven",
+        idem::audit::Proof::ChainOnly => "chain-proven",
+        idem::audit::Proof::Failed => "failed",
+    };
+    let failed = report
+        .iter()
+        .filter(|s| s.proof == idem::audit::Proof::Failed)
+        .count();
+    let slices: Vec<Value> = report
+        .iter()
+        .map(|s| {
+            json!({"slice": s.slice, "version": s.version, "proof": state(&s.proof), "detail": s.detail})
+        })
+        .collect();
+    out.emit(
+        json!({"table": a.table, "slices": slices, "proven": failed == 0}),
+        || {
+            if report.is_empty() {
+                println!("no idem slices in {}", a.table);
+                return;
             }
-        };
-        println!(
-            "{:<24} v{:<6} {:<13} {}",
-            s.slice, s.version, state, s.detail
-        );
-    }
-    if failed > 0 {
-        println!("{failed} of {} slices are not proven", report.len());
-        Ok(ExitCode::from(1))
+            for s in &report {
+                let st = match s.proof {
+                    idem::audit::Proof::Failed => "FAILED",
+                    ref p => state(p),
+                };
+                println!("{:<24} v{:<6} {:<13} {}", s.slice, s.version, st, s.detail);
+            }
+            if failed > 0 {
+                println!("{failed} of {} slices are not proven", report.len());
+            } else {
+                println!("all {} slices proven", report.len());
+            }
+        },
+    );
+    Ok(if failed > 0 {
+        ExitCode::from(1)
     } else {
-        println!("all {} slices proven", report.len());
-        Ok(ExitCode::SUCCESS)
-    }
+        ExitCode::SUCCESS
+    })
 }
 
-pub fn log(table: &str) -> Result<ExitCode> {
+pub fn log(table: &str, out: Out) -> Result<ExitCode> {
     let entries = idem::run::run_log(table)?;
+    if out.json {
+        print_json(&json!({"table": table, "runs": entries}));
+        return Ok(ExitCode::SUCCESS);
+    }
     if entries.is_empty() {
         println!("no idem runs recorded in {table}");
         return Ok(ExitCode::SUCCESS);
@@ -420,11 +570,12 @@ pub struct SampleArgs {
     pub files: usize,
 }
 
-pub fn sample(a: SampleArgs) -> Result<ExitCode> {
+pub fn sample(a: SampleArgs, out: Out) -> Result<ExitCode> {
     let store = idem::storage::Store::at(&a.out)?;
     // Written to a local scratch folder, then put object by object (each
     // put is atomic: a reader never sees half a file).
     let tmp = tempfile::tempdir()?;
+    let mut files = Vec::new();
     for d in &a.dates {
         for f in idem::sample::write_day(tmp.path(), d, a.rows, a.files)? {
             let rel = f
@@ -433,11 +584,18 @@ pub fn sample(a: SampleArgs) -> Result<ExitCode> {
                 .to_string_lossy()
                 .replace('\\', "/");
             store.put(&rel, std::fs::read(&f)?.into())?;
-            match store.local_dir() {
-                Some(dir) => println!("{}", dir.join(&rel).display()),
-                None => println!("{}", store.url_of(&rel)),
+            let written = match store.local_dir() {
+                Some(dir) => dir.join(&rel).display().to_string(),
+                None => store.url_of(&rel).to_string(),
+            };
+            if !out.json {
+                println!("{written}");
             }
+            files.push(written);
         }
+    }
+    if out.json {
+        print_json(&json!({"files": files}));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -449,21 +607,34 @@ pub struct DemoArgs {
     pub dir: PathBuf,
 }
 
-pub fn demo(a: DemoArgs) -> Result<ExitCode> {
+pub fn demo(a: DemoArgs, out: Out) -> Result<ExitCode> {
     let examples = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples"));
     let sandbox = Sandbox::new(SandboxConfig::default())?;
     let target = idem::build::default_target_dir();
     eprintln!("building examples/daily_revenue for wasm32-unknown-unknown ...");
     let built = idem::build::build_guest(&examples.join("daily_revenue"), &target, None, &sandbox)?;
-    println!("module:   {}  {}", built.digest, built.path.display());
+    let say = |line: String| {
+        if !out.json {
+            println!("{line}");
+        }
+    };
+    say(format!(
+        "module:   {}  {}",
+        built.digest,
+        built.path.display()
+    ));
     let data = a.dir.join("orders");
     let table = a.dir.join("daily_revenue");
     let dates = ["2026-10-01", "2026-10-02", "2026-10-03"];
     for d in dates {
         idem::sample::write_day(&data, d, 100_000, 2)?;
     }
-    println!("input:    {} (3 days x 100000 orders)", data.display());
-    println!("table:    {}", table.display());
+    say(format!(
+        "input:    {} (3 days x 100000 orders)",
+        data.display()
+    ));
+    say(format!("table:    {}", table.display()));
+    let mut runs = Vec::new();
     // Every day twice: the second pass is a rerun and must change nothing.
     for pass in ["run", "rerun"] {
         for d in dates {
@@ -478,12 +649,18 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode> {
             )
             .logical_date(Some(d.into()))
             .execute(&sandbox)?;
-            println!(
+            say(format!(
                 "{pass:<5}  date={d}  {} rows  {}",
                 r.manifest.result.rows_out, r.outcome
-            );
+            ));
+            runs.push(json!({
+                "pass": pass,
+                "slice": r.manifest.spec.slice.id,
+                "rows": r.manifest.result.rows_out,
+                "result": r.outcome.to_string(),
+            }));
             // The point of the demo: a rerun changes nothing.
-            if pass == "rerun" && !matches!(r.outcome, idem::run::RunOutcome::Memo { .. }) {
+            if pass == "rerun" && !matches!(r.outcome, RunOutcome::Memo { .. }) {
                 bail!(
                     "the rerun of date={d} did not find its committed run ({}): idempotency is broken",
                     r.outcome
@@ -491,6 +668,58 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode> {
             }
         }
     }
-    println!("history: idem log {}", table.display());
+    say(format!("history: idem log {}", table.display()));
+    if out.json {
+        print_json(&json!({
+            "module": built.digest.as_str(),
+            "input": data.display().to_string(),
+            "table": table.display().to_string(),
+            "runs": runs,
+        }));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct NewArgs {
+    /// The crate's name (lowercase, `_` or `-`), e.g. daily_totals.
+    pub name: String,
+    /// Where to create it (default: ./NAME).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Depend on the idem-guest crate at this path (default: this idem's
+    /// own guest-sdk/ when it is on disk, else the published crate).
+    #[arg(long)]
+    pub sdk_path: Option<PathBuf>,
+}
+
+pub fn new(a: NewArgs, out: Out) -> Result<ExitCode> {
+    use idem::scaffold::Sdk;
+    let dir = a.dir.clone().unwrap_or_else(|| PathBuf::from(&a.name));
+    let own = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-sdk"));
+    let sdk =
+        match a.sdk_path {
+            Some(p) => Sdk::Path(std::fs::canonicalize(&p).with_context(|| {
+                format!("--sdk-path {}: no idem-guest crate there", p.display())
+            })?),
+            None => match std::fs::canonicalize(&own) {
+                Ok(p) if p.join("Cargo.toml").is_file() => Sdk::Path(p),
+                _ => Sdk::Version(env!("CARGO_PKG_VERSION").to_string()),
+            },
+        };
+    let files = idem::scaffold::new_crate(&dir, &a.name, &sdk)?;
+    let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    out.emit(
+        json!({"crate": a.name, "path": dir.display().to_string(), "files": files}),
+        || {
+            println!("created {} in {}", a.name, dir.display());
+            println!("next:    cd {} && cargo test", dir.display());
+            println!(
+                "         idem build {} --out {}.wasm",
+                dir.display(),
+                a.name.replace('-', "_")
+            );
+        },
+    );
     Ok(ExitCode::SUCCESS)
 }

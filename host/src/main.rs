@@ -1,6 +1,6 @@
 //! The `idem` command: parse arguments, call the library, print, exit.
-//! Exit codes: 0 success; 1 a check did not pass (verify mismatch);
-//! 2 an error (bad input, a rejected module, a failed run).
+//! Results go to stdout (as JSON with `--json`), progress and logs to
+//! stderr. Exit codes: see [`EXIT_CODES`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,11 +10,21 @@ use clap::{Parser, Subcommand};
 
 mod cli;
 
+/// Listed by `idem --help` and the README; [`idem::error::Kind`] maps
+/// every error to one.
+const EXIT_CODES: &str = "Exit codes:
+  0  ok (including a run that found its output unchanged, or a memo hit)
+  1  a verification mismatch or a failed audit
+  2  usage or input error (bad flags, a missing or malformed input, bad params)
+  3  the sandbox rejected the module, or the guest failed (trap, limit, bad output)
+  4  storage or commit failure (unreachable store, refused credentials, a table changed under idem)";
+
 #[derive(Parser)]
 #[command(
     name = "idem",
     version,
-    about = "Deterministic, idempotent host for WebAssembly data transforms"
+    about = "Deterministic, idempotent host for WebAssembly data transforms",
+    after_help = EXIT_CODES
 )]
 struct Args {
     /// More log output on stderr: -v shows what idem handled on its own
@@ -22,6 +32,13 @@ struct Args {
     /// (or `IDEM_LOG`) sets the filter exactly.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// No progress bars (they are drawn only when stderr is a terminal).
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    /// Print the result as one JSON document on stdout (its shape:
+    /// schemas/<command>.schema.json); an error as {"error": ...}.
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -52,7 +69,7 @@ enum Command {
     Run(cli::RunArgs),
     /// Check a manifest against its own name and the table that commits
     /// it, then re-run it and compare the output digest.
-    /// Exit 0 on a match, 1 on a difference, 2 on error.
+    /// Exit 0 on a match, 1 on a difference.
     #[command(
         after_help = "Example:\n  idem verify lake/daily_revenue/_idem/manifests/<sha256>.json"
     )]
@@ -68,7 +85,7 @@ enum Command {
     },
     /// Prove a table: each slice's current commit -> its manifest -> the
     /// rows the table holds now (-> a replay with --replay).
-    /// Exit 0 when every slice is proven, 1 otherwise, 2 on error.
+    /// Exit 0 when every slice is proven, 1 otherwise.
     #[command(
         after_help = "Example:\n  idem audit lake/daily_revenue --slice date=2026-10-01 --replay"
     )]
@@ -84,6 +101,22 @@ enum Command {
         after_help = "Example:\n  idem sample --out data/orders --dates 2026-10-01 2026-10-02 --rows 100000"
     )]
     Sample(cli::SampleArgs),
+    /// Print a stored run's manifest: a manifest file, TABLE#SLICE (the
+    /// slice's current run), or a run key (a prefix will do) with --table.
+    #[command(
+        after_help = "Examples:\n  idem show lake/daily_revenue#date=2026-10-01\n  idem show sha256:3f2a9c1b --table lake/daily_revenue\n  idem show lake/daily_revenue/_idem/manifests/<sha256>.json --json"
+    )]
+    Show(cli::show::ShowArgs),
+    /// Say why a run would (not) be memoized: compare a planned run (the
+    /// flags of `idem run`) with the slice's current run, or two stored
+    /// runs with each other, field by field.
+    #[command(
+        after_help = "Examples:\n  idem explain --module daily_revenue.wasm --input lake/orders --partition date=2026-10-01 --table lake/daily_revenue\n  idem explain sha256:3f2a9c1b sha256:77e0d4aa --table lake/daily_revenue"
+    )]
+    Explain(cli::show::ExplainArgs),
+    /// Create a transform crate that `idem build` turns into a component.
+    #[command(after_help = "Example:\n  idem new daily_totals && cd daily_totals && cargo test")]
+    New(cli::NewArgs),
     /// The quick start: build an example, generate data, run it.
     #[command(after_help = "Example:\n  idem demo --dir idem-demo")]
     Demo(cli::DemoArgs),
@@ -101,13 +134,42 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // `idem log | head` ends quietly, as other Unix tools do, instead of
+    // panicking on the closed pipe.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of one signal at startup,
+    // before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let args = Args::parse();
     logging(args.verbose);
+    // A panic is a bug, never the way an error is reported: say so.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        eprintln!(
+            "error: idem panicked. This is a bug in idem: please report it with the command line and the message below"
+        );
+        report(info);
+    }));
+    idem::progress::enable(!args.quiet);
+    let json = args.json;
     match try_main(args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(2)
+            let kind = idem::error::Kind::of_chain(e.chain());
+            let message = format!("{e:#}");
+            if json {
+                cli::print_json(&serde_json::json!({
+                    "error": {
+                        "kind": kind.name(),
+                        "exitCode": kind.exit_code(),
+                        "message": message,
+                    }
+                }));
+            }
+            eprintln!("error: {message}");
+            ExitCode::from(kind.exit_code())
         }
     }
 }
@@ -119,7 +181,8 @@ fn main() -> ExitCode {
 /// stderr is a terminal and `NO_COLOR` is unset.
 fn logging(verbose: u8) {
     use std::io::IsTerminal;
-    let quiet = "warn,deltalake_core=off,deltalake=off,delta_kernel=off,buoyant_kernel=off";
+    // The guest's own log lines (host.log) are results a user wants to see.
+    let quiet = "warn,idem::guest=info,deltalake_core=off,deltalake=off,delta_kernel=off,buoyant_kernel=off";
     let default = match verbose {
         0 => quiet.to_string(),
         1 => "info,deltalake_core=warn,delta_kernel=warn,buoyant_kernel=warn".to_string(),
@@ -139,24 +202,31 @@ fn logging(verbose: u8) {
 }
 
 fn try_main(args: Args) -> Result<ExitCode> {
+    let out = cli::Out { json: args.json };
     match args.command {
-        Command::Build(a) => cli::build(a),
+        Command::Build(a) => cli::build(a, out),
         Command::Inspect { module } => {
             let bytes = idem::storage::read_location(&module.to_string_lossy())
                 .with_context(|| format!("reading {}", module.display()))?;
-            cli::inspect(&bytes)
+            cli::inspect(&bytes, out)
         }
-        Command::Exec(a) => cli::exec(a),
-        Command::Run(a) => cli::run(a),
+        Command::Exec(a) => cli::exec(a, out),
+        Command::Run(a) => cli::run(a, out),
         Command::Verify {
             manifest,
             allow_engine,
             limits,
-        } => cli::verify(&manifest, &limits, allow_engine),
-        Command::Audit(a) => cli::audit(a),
-        Command::Log { table } => cli::log(&table),
-        Command::Sample(a) => cli::sample(a),
-        Command::Demo(a) => cli::demo(a),
+        } => cli::verify(&manifest, &limits, allow_engine, out),
+        Command::Audit(a) => cli::audit(a, out),
+        Command::Log { table } => cli::log(&table, out),
+        Command::Sample(a) => cli::sample(a, out),
+        Command::Show(a) => cli::show::show(a, out),
+        Command::Explain(a) => cli::show::explain(a, out),
+        Command::New(a) => cli::new(a, out),
+        Command::Demo(a) => cli::demo(a, out),
+        Command::Completions { .. } | Command::Man if out.json => {
+            anyhow::bail!("completions and man print no results: drop --json")
+        }
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Args::command(), "idem", &mut std::io::stdout());

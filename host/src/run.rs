@@ -168,6 +168,31 @@ pub struct RunReport {
     pub timings_ms: Timings,
 }
 
+/// A run resolved but not executed: inputs pinned, module loaded, run key
+/// computed.
+struct Planned {
+    slice: ResolvedSlice,
+    module: crate::sandbox::GuestModule,
+    mode: Mode,
+    spec: RunSpec,
+    run_key: Digest,
+    timings: Timings,
+}
+
+/// What [`Run::explain`] found, without executing or writing anything.
+#[derive(Debug, Clone)]
+pub struct Explanation {
+    /// The planned run.
+    pub planned: RunSpec,
+    /// Its run key.
+    pub run_key: Digest,
+    /// `Some(version)` when a committed run has this run key and its output
+    /// is still current: `idem run` would be a memo hit.
+    pub memo: Option<Option<u64>>,
+    /// The slice's current committed run (version, manifest), if any.
+    pub current: Option<(u64, Manifest)>,
+}
+
 /// Wall-clock timings of a run (run log only, never hashed).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -206,9 +231,10 @@ pub struct LogEntry {
     pub timings: Timings,
 }
 
+/// `_idem/runs/<run key>.json`: the memo index, run key -> manifest.
 #[derive(Serialize, Deserialize)]
-struct RunIndex {
-    manifest: Digest,
+pub(crate) struct RunIndex {
+    pub(crate) manifest: Digest,
 }
 
 /// Where a module is kept beside the table (under `_idem/`).
@@ -222,7 +248,7 @@ pub(crate) fn manifest_path(manifest: &Digest) -> String {
 }
 
 /// The memo index entry of a run key (under `_idem/`).
-fn run_index_path(run_key: &Digest) -> String {
+pub(crate) fn run_index_path(run_key: &Digest) -> String {
     format!("runs/{}.json", run_key.hex())
 }
 
@@ -344,8 +370,8 @@ impl Run {
         }
     }
 
-    /// Run it: see the module docs for the steps.
-    pub fn execute(mut self, sandbox: &Sandbox) -> Result<RunReport, RunError> {
+    /// The params and the mode, checked before anything is read or written.
+    fn check_args(&self) -> Result<(serde_json::Value, Mode), RunError> {
         if self.batch_rows == 0 {
             return Err(RunError::Usage("--batch-rows must be at least 1".into()));
         }
@@ -353,27 +379,34 @@ impl Run {
             RunError::Usage(format!("--params is not valid JSON ({e}): {}", self.params))
         })?;
         crate::manifest::check_params_text(&self.params, &params)?;
-        let mode = self.resolve_mode()?;
-        let rt = runtime()?;
-        let mut table = rt.block_on(Table::open(&self.table))?;
-        // A run writes: a store that cannot make commits safe (or refuses
-        // our writes) fails it before anything runs or is written.
-        rt.block_on(table.ensure_safe_store())?;
+        Ok((params, self.resolve_mode()?))
+    }
 
+    /// Steps 1 and 2: pin and hash the inputs, load the module, and compute
+    /// the run key. Reads only; `table` is the target's URL.
+    fn plan(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        sandbox: &Sandbox,
+        table: &url::Url,
+        params: serde_json::Value,
+        mode: Mode,
+    ) -> Result<Planned, RunError> {
         // 1. Resolve and pin the inputs.
         let t = Instant::now();
-        let (slice, kind) = resolve(&rt, &self.slice)?;
+        let (slice, kind) = resolve(rt, &self.slice)?;
         // A table inside its own input (or the reverse) would read its own
         // output as input on the next run.
         if kind == "partition" {
-            crate::slice::check_not_inside(table.url(), &slice.root)?;
-        } else if let Some(i) = slice.inputs.iter().find(|i| {
-            crate::storage::contains(&crate::storage::as_dir(table.url()), &slice.url_of(i))
-        }) {
+            crate::slice::check_not_inside(table, &slice.root)?;
+        } else if let Some(i) = slice
+            .inputs
+            .iter()
+            .find(|i| crate::storage::contains(&crate::storage::as_dir(table), &slice.url_of(i)))
+        {
             return Err(RunError::Usage(format!(
-                "input {} lies inside the target table {}: the run would read its own output",
+                "input {} lies inside the target table {table}: the run would read its own output",
                 i.path,
-                table.url()
             )));
         }
         let mut timings = Timings {
@@ -414,13 +447,75 @@ impl Run {
             logical_date: self.logical_date.clone(),
             batch_rows: self.batch_rows,
             target: TargetRecord {
-                table: table.url().to_string(),
+                table: table.to_string(),
                 mode: mode.name().into(),
                 partition,
                 keys,
             },
         };
         let run_key = crate::manifest::run_key(&spec);
+        Ok(Planned {
+            slice,
+            module,
+            mode,
+            spec,
+            run_key,
+            timings,
+        })
+    }
+
+    /// Plan the run without executing or writing anything, and say what it
+    /// would do: a memo hit (a committed run has its run key and is still
+    /// current), or an execution, with the slice's current committed run to
+    /// compare it with ([`crate::explain::diff`]).
+    pub fn explain(self, sandbox: &Sandbox) -> Result<Explanation, RunError> {
+        let (params, mode) = self.check_args()?;
+        let rt = runtime()?;
+        let url = crate::table::table_url(&self.table)?;
+        let p = self.plan(&rt, sandbox, &url, params, mode)?;
+        let table = match rt.block_on(Table::open_existing(&self.table)) {
+            Ok(t) => Some(t),
+            Err(TableError::NoTable { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let mut memo_since = None;
+        let mut current = None;
+        if let Some(table) = &table {
+            if let Some(m) = rt.block_on(memo(table, &p.run_key))?
+                && let SliceState::Current { since } = rt.block_on(table.slice_state(
+                    &p.spec.slice.id,
+                    &m.result.output_digest,
+                    &p.mode,
+                ))?
+            {
+                memo_since = Some(since);
+            }
+            current = rt.block_on(crate::catalog::current_run(table, &p.spec.slice.id))?;
+        }
+        Ok(Explanation {
+            run_key: p.run_key,
+            planned: p.spec,
+            memo: memo_since,
+            current,
+        })
+    }
+
+    /// Run it: see the module docs for the steps.
+    pub fn execute(mut self, sandbox: &Sandbox) -> Result<RunReport, RunError> {
+        let (params, mode) = self.check_args()?;
+        let rt = runtime()?;
+        let mut table = rt.block_on(Table::open(&self.table))?;
+        // A run writes: a store that cannot make commits safe (or refuses
+        // our writes) fails it before anything runs or is written.
+        rt.block_on(table.ensure_safe_store())?;
+        let Planned {
+            slice,
+            module,
+            mode,
+            spec,
+            run_key,
+            mut timings,
+        } = self.plan(&rt, sandbox, &table.url().clone(), params, mode)?;
 
         // 3. Memo: this exact run already committed, still current, and the
         //    table still holds its rows.
@@ -467,15 +562,27 @@ impl Run {
             Mode::Merge { keys } => Some(KeyChecker::new(keys)),
             _ => None,
         };
-        let executed = execute(instance.as_mut(), &ctx, reader.prefetch(2), |b| {
+        let progress = crate::progress::rows("running", None);
+        let batches = reader.prefetch(2).inspect(|b| {
+            if let Ok(b) = b {
+                progress.inc(b.num_rows() as u64);
+            }
+        });
+        let executed = execute(instance.as_mut(), &ctx, batches, |b| {
             if let Some(k) = keys.as_mut() {
                 k.update(b).map_err(|e| ExecError::Sink(e.to_string()))?;
             }
             stager.send(b).map_err(|e| ExecError::Sink(e.to_string()))
         });
         let staged = stager.finish();
+        progress.finish();
+        let name = self
+            .module
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         for line in instance.log_lines() {
-            tracing::info!(target: "idem::guest", "{line}");
+            tracing::info!(target: "idem::guest", "[{name}] {line}");
         }
         let outcome = executed?;
         let staged = staged.map_err(|e| RunError::Io {
@@ -499,6 +606,7 @@ impl Run {
         );
         let manifest_digest = manifest.digest();
         let t = Instant::now();
+        let progress = crate::progress::step("committing");
         rt.block_on(async {
             let mod_path = module_path(&module.digest);
             if table.get_sidecar(&mod_path).await?.is_none() {
@@ -521,6 +629,7 @@ impl Run {
             schema: outcome.output_schema.clone(),
         }))?;
         timings.commit_ms = ms(t);
+        progress.finish();
         let outcome = match commit {
             CommitOutcome::Committed { version, drift } => RunOutcome::Committed { version, drift },
             CommitOutcome::Unchanged { since, raced } => RunOutcome::Unchanged { since, raced },

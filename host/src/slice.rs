@@ -441,16 +441,19 @@ impl ResolvedSlice {
         files.sort();
         files.dedup();
         let mut inputs = Vec::with_capacity(files.len());
+        let progress = crate::progress::bytes("hashing", None);
         for rel in files {
             // The recorded name must lead back to this object from the root.
             validate_relative_path(&rel)?;
-            let (digest, size, _) = store.copy_hashed(&rel, u64::MAX, std::io::sink())?;
+            let (digest, size, _) =
+                store.copy_hashed(&rel, u64::MAX, progress.wrap_write(std::io::sink()))?;
             inputs.push(InputObject {
                 path: rel,
                 size,
                 digest,
             });
         }
+        progress.finish_with_message("hashed");
         Ok(ResolvedSlice {
             id: id.to_string(),
             root: store.url().clone(),

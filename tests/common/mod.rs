@@ -318,3 +318,52 @@ impl Drop for S3 {
         let _ = self.child.wait();
     }
 }
+
+/// Check each `(schema, document)` against `schemas/<schema>.schema.json`
+/// (JSON Schema 2020-12, with the Python `jsonschema` package; the schema
+/// itself is checked too). `Err` lists every violation.
+pub fn check_schemas(docs: &[(&str, &str)]) -> Result<(), String> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = Vec::new();
+    for (i, (schema, doc)) in docs.iter().enumerate() {
+        let path = dir.path().join(format!("{i}.json"));
+        std::fs::write(&path, doc).unwrap();
+        args.push(format!("{schema}={}", path.display()));
+    }
+    let script = r#"
+import json, pathlib, sys
+import jsonschema
+root = pathlib.Path(sys.argv[1])
+bad = []
+for arg in sys.argv[2:]:
+    name, path = arg.split("=", 1)
+    schema = json.loads((root / f"{name}.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    text = pathlib.Path(path).read_text()
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        bad.append(f"{name}: not JSON ({e}): {text[:200]!r}")
+        continue
+    for e in jsonschema.Draft202012Validator(schema).iter_errors(doc):
+        bad.append(f"{name}: {e.message} at {list(e.absolute_path)}")
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+"#;
+    let out = std::process::Command::new(python())
+        .arg("-c")
+        .arg(script)
+        .arg(root().join("schemas"))
+        .args(&args)
+        .output()
+        .expect("running python");
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}

@@ -13,6 +13,14 @@ pub enum TableError {
         /// Why.
         detail: String,
     },
+    /// There is no Delta table at the location (reads only; a run creates it).
+    #[error(
+        "there is no Delta table at `{location}` (no _delta_log/): check the path or URL; `idem run` creates the table with its first commit"
+    )]
+    NoTable {
+        /// What the user gave.
+        location: String,
+    },
     /// The storage layer refused (unreachable, missing bucket, credentials,
     /// no conditional writes).
     #[error(transparent)]

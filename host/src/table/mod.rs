@@ -197,9 +197,8 @@ impl Table {
         if !create {
             let found = off_runtime(location, &store, |s| s.any_below("_delta_log")).await?;
             if !found {
-                return Err(TableError::Location {
+                return Err(TableError::NoTable {
                     location: location.into(),
-                    detail: format!("there is no Delta table at {url} (no _delta_log/)"),
                 });
             }
         }

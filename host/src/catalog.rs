@@ -1,0 +1,211 @@
+//! Finding stored runs for people: a manifest by its location, by its run
+//! key (or manifest digest, or a unique prefix of either) in a table, or as
+//! the current run of a table's slice (`TABLE#SLICE`); and which table
+//! version holds a manifest's output. What `idem show` and `idem explain`
+//! read. Nothing here proves anything (that is [`crate::audit`]): it shows
+//! what is stored.
+
+use crate::digest::Digest;
+use crate::manifest::Manifest;
+use crate::run::{RunError, RunIndex, manifest_path, run_index_path};
+use crate::table::{Table, TableError};
+
+/// A stored manifest.
+#[derive(Debug, Clone)]
+pub struct Found {
+    /// Parsed.
+    pub manifest: Manifest,
+    /// Exactly as stored.
+    pub bytes: Vec<u8>,
+    /// sha256 of the stored bytes.
+    pub digest: Digest,
+    /// Where it was read.
+    pub location: String,
+}
+
+/// Which version of its table holds a manifest's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holding {
+    /// The slice's current commit holds this output.
+    Current {
+        /// The version that committed it.
+        version: u64,
+        /// The current commit names this very manifest (not another run
+        /// with the same output).
+        same_manifest: bool,
+    },
+    /// The slice's current commit holds another output.
+    Superseded {
+        /// The current commit's version.
+        version: u64,
+    },
+    /// The table has no commit for the slice.
+    NoCommit,
+    /// The table could not be read.
+    Unknown(String),
+}
+
+/// The slice's current committed run: the commit that made its output
+/// current and the manifest that commit names.
+pub async fn current_run(table: &Table, slice: &str) -> Result<Option<(u64, Manifest)>, RunError> {
+    let commits = table.slice_commits().await?;
+    let Some(c) = commits.into_iter().find(|c| c.slice == slice && c.current) else {
+        return Ok(None);
+    };
+    let Some(md) = &c.manifest_digest else {
+        return Ok(None);
+    };
+    let Some(bytes) = table.get_sidecar(&manifest_path(md)).await? else {
+        return Ok(None);
+    };
+    Ok(Some((c.version, Manifest::from_bytes(&bytes)?)))
+}
+
+/// Find the manifest `reference` names: a run key or manifest digest in
+/// `table` (`sha256:<hex>`, or a unique hex prefix of at least 8 digits,
+/// as `idem log` prints them), `TABLE#SLICE`, or a manifest file (path or
+/// URL).
+pub fn find(reference: &str, table: Option<&str>) -> Result<Found, RunError> {
+    let rt = crate::run::runtime()?;
+    if looks_like_key(reference) {
+        let Some(table) = table else {
+            return Err(RunError::Usage(format!(
+                "`{reference}` looks like a run key or manifest digest: say which table holds it with --table TABLE"
+            )));
+        };
+        return rt.block_on(by_key(table, reference));
+    }
+    if let Some((table, slice)) = reference.rsplit_once('#') {
+        return rt.block_on(by_slice(table, slice));
+    }
+    let bytes = crate::storage::read_location(reference)
+        .map_err(|e| RunError::Table(TableError::Storage(e)))?
+        .to_vec();
+    let manifest = Manifest::from_bytes(&bytes)?;
+    Ok(Found {
+        manifest,
+        digest: Digest::of_bytes(&bytes),
+        bytes,
+        location: reference.to_string(),
+    })
+}
+
+/// The hex of `sha256:<hex>` or of bare hex, when it is one.
+fn key_hex(reference: &str) -> Option<&str> {
+    let hex = reference.strip_prefix("sha256:").unwrap_or(reference);
+    (hex.len() >= 8 && hex.len() <= 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hex)
+}
+
+fn looks_like_key(reference: &str) -> bool {
+    key_hex(reference).is_some()
+}
+
+async fn read_manifest(table: &Table, digest: &Digest) -> Result<Option<Found>, RunError> {
+    let Some(bytes) = table.get_sidecar(&manifest_path(digest)).await? else {
+        return Ok(None);
+    };
+    let manifest = Manifest::from_bytes(&bytes)?;
+    Ok(Some(Found {
+        manifest,
+        digest: Digest::of_bytes(&bytes),
+        bytes,
+        location: format!("{}_idem/{}", table.url(), manifest_path(digest)),
+    }))
+}
+
+async fn by_slice(location: &str, slice: &str) -> Result<Found, RunError> {
+    let table = Table::open_existing(location).await?;
+    let commits = table.slice_commits().await?;
+    let Some(c) = commits.into_iter().find(|c| c.slice == slice && c.current) else {
+        return Err(RunError::Usage(format!(
+            "table {location} has no current commit for slice `{slice}` (see `idem log {location}`)"
+        )));
+    };
+    let missing = || {
+        RunError::Table(TableError::Sidecar {
+            path: format!("manifests/ (named by version {})", c.version),
+            detail: "the manifest the commit names is missing; `idem audit` reports it".into(),
+        })
+    };
+    let md = c.manifest_digest.clone().ok_or_else(missing)?;
+    read_manifest(&table, &md).await?.ok_or_else(missing)
+}
+
+async fn by_key(location: &str, reference: &str) -> Result<Found, RunError> {
+    let hex = key_hex(reference).ok_or_else(|| {
+        RunError::Usage(format!(
+            "`{reference}` is not a run key or manifest digest (sha256:<hex>, or at least 8 hex digits of one)"
+        ))
+    })?;
+    let table = Table::open_existing(location).await?;
+    // Run keys first (what `idem log` and `idem run` print), then manifests.
+    let mut matches: Vec<(bool, String)> = Vec::new();
+    for (is_run, dir) in [(true, "runs"), (false, "manifests")] {
+        for name in table.list_sidecar(dir).await? {
+            let stem = name.rsplit('/').next().unwrap_or(&name);
+            if let Some(h) = stem.strip_suffix(".json")
+                && h.starts_with(hex)
+            {
+                matches.push((is_run, h.to_string()));
+            }
+        }
+        if !matches.is_empty() {
+            break;
+        }
+    }
+    match matches.as_slice() {
+        [] => Err(RunError::Usage(format!(
+            "no run key or manifest in {location} starts with `{hex}` (see `idem log {location}`)"
+        ))),
+        [(is_run, h)] => {
+            let digest = Digest::parse(&format!("sha256:{h}")).map_err(RunError::Usage)?;
+            let manifest = if *is_run {
+                let index = table
+                    .get_sidecar(&run_index_path(&digest))
+                    .await?
+                    .and_then(|b| serde_json::from_slice::<RunIndex>(&b).ok())
+                    .ok_or_else(|| {
+                        RunError::Usage(format!("the memo index of run key {digest} is unreadable"))
+                    })?;
+                index.manifest
+            } else {
+                digest
+            };
+            read_manifest(&table, &manifest).await?.ok_or_else(|| {
+                RunError::Usage(format!("manifest {manifest} is missing from {location}"))
+            })
+        }
+        many => Err(RunError::Usage(format!(
+            "`{hex}` is ambiguous in {location}: {} runs or manifests start with it; give more digits",
+            many.len()
+        ))),
+    }
+}
+
+/// Which version of the manifest's own target table holds its output.
+pub fn holding(found: &Found) -> Holding {
+    let m = &found.manifest;
+    let run = || -> Result<Holding, RunError> {
+        let rt = crate::run::runtime()?;
+        rt.block_on(async {
+            let table = Table::open_existing(&m.spec.target.table).await?;
+            let commits = table.slice_commits().await?;
+            Ok(
+                match commits
+                    .into_iter()
+                    .find(|c| c.slice == m.spec.slice.id && c.current)
+                {
+                    None => Holding::NoCommit,
+                    Some(c) if c.output_digest.as_ref() == Some(&m.result.output_digest) => {
+                        Holding::Current {
+                            version: c.version,
+                            same_manifest: c.manifest_digest.as_ref() == Some(&found.digest),
+                        }
+                    }
+                    Some(c) => Holding::Superseded { version: c.version },
+                },
+            )
+        })
+    };
+    run().unwrap_or_else(|e| Holding::Unknown(e.to_string()))
+}

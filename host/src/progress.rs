@@ -1,0 +1,75 @@
+//! Progress bars on stderr for the steps that can take seconds: hashing
+//! inputs (bytes/s), running batches through the guest (rows/s),
+//! committing. Off unless the CLI turns them on; even then nothing is drawn
+//! when stderr is not a terminal (indicatif checks), so pipes, log files
+//! and `--json` consumers never see them. A finished bar stays on screen as
+//! the step's summary line, like cargo's.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+static ON: AtomicBool = AtomicBool::new(false);
+
+/// Turn the bars on (the CLI, unless `-q`); the library alone draws none.
+pub fn enable(on: bool) {
+    ON.store(on, Ordering::Relaxed);
+}
+
+fn bar(len: Option<u64>, template: &str, message: &str) -> ProgressBar {
+    if !ON.load(Ordering::Relaxed) {
+        return ProgressBar::hidden();
+    }
+    let style = ProgressStyle::with_template(template)
+        .unwrap_or_else(|_| ProgressStyle::default_spinner())
+        .with_key(
+            "rows_per_sec",
+            |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.0} rows/s", s.per_sec());
+            },
+        )
+        .progress_chars("=> ");
+    let bar = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr())
+        .with_style(style)
+        .with_message(message.to_string());
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+/// Bytes read and hashed, of `len` in all when known.
+pub fn bytes(message: &str, len: Option<u64>) -> ProgressBar {
+    match len {
+        Some(_) => bar(
+            len,
+            "{msg:>10} [{bar:30}] {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} {elapsed}",
+            message,
+        ),
+        None => bar(
+            None,
+            "{msg:>10} {spinner} {binary_bytes} {binary_bytes_per_sec} {elapsed}",
+            message,
+        ),
+    }
+}
+
+/// Rows through the guest, of `len` input rows in all when known.
+pub fn rows(message: &str, len: Option<u64>) -> ProgressBar {
+    match len {
+        Some(_) => bar(
+            len,
+            "{msg:>10} [{bar:30}] {human_pos}/{human_len} rows {rows_per_sec} {elapsed}",
+            message,
+        ),
+        None => bar(
+            None,
+            "{msg:>10} {spinner} {human_pos} rows {rows_per_sec} {elapsed}",
+            message,
+        ),
+    }
+}
+
+/// A step without a count (writing, committing).
+pub fn step(message: &str) -> ProgressBar {
+    bar(None, "{msg:>10} {spinner} {elapsed}", message)
+}
