@@ -191,6 +191,29 @@ fn show_prints_a_stored_run_and_its_version() {
     );
 }
 
+/// Every file below `dir` with its size and modification time.
+fn tree(dir: &Path) -> Vec<(String, u64, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                todo.push(e.path());
+            } else {
+                out.push((
+                    e.path().display().to_string(),
+                    m.len(),
+                    m.modified().unwrap(),
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// `idem explain` names the field that changed for a changed input, param,
 /// module and batch size, says "memo hit" when nothing did, and compares
 /// two stored runs.
@@ -234,7 +257,7 @@ fn explain_names_what_changed_in_the_run_key() {
     };
 
     // Nothing changed: a memo hit, and explain executed and wrote nothing.
-    let versions = std::fs::read_dir(table.join("_delta_log")).unwrap().count();
+    let before = tree(&table);
     let (same, human) = explain(&module, params);
     assert_eq!(same["memo"], true, "{same}");
     assert_eq!(same["sameRunKey"], true);
@@ -268,11 +291,16 @@ fn explain_names_what_changed_in_the_run_key() {
     );
     assert!(f.iter().all(|f| f.starts_with("slice.inputs[")), "{f:?}");
     assert!(human.contains("would execute"), "{human}");
-    assert_eq!(
-        std::fs::read_dir(table.join("_delta_log")).unwrap().count(),
-        versions,
-        "explain committed"
-    );
+    assert_eq!(tree(&table), before, "explain wrote to the table");
+    // Nor does it create a table that is not there.
+    let absent = dir.path().join("absent");
+    let mut args = run_args(s(&module), s(&data), s(&absent), params);
+    args[0] = "explain";
+    let (code, v, _, err) = idem_json(&args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["a"], Value::Null);
+    assert_eq!(v["memo"], false);
+    assert!(!absent.exists(), "explain created the table's directory");
 
     // Two stored runs, by run-key prefix.
     let (code, second, _, err) = idem_json(&run_args(
@@ -407,6 +435,13 @@ fn json_outputs_match_their_schemas() {
     assert!(
         common::check_schemas(&[("log", r#"{"table": "t", "runs": [], "extra": 1}"#)]).is_err()
     );
+    assert!(
+        common::check_schemas(&[(
+            "error",
+            r#"{"error": {"kind": "guest", "exitCode": 4, "message": "m"}}"#
+        )])
+        .is_err()
+    );
     let short = docs
         .iter()
         .find(|d| d.0 == "manifest")
@@ -472,6 +507,17 @@ fn each_exit_code_means_what_the_help_says() {
     );
     expect(
         &run_args(s(&module), s(&data), s(&table), &["--params", "{not json"]),
+        2,
+        Some("input"),
+    );
+    expect(&["run", "--no-such-flag"], 2, Some("input"));
+    expect(
+        &run_args(
+            s(&module),
+            s(&data),
+            s(&dir.path().join("t2")),
+            &["--mode", "merge", "--key", "no_such_col"],
+        ),
         2,
         Some("input"),
     );

@@ -328,7 +328,10 @@ fn a_merge_key_that_repeats_in_the_output_is_a_clear_error() {
         &table,
         &["--mode", "merge", "--key", "event_id"],
     );
-    assert_eq!(code, 2);
+    assert_eq!(
+        code, 3,
+        "output that breaks the merge contract is a guest failure"
+    );
     assert!(err.contains("merge key (event_id) is not unique"), "{err}");
 }
 
@@ -575,11 +578,24 @@ fn bad_input_is_a_clear_error_and_commits_nothing() {
         "a failed run changed the table"
     );
 
-    for bad in ["/proc/idem-no-such/table", "nosuchscheme://bucket/table"] {
-        let (code, _, err) = run(&fx, &module, "2026-10-02", Path::new(bad), &[]);
-        assert_eq!(code, 2, "{bad}");
-        assert!(err.contains("cannot be reached"), "{bad}: {err}");
-    }
+    // A place that cannot be written is a storage failure (4); a location
+    // that is no location at all, a usage error (2).
+    let (code, _, err) = run(
+        &fx,
+        &module,
+        "2026-10-02",
+        Path::new("/proc/idem-no-such/table"),
+        &[],
+    );
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("cannot be reached"), "{err}");
+    let bad = "nosuchscheme://bucket/table";
+    let (code, _, err) = run(&fx, &module, "2026-10-02", Path::new(bad), &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(bad) && err.contains("not a usable location"),
+        "{err}"
+    );
 }
 
 #[test]

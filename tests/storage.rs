@@ -189,7 +189,7 @@ fn wrong_credentials_a_missing_bucket_and_a_dead_endpoint_are_named_and_write_no
     let args = day(module, &root, "2026-10-01", &table);
 
     let (code, _, err) = s3.idem(&refs(&args), &[("AWS_SECRET_ACCESS_KEY", "wrong")]);
-    assert_eq!(code, 2, "{err}");
+    assert_eq!(code, 4, "storage failures are exit 4: {err}");
     assert!(err.contains("access was refused"), "{err}");
     assert!(
         err.contains("s3://lake/") && err.contains(&s3.endpoint),
@@ -198,7 +198,7 @@ fn wrong_credentials_a_missing_bucket_and_a_dead_endpoint_are_named_and_write_no
 
     let other = day(module, &root, "2026-10-01", "s3://nobucket/t");
     let (code, _, err) = s3.idem(&refs(&other), &[]);
-    assert_eq!(code, 2, "{err}");
+    assert_eq!(code, 4, "storage failures are exit 4: {err}");
     assert!(
         err.contains("the bucket `nobucket` does not exist"),
         "{err}"
@@ -206,7 +206,7 @@ fn wrong_credentials_a_missing_bucket_and_a_dead_endpoint_are_named_and_write_no
 
     let dead = "http://127.0.0.1:9";
     let (code, _, err) = s3.idem(&refs(&args), &[("AWS_ENDPOINT_URL", dead)]);
-    assert_eq!(code, 2, "{err}");
+    assert_eq!(code, 4, "storage failures are exit 4: {err}");
     assert!(err.contains("the endpoint cannot be reached"), "{err}");
     assert!(err.contains(&format!("at {dead}")), "{err}");
 
@@ -215,13 +215,25 @@ fn wrong_credentials_a_missing_bucket_and_a_dead_endpoint_are_named_and_write_no
     let ltable = local.path().join("t");
     let on_disk = day(module, &root, "2026-10-01", ltable.to_str().unwrap());
     let (code, _, err) = s3.idem(&refs(&on_disk), &[("AWS_SECRET_ACCESS_KEY", "wrong")]);
-    assert_eq!(code, 2, "{err}");
+    assert_eq!(code, 4, "storage failures are exit 4: {err}");
     assert!(
         err.contains("access was refused") && err.contains("s3://lake/data/"),
         "{err}"
     );
+    let remote_module = day(
+        "s3://nobucket/m.wasm",
+        &root,
+        "2026-10-01",
+        ltable.to_str().unwrap(),
+    );
+    let (code, _, err) = s3.idem(&refs(&remote_module), &[]);
+    assert_eq!(code, 4, "a module's store failure is exit 4 too: {err}");
+    assert!(
+        err.contains("the bucket `nobucket` does not exist"),
+        "{err}"
+    );
     let (code, _, err) = s3.idem(&["inspect", "s3://nobucket/m.wasm"], &[]);
-    assert_eq!(code, 2, "{err}");
+    assert_eq!(code, 4, "storage failures are exit 4: {err}");
     assert!(
         err.contains("the bucket `nobucket` does not exist"),
         "{err}"
@@ -237,7 +249,7 @@ fn wrong_credentials_a_missing_bucket_and_a_dead_endpoint_are_named_and_write_no
         out.to_str().unwrap(),
     ];
     let (code, _, err) = s3.idem(&exec, &[]);
-    assert_eq!(code, 2, "{err}");
+    assert_eq!(code, 4, "storage failures are exit 4: {err}");
     assert!(
         err.contains("the bucket `nobucket` does not exist"),
         "{err}"
@@ -265,7 +277,7 @@ fn a_store_that_ignores_conditional_writes_is_refused_before_anything_is_committ
     let (root, table) = (s3.url("data"), s3.url("tables/t"));
     sample(&s3, &root, &["2026-10-01"], "500");
     let (code, _, err) = s3.idem(&refs(&day(module, &root, "2026-10-01", &table)), &[]);
-    assert_eq!(code, 2, "{err}");
+    assert_eq!(code, 4, "{err}");
     assert!(err.contains("refusing to commit"), "{err}");
     assert!(err.contains("If-None-Match"), "{err}");
     // Refused before the first commit: no log entry, no data file.

@@ -67,9 +67,12 @@ pub fn audit(table: &str, opts: &AuditOptions<'_>) -> Result<Vec<SliceAudit>, Ru
         let (proof, detail) = match rt.block_on(prove(&t, c)) {
             Ok((proof, detail, bytes)) => match (&proof, opts.replay) {
                 (Proof::Failed, _) | (_, None) => (proof, detail),
-                (_, Some(sandbox)) => match replay(&bytes, sandbox)? {
-                    Verdict::Match { .. } => (proof, format!("{detail}; replay reproduced it")),
-                    Verdict::Mismatch(why) => (Proof::Failed, format!("replay: {why}")),
+                // A replay that fails (a guest that now traps, inputs that
+                // are gone) fails this slice's proof, not the whole audit.
+                (_, Some(sandbox)) => match replay(&bytes, sandbox) {
+                    Ok(Verdict::Match { .. }) => (proof, format!("{detail}; replay reproduced it")),
+                    Ok(Verdict::Mismatch(why)) => (Proof::Failed, format!("replay: {why}")),
+                    Err(e) => (Proof::Failed, format!("replay failed: {e}")),
                 },
             },
             Err(why) => (Proof::Failed, why),
@@ -200,8 +203,18 @@ pub fn verify_manifest(
             notes,
         );
     }
-    let m = Manifest::from_bytes(bytes)?;
-    crate::run::check_input_paths(&m)?;
+    // An edited manifest fails verification (exit 1); bytes that are no
+    // manifest at all are an input error.
+    let m = match Manifest::from_bytes(bytes) {
+        Ok(m) => m,
+        Err(e @ crate::manifest::ManifestError::Edited(_)) => {
+            return mismatch(e.to_string(), notes);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Err(e) = crate::run::check_input_paths(&m) {
+        return mismatch(e.to_string(), notes);
+    }
     if m.spec.engine != sandbox.fingerprint() {
         if !allow_engine {
             return Err(RunError::Usage(format!(

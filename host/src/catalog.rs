@@ -6,7 +6,7 @@
 //! what is stored.
 
 use crate::digest::Digest;
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, ManifestError};
 use crate::run::{RunError, RunIndex, manifest_path, run_index_path};
 use crate::table::{Table, TableError};
 
@@ -75,13 +75,28 @@ pub fn find(reference: &str, table: Option<&str>) -> Result<Found, RunError> {
         };
         return rt.block_on(by_key(table, reference));
     }
-    if let Some((table, slice)) = reference.rsplit_once('#') {
-        return rt.block_on(by_slice(table, slice));
+    // A manifest file (named `<hex>.json`; its path may hold a `#`), else
+    // TABLE#SLICE split at the first `#` (slice ids may hold one).
+    let read = || crate::storage::read_location(reference).map_err(|e| RunError::Table(e.into()));
+    let bytes = match reference.split_once('#') {
+        Some((table, slice)) if !reference.ends_with(".json") => {
+            return rt.block_on(by_slice(table, slice));
+        }
+        Some((table, slice)) => match read() {
+            Ok(b) => b,
+            Err(_) => return rt.block_on(by_slice(table, slice)),
+        },
+        None => read()?,
     }
-    let bytes = crate::storage::read_location(reference)
-        .map_err(|e| RunError::Table(TableError::Storage(e)))?
-        .to_vec();
+    .to_vec();
     let manifest = Manifest::from_bytes(&bytes)?;
+    // Exactly the bytes idem writes, or `show --json` would echo a document
+    // that is not the manifest its digest names.
+    if manifest.to_bytes() != bytes {
+        return Err(RunError::Manifest(ManifestError::Invalid(format!(
+            "{reference} is not a manifest as idem stores it (its bytes are not the canonical JSON of its contents): it was reformatted or edited"
+        ))));
+    }
     Ok(Found {
         manifest,
         digest: Digest::of_bytes(&bytes),
@@ -90,10 +105,11 @@ pub fn find(reference: &str, table: Option<&str>) -> Result<Found, RunError> {
     })
 }
 
-/// The hex of `sha256:<hex>` or of bare hex, when it is one.
-fn key_hex(reference: &str) -> Option<&str> {
+/// The hex (lowercase) of `sha256:<hex>` or of bare hex, when it is one.
+fn key_hex(reference: &str) -> Option<String> {
     let hex = reference.strip_prefix("sha256:").unwrap_or(reference);
-    (hex.len() >= 8 && hex.len() <= 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hex)
+    (hex.len() >= 8 && hex.len() <= 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| hex.to_ascii_lowercase())
 }
 
 fn looks_like_key(reference: &str) -> bool {
@@ -144,7 +160,7 @@ async fn by_key(location: &str, reference: &str) -> Result<Found, RunError> {
         for name in table.list_sidecar(dir).await? {
             let stem = name.rsplit('/').next().unwrap_or(&name);
             if let Some(h) = stem.strip_suffix(".json")
-                && h.starts_with(hex)
+                && h.starts_with(hex.as_str())
             {
                 matches.push((is_run, h.to_string()));
             }
@@ -172,7 +188,10 @@ async fn by_key(location: &str, reference: &str) -> Result<Found, RunError> {
                 digest
             };
             read_manifest(&table, &manifest).await?.ok_or_else(|| {
-                RunError::Usage(format!("manifest {manifest} is missing from {location}"))
+                RunError::Table(TableError::Sidecar {
+                    path: manifest_path(&manifest),
+                    detail: "the manifest is missing; `idem audit` reports it".into(),
+                })
             })
         }
         many => Err(RunError::Usage(format!(

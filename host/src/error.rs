@@ -90,6 +90,12 @@ impl Kind {
         if e.downcast_ref::<ManifestError>().is_some() {
             return Some(Kind::Input);
         }
+        // What is left of plain I/O in the CLI writes local outputs (exec's
+        // Parquet file, sample files, a scaffold): inputs and modules are
+        // read through the library's own errors above.
+        if e.downcast_ref::<std::io::Error>().is_some() {
+            return Some(Kind::Storage);
+        }
         None
     }
 }
@@ -131,8 +137,10 @@ impl SandboxError {
     /// See [`Kind`].
     pub fn kind(&self) -> Kind {
         match self {
-            // The module file could not be read: a path problem.
+            // The module file could not be read: a path problem, or the
+            // store's.
             SandboxError::Read { .. } => Kind::Input,
+            SandboxError::ModuleStore { source, .. } => source.kind(),
             _ => Kind::Guest,
         }
     }
@@ -164,6 +172,8 @@ impl TableError {
             // The command asked for a mode the table was not made with, or
             // for rows (a partition, merge keys) another slice owns.
             TableError::NoTable { .. }
+            | TableError::Partitioning(_)
+            | TableError::NoKeyColumn { .. }
             | TableError::ModeMismatch { .. }
             | TableError::Owned { .. }
             | TableError::KeyOwned { .. } => Kind::Input,
@@ -173,6 +183,7 @@ impl TableError {
             | TableError::Delta { .. }
             | TableError::Conflict(_)
             | TableError::Sidecar { .. }
+            | TableError::Staged(_)
             | TableError::Foreign { .. } => Kind::Storage,
         }
     }

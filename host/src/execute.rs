@@ -30,6 +30,21 @@ pub enum ExecError {
     Digest(#[from] DigestError),
 }
 
+/// Show a transform's log lines (`level: message`, from
+/// [`Transformer::log_lines`]) on the log at their own level, prefixed with
+/// the module's name: `[clean_orders.wasm] info: kept 10 rows`. Info and
+/// above show at the default log level.
+pub fn show_guest_log(module: &str, lines: &[String]) {
+    for line in lines {
+        match line.split_once(':').map(|(level, _)| level) {
+            Some("debug") => tracing::debug!(target: "idem::guest", "[{module}] {line}"),
+            Some("warn") => tracing::warn!(target: "idem::guest", "[{module}] {line}"),
+            Some("error") => tracing::error!(target: "idem::guest", "[{module}] {line}"),
+            _ => tracing::info!(target: "idem::guest", "[{module}] {line}"),
+        }
+    }
+}
+
 /// Something that transforms batches: a sandboxed [`Instance`] or a native
 /// [`Native`] build.
 pub trait Transformer {

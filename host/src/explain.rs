@@ -8,7 +8,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::manifest::RunSpec;
+use crate::manifest::{RunSpec, canonical_json};
 
 /// One field that differs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -40,7 +40,9 @@ fn push(out: &mut Vec<Change>, field: &str, before: &Value, after: &Value) {
 }
 
 fn walk(path: &mut String, a: &Value, b: &Value, out: &mut Vec<Change>) {
-    if a == b {
+    // Equal as the run key sees them (RFC 8785: `10` and `10.0` are one
+    // number), not only as JSON values.
+    if a == b || canonical_json(a) == canonical_json(b) {
         return;
     }
     if path == "slice.inputs" {
@@ -196,6 +198,17 @@ mod tests {
         b.logical_date = None;
         b.target.keys = vec!["id".into()];
         assert_eq!(fields(&a, &b), ["logicalDate", "target.keys"]);
+    }
+
+    #[test]
+    fn numbers_equal_in_the_run_key_are_no_change() {
+        let a = spec();
+        let mut b = a.clone();
+        b.params = serde_json::json!({"min": 1.0, "tags": ["x"]});
+        assert_eq!(run_key(&a), run_key(&b));
+        assert!(diff(&a, &b).is_empty(), "{:?}", diff(&a, &b));
+        b.params = serde_json::json!({"min": 1.5, "tags": ["x"]});
+        assert_eq!(fields(&a, &b), ["params.min"]);
     }
 
     #[test]

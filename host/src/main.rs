@@ -142,7 +142,24 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            // A usage error is exit 2, and a JSON error too under --json.
+            if std::env::args_os().any(|a| a == "--json") {
+                cli::print_json(&serde_json::json!({
+                    "error": {
+                        "kind": idem::error::Kind::Input.name(),
+                        "exitCode": idem::error::Kind::Input.exit_code(),
+                        "message": e.render().to_string().trim_end(),
+                    }
+                }));
+            }
+            let _ = e.print();
+            return ExitCode::from(idem::error::Kind::Input.exit_code());
+        }
+    };
     logging(args.verbose);
     // A panic is a bug, never the way an error is reported: say so.
     let report = std::panic::take_hook();
@@ -197,7 +214,7 @@ fn logging(verbose: u8) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(colour)
-        .with_writer(std::io::stderr)
+        .with_writer(|| idem::progress::LogWriter)
         .init();
 }
 

@@ -21,6 +21,9 @@ pub enum ManifestError {
     /// Not JSON, or not an idem manifest.
     #[error("not an idem run manifest: {0}")]
     Invalid(String),
+    /// An idem manifest whose contents no longer hash to its run key.
+    #[error("the manifest is not genuine: {0}")]
+    Edited(String),
     /// An integer param the canonical JSON would round.
     #[error(
         "{path} = {value} is {side}: the run key's canonical JSON (RFC 8785) holds numbers as doubles, which round integers beyond 2^53, so two different params would share one run key; pass it as a string (\"{value}\")"
@@ -338,7 +341,7 @@ impl Manifest {
         }
         let m = Manifest::new(st.predicate.run, st.predicate.result);
         if m.run_key != st.predicate.run_key {
-            return Err(ManifestError::Invalid(format!(
+            return Err(ManifestError::Edited(format!(
                 "its run key {} does not match its contents ({}): it was edited",
                 st.predicate.run_key, m.run_key
             )));

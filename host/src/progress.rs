@@ -5,12 +5,43 @@
 //! and `--json` consumers never see them. A finished bar stays on screen as
 //! the step's summary line, like cargo's.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle, WeakProgressBar};
 
 static ON: AtomicBool = AtomicBool::new(false);
+
+/// The bar being drawn (steps run one after another), so that log lines
+/// can be written around it instead of through it.
+static ACTIVE: Mutex<Option<WeakProgressBar>> = Mutex::new(None);
+
+/// Run `f` (a write to stderr) with the active bar lifted off the screen.
+pub fn suspend<R>(f: impl FnOnce() -> R) -> R {
+    let active = ACTIVE
+        .lock()
+        .ok()
+        .and_then(|a| a.as_ref().and_then(WeakProgressBar::upgrade))
+        .filter(|b| !b.is_finished());
+    match active {
+        Some(bar) => bar.suspend(f),
+        None => f(),
+    }
+}
+
+/// stderr for the log: each line is written with the active bar lifted,
+/// so a warning during a step does not tear the bar.
+pub struct LogWriter;
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        suspend(|| std::io::stderr().write(buf))
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
 
 /// Turn the bars on (the CLI, unless `-q`); the library alone draws none.
 pub fn enable(on: bool) {
@@ -34,6 +65,9 @@ fn bar(len: Option<u64>, template: &str, message: &str) -> ProgressBar {
         .with_style(style)
         .with_message(message.to_string());
     bar.enable_steady_tick(Duration::from_millis(120));
+    if let Ok(mut active) = ACTIVE.lock() {
+        *active = Some(bar.downgrade());
+    }
     bar
 }
 

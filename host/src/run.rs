@@ -568,9 +568,16 @@ impl Run {
                 progress.inc(b.num_rows() as u64);
             }
         });
+        // A key check's own error (a missing key column, a null key) is
+        // kept to be reported as itself, not as a failed write.
+        let mut key_error: Option<TableError> = None;
         let executed = execute(instance.as_mut(), &ctx, batches, |b| {
-            if let Some(k) = keys.as_mut() {
-                k.update(b).map_err(|e| ExecError::Sink(e.to_string()))?;
+            if let Some(k) = keys.as_mut()
+                && let Err(e) = k.update(b)
+            {
+                let message = e.to_string();
+                key_error = Some(e);
+                return Err(ExecError::Sink(message));
             }
             stager.send(b).map_err(|e| ExecError::Sink(e.to_string()))
         });
@@ -581,8 +588,9 @@ impl Run {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        for line in instance.log_lines() {
-            tracing::info!(target: "idem::guest", "[{name}] {line}");
+        crate::execute::show_guest_log(&name, &instance.log_lines());
+        if let Some(e) = key_error {
+            return Err(e.into());
         }
         let outcome = executed?;
         let staged = staged.map_err(|e| RunError::Io {

@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-/// Why the crate was not created. Nothing was written.
+/// Why the crate was not created. No existing file is ever overwritten.
 #[derive(Debug, Error)]
 pub enum ScaffoldError {
     /// Not a usable crate name.
     #[error(
-        "`{0}` is not a usable crate name: use lowercase letters, digits and `_` or `-`, starting with a letter (e.g. `daily_totals`)"
+        "`{0}` is not a usable crate name: use lowercase letters, digits and `_` or `-`, starting with a letter, and not a Rust keyword or built-in crate name (e.g. `daily_totals`)"
     )]
     BadName(String),
     /// The directory exists and is not empty.
@@ -43,11 +43,16 @@ pub fn new_crate(dir: &Path, name: &str, sdk: &Sdk) -> Result<Vec<PathBuf>, Scaf
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
-        && name.len() <= 64;
+        && name.len() <= 64
+        && !RESERVED.contains(&name.replace('-', "_").as_str());
     if !valid {
         return Err(ScaffoldError::BadName(name.to_string()));
     }
-    if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
+    let taken = match std::fs::read_dir(dir) {
+        Ok(mut d) => d.next().is_some(),
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+    };
+    if taken {
         return Err(ScaffoldError::Exists(dir.display().to_string()));
     }
     let ident = type_name(name);
@@ -73,11 +78,17 @@ pub fn new_crate(dir: &Path, name: &str, sdk: &Sdk) -> Result<Vec<PathBuf>, Scaf
     let mut written = Vec::new();
     for (rel, text) in files {
         let path = dir.join(&rel);
+        // Never over a file that appeared meanwhile.
         let write = |path: &Path| -> std::io::Result<()> {
+            use std::io::Write;
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent)?;
             }
-            std::fs::write(path, text.as_bytes())
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)?
+                .write_all(text.as_bytes())
         };
         write(&path).map_err(|e| ScaffoldError::Write {
             path: path.display().to_string(),
@@ -88,8 +99,105 @@ pub fn new_crate(dir: &Path, name: &str, sdk: &Sdk) -> Result<Vec<PathBuf>, Scaf
     Ok(written)
 }
 
-/// `daily_totals` -> `DailyTotals`.
+/// Names cargo refuses for a package (Rust keywords, the built-in crates),
+/// and the SDK's own.
+const RESERVED: &[&str] = &[
+    "abstract",
+    "alloc",
+    "as",
+    "async",
+    "await",
+    "become",
+    "box",
+    "break",
+    "const",
+    "continue",
+    "core",
+    "crate",
+    "do",
+    "dyn",
+    "else",
+    "enum",
+    "extern",
+    "false",
+    "final",
+    "fn",
+    "for",
+    "gen",
+    "idem_guest",
+    "if",
+    "impl",
+    "in",
+    "let",
+    "loop",
+    "macro",
+    "match",
+    "mod",
+    "move",
+    "mut",
+    "override",
+    "priv",
+    "proc_macro",
+    "pub",
+    "ref",
+    "return",
+    "self",
+    "static",
+    "std",
+    "struct",
+    "super",
+    "test",
+    "trait",
+    "true",
+    "try",
+    "type",
+    "typeof",
+    "unsafe",
+    "unsized",
+    "use",
+    "virtual",
+    "where",
+    "while",
+    "yield",
+];
+
+/// Names the template already uses: a crate named after one of them gets
+/// `Transform` appended to its type's name.
+const TAKEN: &[&str] = &[
+    "AsArray",
+    "BooleanArray",
+    "Context",
+    "Float64Type",
+    "Level",
+    "RecordBatch",
+    "Result",
+    "Transform",
+    "Arc",
+    "DataType",
+    "Field",
+    "Float64Array",
+    "Schema",
+    "StringArray",
+    "Native",
+    "Json",
+    "Tests",
+    "Error",
+    "Self",
+    "Super",
+    "Crate",
+];
+
+/// `daily_totals` -> `DailyTotals` (`schema` -> `SchemaTransform`).
 fn type_name(name: &str) -> String {
+    let camel = camel(name);
+    if TAKEN.contains(&camel.as_str()) {
+        camel + "Transform"
+    } else {
+        camel
+    }
+}
+
+fn camel(name: &str) -> String {
     name.split(['_', '-'])
         .filter(|p| !p.is_empty())
         .map(|p| {
@@ -264,13 +372,39 @@ mod tests {
     fn names() {
         assert_eq!(type_name("daily_totals"), "DailyTotals");
         assert_eq!(type_name("a-b_c"), "ABC");
-        for bad in ["", "Daily", "1x", "a b", "a/b", "..", "a.b"] {
+        assert_eq!(type_name("schema"), "SchemaTransform");
+        assert_eq!(type_name("record_batch"), "RecordBatchTransform");
+        assert_eq!(type_name("transform"), "TransformTransform");
+        for bad in [
+            "",
+            "Daily",
+            "1x",
+            "a b",
+            "a/b",
+            "..",
+            "a.b",
+            "fn",
+            "test",
+            "idem-guest",
+        ] {
             let d = tempfile::tempdir().unwrap();
             assert!(matches!(
                 new_crate(d.path(), bad, &Sdk::Version("0.1".into())),
                 Err(ScaffoldError::BadName(_))
             ));
         }
+    }
+
+    #[test]
+    fn refuses_a_file_where_the_directory_goes() {
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("t");
+        std::fs::write(&file, "mine").unwrap();
+        assert!(matches!(
+            new_crate(&file, "t", &Sdk::Version("0.1".into())),
+            Err(ScaffoldError::Exists(_))
+        ));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
     }
 
     #[test]

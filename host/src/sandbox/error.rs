@@ -50,6 +50,14 @@ pub enum SandboxError {
         /// Why.
         source: std::io::Error,
     },
+    /// The module's location could not be read (missing, refused, unreachable).
+    #[error("reading module {path}: {source}")]
+    ModuleStore {
+        /// The location.
+        path: String,
+        /// Why.
+        source: crate::storage::StorageError,
+    },
     /// The bytes are not a valid wasm module or component.
     #[error("module does not compile: {0}")]
     Compile(String),

@@ -75,7 +75,6 @@ impl host::Host for HostState {
             }
             message.truncate(cut);
         }
-        tracing::debug!(target: "idem::guest", level, "{message}");
         self.log.push(LogLine { level, message });
     }
 }

@@ -165,9 +165,9 @@ impl Sandbox {
     /// Read a module file, refusing it by its size before reading it.
     pub fn read_module(&self, location: &Path) -> Result<Vec<u8>, SandboxError> {
         let name = location.to_string_lossy();
-        let read_err = |e: crate::storage::StorageError| SandboxError::Read {
+        let read_err = |e: crate::storage::StorageError| SandboxError::ModuleStore {
             path: name.to_string(),
-            source: std::io::Error::other(e.to_string()),
+            source: e,
         };
         let limit = self.config.limits.max_module_bytes;
         let (store, file, url) = crate::storage::Store::of_file(&name).map_err(read_err)?;

@@ -39,6 +39,22 @@ pub enum TableError {
     /// The output cannot be written as asked.
     #[error("output cannot be committed: {0}")]
     Output(String),
+    /// A `--key` column the output does not have.
+    #[error(
+        "merge key column `{column}` is not in the output (columns: {columns}): choose --key from those"
+    )]
+    NoKeyColumn {
+        /// The key column asked for.
+        column: String,
+        /// The output's columns.
+        columns: String,
+    },
+    /// The table is partitioned otherwise than the run writes.
+    #[error("{0}")]
+    Partitioning(String),
+    /// The staged output (local scratch files) could not be read back.
+    #[error("reading the staged output {0}")]
+    Staged(String),
     /// Merge keys repeat in the output.
     #[error(
         "merge key ({keys}) is not unique in the output: {duplicates} rows repeat a key (first: {example}). MERGE needs one source row per key: dedup in the transform or choose another --key"

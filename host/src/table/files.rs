@@ -72,9 +72,7 @@ fn classify_write(e: deltalake::DeltaTableError) -> TableError {
 fn read_staged(
     path: &Path,
 ) -> Result<impl Iterator<Item = Result<RecordBatch, TableError>>, TableError> {
-    let err = |e: &dyn std::fmt::Display| {
-        TableError::Output(format!("staged output {}: {e}", path.display()))
-    };
+    let err = |e: &dyn std::fmt::Display| TableError::Staged(format!("{}: {e}", path.display()));
     let file = std::fs::File::open(path).map_err(|e| err(&e))?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(|e| err(&e))?
@@ -82,9 +80,7 @@ fn read_staged(
         .build()
         .map_err(|e| err(&e))?;
     let path = path.to_path_buf();
-    Ok(reader.map(move |b| {
-        b.map_err(|e| TableError::Output(format!("staged output {}: {e}", path.display())))
-    }))
+    Ok(reader.map(move |b| b.map_err(|e| TableError::Staged(format!("{}: {e}", path.display())))))
 }
 
 /// For overwrite-partition: the output with the slice's partition column.

@@ -141,10 +141,7 @@ pub struct CommitRequest<'a> {
 
 /// Turn a user's table location (path or URL) into a URL.
 pub fn table_url(location: &str) -> Result<Url, TableError> {
-    let url = crate::storage::locate(location).map_err(|e| TableError::Location {
-        location: location.into(),
-        detail: e.to_string(),
-    })?;
+    let url = crate::storage::locate(location)?;
     Ok(crate::storage::as_dir(&url))
 }
 
@@ -187,10 +184,7 @@ impl Table {
     async fn open_with(location: &str, create: bool) -> Result<Self, TableError> {
         let url = table_url(location)?;
         stores::register();
-        let store = crate::storage::Store::open(&url).map_err(|e| TableError::Location {
-            location: location.into(),
-            detail: e.to_string(),
-        })?;
+        let store = crate::storage::Store::open(&url)?;
         // An unreachable store, a missing bucket or refused credentials are
         // named here, before delta-rs wraps them.
         off_runtime(location, &store, |s| s.check_reachable()).await?;
@@ -525,7 +519,7 @@ impl Table {
             _ => Vec::new(),
         };
         if table_parts != wanted {
-            return Err(TableError::Output(format!(
+            return Err(TableError::Partitioning(format!(
                 "the table is partitioned by [{}], but this run writes partition [{}]: give --partition with the table's partition column, or use another table",
                 table_parts.join(", "),
                 wanted.join(", ")
@@ -732,7 +726,10 @@ impl Table {
             .delta
             .table_provider()
             .await
-            .map_err(|e| TableError::Output(e.to_string()))?;
+            .map_err(|e| TableError::Delta {
+                what: "reading the table".into(),
+                detail: e.to_string(),
+            })?;
         if let Some((owner, example)) =
             mode::stolen_key(&ctx, provider, source.clone(), keys, req.slice).await?
         {

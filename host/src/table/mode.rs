@@ -91,11 +91,9 @@ impl KeyChecker {
         let schema = b.schema();
         let mut cols = Vec::with_capacity(self.keys.len());
         for k in &self.keys {
-            let c = b.column_by_name(k).ok_or_else(|| {
-                TableError::Output(format!(
-                    "merge key column `{k}` is not in the output (columns: {})",
-                    names(&schema)
-                ))
+            let c = b.column_by_name(k).ok_or_else(|| TableError::NoKeyColumn {
+                column: k.clone(),
+                columns: names(&schema),
             })?;
             cols.push(c.clone());
         }
@@ -218,7 +216,10 @@ pub(super) async fn stolen_key(
     keys: &[String],
     slice: &str,
 ) -> Result<Option<(String, String)>, TableError> {
-    let err = |e: deltalake::datafusion::error::DataFusionError| TableError::Output(e.to_string());
+    let err = |e: deltalake::datafusion::error::DataFusionError| TableError::Delta {
+        what: "reading the table's keys".into(),
+        detail: e.to_string(),
+    };
     let target = ctx
         .read_table(table)
         .map_err(err)?
