@@ -547,7 +547,18 @@ fn each_exit_code_means_what_the_help_says() {
         4,
         Some("storage"),
     );
-    let refs: Vec<(&str, &str)> = errors.iter().map(|d| ("error", d.as_str())).collect();
+    let mut refs: Vec<(&str, &str)> = errors.iter().map(|d| ("error", d.as_str())).collect();
+    // 1 again: an audit whose replay fails (the guest runs out of a tiny
+    // fuel budget) reports that slice as failed, not the audit as an error.
+    let (code, audit, raw, err) = idem_json(&["audit", s(&table), "--replay", "--fuel", "1"]);
+    assert_eq!(code, 1, "{raw}{err}");
+    assert_eq!(audit["slices"][0]["proof"], "failed", "{raw}");
+    let detail = audit["slices"][0]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("replay failed") && detail.contains("fuel"),
+        "{raw}"
+    );
+    refs.push(("audit", &raw));
     common::check_schemas(&refs).unwrap_or_else(|e| panic!("{e}"));
 }
 
