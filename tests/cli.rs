@@ -497,6 +497,7 @@ fn every_subcommand_has_an_example_and_completions_and_a_man_page_exist() {
         "log",
         "sample",
         "demo",
+        "backfill",
         "show",
         "explain",
         "new",

@@ -9,6 +9,7 @@ use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use serde_json::{Value, json};
 
+pub mod backfill;
 pub mod show;
 
 /// Where results go: stdout, for people or as one JSON document.

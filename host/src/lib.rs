@@ -7,6 +7,7 @@
 //! failure to its kind (and the CLI's exit code), [`progress`] draws bars.
 
 pub mod audit;
+pub mod backfill;
 pub mod build;
 pub mod catalog;
 pub mod digest;

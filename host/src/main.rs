@@ -17,7 +17,9 @@ const EXIT_CODES: &str = "Exit codes:
   1  a verification mismatch or a failed audit
   2  usage or input error (bad flags, a missing or malformed input, bad params)
   3  the sandbox rejected the module, or the guest failed (trap, limit, bad output)
-  4  storage or commit failure (unreachable store, refused credentials, a table changed under idem)";
+  4  storage or commit failure (unreachable store, refused credentials, a table changed under idem)
+  130  a backfill was interrupted (Ctrl-C) before every slice started; run it again to finish
+A backfill with failed slices exits with the first failed slice's code.";
 
 #[derive(Parser)]
 #[command(
@@ -101,6 +103,12 @@ enum Command {
         after_help = "Example:\n  idem sample --out data/orders --dates 2026-10-01 2026-10-02 --rows 100000"
     )]
     Sample(cli::SampleArgs),
+    /// Run every daily partition of a date range (one idempotent run each,
+    /// --jobs at a time); rerunning it redoes nothing already committed.
+    #[command(
+        after_help = "Example:\n  idem backfill --module daily_revenue.wasm --input lake/orders --table lake/daily_revenue --from 2026-10-01 --to 2026-10-31 --jobs 4"
+    )]
+    Backfill(cli::backfill::BackfillArgs),
     /// Print a stored run's manifest: a manifest file, TABLE#SLICE (the
     /// slice's current run), or a run key (a prefix will do) with --table.
     #[command(
@@ -237,6 +245,7 @@ fn try_main(args: Args) -> Result<ExitCode> {
         Command::Audit(a) => cli::audit(a, out),
         Command::Log { table } => cli::log(&table, out),
         Command::Sample(a) => cli::sample(a, out),
+        Command::Backfill(a) => cli::backfill::backfill(a, out),
         Command::Show(a) => cli::show::show(a, out),
         Command::Explain(a) => cli::show::explain(a, out),
         Command::New(a) => cli::new(a, out),

@@ -103,6 +103,15 @@ pub fn rows(message: &str, len: Option<u64>) -> ProgressBar {
     }
 }
 
+/// Slices of a backfill: done of `len`, the message says how they ended.
+pub fn slices(len: u64) -> ProgressBar {
+    bar(
+        Some(len),
+        "[{bar:25}] {pos}/{len} slices, ETA {eta}  {msg}",
+        "starting",
+    )
+}
+
 /// A step without a count (writing, committing).
 pub fn step(message: &str) -> ProgressBar {
     bar(None, "{msg:>10} {spinner} {elapsed}", message)

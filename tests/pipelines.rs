@@ -1,0 +1,244 @@
+//! What a data team runs every day on top of single idempotent runs:
+//! backfills over date ranges, interrupted and restarted.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn backfill_args<'a>(module: &'a str, data: &'a str, table: &'a str, to: &'a str) -> Vec<&'a str> {
+    vec![
+        "backfill",
+        "--module",
+        module,
+        "--input",
+        data,
+        "--table",
+        table,
+        "--from",
+        "2026-10-01",
+        "--to",
+        to,
+        "--jobs",
+        "2",
+        "--batch-rows",
+        "1000",
+    ]
+}
+
+/// `idem ARGS --json`: (code, parsed stdout, raw stdout, stderr).
+fn idem_json(args: &[&str]) -> (i32, Value, String, String) {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let (code, out, err) = common::idem(&all);
+    let v = serde_json::from_str(&out).unwrap_or_else(|e| panic!("no JSON ({e}):\n{out}\n{err}"));
+    (code, v, out, err)
+}
+
+/// How many commits of the Delta log name each idem slice.
+fn commits_per_slice(table: &Path) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(table.join("_delta_log")).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            if let Some(slice) = v["commitInfo"]["idem.slice"].as_str() {
+                *out.entry(slice.to_string()).or_default() += 1;
+            }
+        }
+    }
+    out
+}
+
+fn ten_days(dir: &Path) -> std::path::PathBuf {
+    let data = dir.join("orders");
+    for d in 1..=10 {
+        common::orders(&data, &format!("2026-10-{d:02}"), 2_000, 2);
+    }
+    data
+}
+
+/// A 10-day backfill SIGKILLed partway and started again ends with every
+/// partition committed exactly once, and the table (read back by the
+/// independent readers) equal to an uninterrupted backfill's.
+#[test]
+fn a_killed_backfill_restarted_equals_an_uninterrupted_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/daily_revenue");
+    let data = ten_days(dir.path());
+    let clean = dir.path().join("clean");
+    let (code, v, raw, err) = idem_json(&backfill_args(
+        s(&module),
+        s(&data),
+        s(&clean),
+        "2026-10-10",
+    ));
+    assert_eq!(code, 0, "{raw}{err}");
+    assert_eq!(v["counts"]["committed"], 10, "{raw}");
+
+    // Each slice sleeps just before its commit: kill the backfill once
+    // three slices are committed, while others sit at that point.
+    let killed = dir.path().join("killed");
+    let log = killed.join("_idem/log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(backfill_args(
+            s(&module),
+            s(&data),
+            s(&killed),
+            "2026-10-10",
+        ))
+        .env("IDEM_CACHE_DIR", common::test_cache())
+        .env("IDEM_FAULT_SLEEP_MS", "before-commit:400")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let committed = || std::fs::read_dir(&log).map(|d| d.count()).unwrap_or(0);
+    while committed() < 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the backfill never got going"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the backfill ended before the kill"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let before = commits_per_slice(&killed);
+    assert!(
+        before.len() >= 3 && before.len() < 10,
+        "the kill was not partway: {before:?}"
+    );
+
+    let (code, v, raw, err) = idem_json(&backfill_args(
+        s(&module),
+        s(&data),
+        s(&killed),
+        "2026-10-10",
+    ));
+    assert_eq!(code, 0, "{raw}{err}");
+    assert_eq!(v["ok"], true);
+    let c = &v["counts"];
+    let n = |k: &str| c[k].as_u64().unwrap() as usize;
+    assert_eq!(n("committed") + n("memo") + n("unchanged"), 10, "{raw}");
+    assert!(n("memo") + n("unchanged") >= before.len(), "{raw}");
+    assert_eq!(
+        n("committed"),
+        10 - before.len(),
+        "redid committed slices: {raw}"
+    );
+    // Every slice committed once, and nothing else.
+    let after = commits_per_slice(&killed);
+    assert_eq!(after.len(), 10, "{after:?}");
+    assert!(
+        after.values().all(|n| *n == 1),
+        "a slice committed twice: {after:?}"
+    );
+    let (a, b) = (
+        common::read_table(&clean, None),
+        common::read_table(&killed, None),
+    );
+    assert_eq!(a.rows, b.rows, "the restarted backfill's table differs");
+    assert_eq!(a.version, b.version);
+    common::check_schemas(&[("backfill", &raw)]).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// One failing slice (malformed input) and one missing date do not stop
+/// the others; each slice gets a line, the summary counts them, the exit
+/// code is the failure's; rerun, nothing committed is redone. On a
+/// terminal the live bar shows slices, their results and an ETA.
+#[test]
+fn a_failing_slice_does_not_stop_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/daily_revenue");
+    let data = dir.path().join("orders");
+    for d in ["2026-10-01", "2026-10-02", "2026-10-04"] {
+        common::orders(&data, d, 1_000, 1);
+    }
+    // 10-03 has no partition; 10-04 gets a file that is not Parquet inside.
+    std::fs::write(
+        data.join("date=2026-10-04/part-00009.parquet"),
+        b"PAR1 this is not a parquet file PAR1",
+    )
+    .unwrap();
+    let table = dir.path().join("t");
+    let args = backfill_args(s(&module), s(&data), s(&table), "2026-10-04");
+    let (code, out, err) = common::idem(&args);
+    assert_eq!(code, 2, "{out}{err}");
+    for (d, want) in [
+        ("2026-10-01", "committed version"),
+        ("2026-10-02", "committed version"),
+        ("2026-10-03", "FAILED"),
+        ("2026-10-04", "FAILED"),
+    ] {
+        let line = err
+            .lines()
+            .find(|l| l.starts_with(&format!("date={d}")))
+            .unwrap_or_else(|| panic!("no line for {d}:\n{err}"));
+        assert!(line.contains(want), "{line}");
+    }
+    assert!(err.contains("not a readable Parquet file"), "{err}");
+    assert!(
+        out.contains("SLICE") && out.contains("4 slices: 2 committed"),
+        "{out}"
+    );
+    assert!(
+        out.contains("1 missing") && out.contains("1 failed"),
+        "{out}"
+    );
+
+    // Rerun with --skip-missing: nothing committed is redone; 10-04 still fails.
+    let mut skip = args.clone();
+    skip.push("--skip-missing");
+    let (code, v, raw, err) = idem_json(&skip);
+    assert_eq!(code, 2, "{raw}{err}");
+    assert_eq!(v["counts"]["memo"], 2, "{raw}");
+    assert_eq!(v["counts"]["committed"], 0, "{raw}");
+    assert_eq!(v["slices"][3]["status"], "failed");
+    common::check_schemas(&[("backfill", &raw)]).unwrap_or_else(|e| panic!("{e}"));
+
+    // Fixed: the last slice commits, the exit code is 0.
+    std::fs::remove_file(data.join("date=2026-10-04/part-00009.parquet")).unwrap();
+    let (code, v, raw, err) = idem_json(&skip);
+    assert_eq!(code, 0, "{raw}{err}");
+    assert_eq!(v["counts"]["committed"], 1, "{raw}");
+    assert_eq!(v["counts"]["missing"], 1, "{raw}");
+
+    // On a terminal: the live bar.
+    let cmd = format!(
+        "{} {} --skip-missing",
+        env!("CARGO_BIN_EXE_idem"),
+        args.join(" ")
+    );
+    let tty = std::process::Command::new("script")
+        .args(["-q", "-e", "-c", &cmd, "/dev/null"])
+        .env("TERM", "xterm-256color")
+        .env("IDEM_CACHE_DIR", common::test_cache())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&tty.stdout);
+    assert!(tty.status.success(), "{text}");
+    for want in [
+        "4/4 slices",
+        "ETA",
+        "3 memo",
+        "rows/s",
+        "4 slices: 0 committed, 3 memo",
+    ] {
+        assert!(text.contains(want), "`{want}` not on the terminal:\n{text}");
+    }
+}
