@@ -459,7 +459,7 @@ fn each_exit_code_means_what_the_help_says() {
     assert_eq!(code, 0);
     for line in [
         "0  ok",
-        "1  a verification mismatch",
+        "1  a check did not pass",
         "2  usage or input",
         "3  the sandbox rejected",
         "4  storage or commit",

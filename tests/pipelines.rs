@@ -242,3 +242,120 @@ fn a_failing_slice_does_not_stop_the_others() {
         assert!(text.contains(want), "`{want}` not on the terminal:\n{text}");
     }
 }
+
+/// Every file below the table except idem's own `_idem/` folder: the
+/// Delta log and the data files.
+fn published(table: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![table.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.ends_with("_idem") {
+                continue;
+            }
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p.display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Write-audit-publish: an output that fails an expectation publishes
+/// nothing (no version, no data file), the report names the expectation
+/// and offending rows; fixed input, the same command publishes. Passing
+/// verdicts are in the manifest.
+#[test]
+fn an_output_that_fails_an_expectation_publishes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/clean_orders");
+    let data = dir.path().join("orders");
+    common::orders(&data, "2026-10-01", 1_000, 2);
+    common::orders(&data, "2026-10-02", 3_000, 2);
+    let table = dir.path().join("t");
+    let run = |date: &str, expect: &[&str]| {
+        let partition = format!("date={date}");
+        let mut args = vec![
+            "run",
+            "--module",
+            s(&module),
+            "--input",
+            s(&data),
+            "--partition",
+            &partition,
+            "--table",
+            s(&table),
+        ];
+        for e in expect {
+            args.extend(["--expect", e]);
+        }
+        let mut json = args.clone();
+        json.push("--json");
+        let (code, out, err) = common::idem(&json);
+        (code, out, err)
+    };
+    let (code, out, err) = run("2026-10-01", &["not_null(customer)", "rows(1..)"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let first: Value = serde_json::from_str(&out).unwrap();
+    let manifest = first["manifest"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("file://")
+        .to_string();
+    let (_, stored, _) = common::idem(&["show", &manifest, "--json"]);
+    let stored: Value = serde_json::from_str(&stored).unwrap();
+    assert_eq!(
+        stored["predicate"]["run"]["expectations"],
+        serde_json::json!(["not_null(customer)", "rows(1..)"])
+    );
+    let audits = &stored["predicate"]["result"]["audits"];
+    assert_eq!(audits[0]["passed"], true, "{stored}");
+    assert_eq!(audits[0]["observed"], "0 null row(s)");
+    common::check_schemas(&[("manifest", &stored.to_string())]).unwrap_or_else(|e| panic!("{e}"));
+
+    let before = published(&table);
+    let version = common::read_table(&table, None).version;
+    let (code, out, err) = run(
+        "2026-10-02",
+        &["rows(..2000)", "in(status, paid)", "not_null(order_id)"],
+    );
+    assert_eq!(code, 1, "a failed expectation is exit 1:\n{out}{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["error"]["kind"], "check", "{out}");
+    common::check_schemas(&[("error", &out)]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(err.contains("failed 2 of 3 expectation(s)"), "{err}");
+    assert!(
+        err.contains("rows(..2000): ") && err.contains("nothing was published"),
+        "{err}"
+    );
+    let example = err
+        .lines()
+        .find(|l| l.trim_start().starts_with("e.g. {"))
+        .unwrap_or_else(|| panic!("no example row:\n{err}"));
+    assert!(
+        example.contains("status: ") && !example.contains("status: paid"),
+        "{example}"
+    );
+    assert!(
+        !err.contains("not_null(order_id):"),
+        "a passing expectation reported:\n{err}"
+    );
+    assert_eq!(
+        published(&table),
+        before,
+        "a failed audit wrote to the table"
+    );
+    assert_eq!(common::read_table(&table, None).version, version);
+
+    // The input fixed (fewer rows, only paid orders are not what sample
+    // makes, so that check goes): the same audit-gated run publishes.
+    common::orders(&data, "2026-10-02", 1_500, 2);
+    let (code, out, err) = run("2026-10-02", &["rows(..2000)", "not_null(order_id)"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let after = common::read_table(&table, None);
+    assert_eq!(after.version, version + 1);
+}

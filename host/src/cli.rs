@@ -288,6 +288,12 @@ pub struct SliceArgs {
     /// Rows per input batch (part of the run key).
     #[arg(long, default_value_t = 8192)]
     pub batch_rows: u32,
+    /// An expectation the output must meet before it is published
+    /// (repeatable): not_null(col), unique(col[,col]), rows(MIN..MAX),
+    /// between(col, MIN, MAX), in(col, a|b|c). A run that fails one
+    /// publishes nothing and exits 1.
+    #[arg(long = "expect", value_name = "CHECK")]
+    pub expect: Vec<idem::expect::Expectation>,
 }
 
 impl SliceArgs {
@@ -334,7 +340,8 @@ impl SliceArgs {
         let mut run = Run::new(module, slice, table)
             .params(a.params.clone())
             .logical_date(a.logical_date.clone())
-            .batch_rows(a.batch_rows);
+            .batch_rows(a.batch_rows)
+            .expect(a.expect.clone());
         if let Some(m) = mode {
             run = run.mode(m);
         }

@@ -26,12 +26,16 @@ pub enum Kind {
     /// A store or a commit failed (unreachable, refused credentials, no
     /// conditional writes, a table another writer changed under idem). Exit 4.
     Storage,
+    /// A check did not pass: the output failed an expectation, so nothing
+    /// was published. Exit 1, like a verification mismatch.
+    Check,
 }
 
 impl Kind {
     /// The process exit code.
     pub fn exit_code(self) -> u8 {
         match self {
+            Kind::Check => 1,
             Kind::Input => 2,
             Kind::Guest => 3,
             Kind::Storage => 4,
@@ -44,6 +48,7 @@ impl Kind {
             Kind::Input => "input",
             Kind::Guest => "guest",
             Kind::Storage => "storage",
+            Kind::Check => "check",
         }
     }
 
@@ -78,6 +83,12 @@ impl Kind {
         if let Some(e) = e.downcast_ref::<BuildError>() {
             return Some(e.kind());
         }
+        if let Some(e) = e.downcast_ref::<crate::expect::ExpectError>() {
+            return Some(match e {
+                crate::expect::ExpectError::Failed(_) => Kind::Check,
+                _ => Kind::Input,
+            });
+        }
         if let Some(e) = e.downcast_ref::<ScaffoldError>() {
             return Some(match e {
                 ScaffoldError::Write { .. } => Kind::Storage,
@@ -109,6 +120,8 @@ impl RunError {
             RunError::Exec(e) => e.kind(),
             RunError::Table(e) => e.kind(),
             RunError::Manifest(_) | RunError::Usage(_) => Kind::Input,
+            RunError::Expect(crate::expect::ExpectError::Failed(_)) => Kind::Check,
+            RunError::Expect(_) => Kind::Input,
             RunError::Io { .. } => Kind::Storage,
         }
     }

@@ -158,6 +158,7 @@ mod tests {
                 partition: None,
                 keys: vec![],
             },
+            expectations: vec![],
         }
     }
 

@@ -13,6 +13,7 @@ pub mod catalog;
 pub mod digest;
 pub mod error;
 pub mod execute;
+pub mod expect;
 pub mod explain;
 pub mod fault;
 pub mod manifest;

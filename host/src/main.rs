@@ -14,7 +14,7 @@ mod cli;
 /// every error to one.
 const EXIT_CODES: &str = "Exit codes:
   0  ok (including a run that found its output unchanged, or a memo hit)
-  1  a verification mismatch or a failed audit
+  1  a check did not pass: verify mismatch, failed audit, an output failing --expect
   2  usage or input error (bad flags, a missing or malformed input, bad params)
   3  the sandbox rejected the module, or the guest failed (trap, limit, bad output)
   4  storage or commit failure (unreachable store, refused credentials, a table changed under idem)

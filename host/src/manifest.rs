@@ -230,6 +230,10 @@ pub struct RunSpec {
     pub batch_rows: u32,
     /// The commit target.
     pub target: TargetRecord,
+    /// Expectations the output must meet to be published
+    /// ([`crate::expect`]), in their canonical text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expectations: Vec<String>,
 }
 
 /// What the run produced.
@@ -245,6 +249,10 @@ pub struct RunResult {
     /// Fuel consumed, when metered (deterministic).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub fuel: Option<u64>,
+    /// The expectations' verdicts (all passed: a run that fails one
+    /// publishes nothing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audits: Vec<crate::expect::Verdict>,
 }
 
 /// A run manifest.
@@ -375,6 +383,7 @@ mod tests {
                 partition: None,
                 keys: vec![],
             },
+            expectations: vec![],
         }
     }
 
@@ -509,6 +518,7 @@ mod tests {
                 rows_out: 2,
                 output_digest: Digest::of_bytes(b"o"),
                 fuel: None,
+                audits: vec![],
             },
         );
         let bytes = m.to_bytes();

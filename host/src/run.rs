@@ -37,6 +37,9 @@ pub enum RunError {
     /// A stored manifest.
     #[error(transparent)]
     Manifest(#[from] ManifestError),
+    /// Expectations (write-audit-publish).
+    #[error(transparent)]
+    Expect(#[from] crate::expect::ExpectError),
     /// The command line asked for something inconsistent.
     #[error("{0}")]
     Usage(String),
@@ -93,6 +96,7 @@ pub struct Run {
     logical_date: Option<String>,
     batch_rows: u32,
     force: bool,
+    expectations: Vec<crate::expect::Expectation>,
     native: Option<TransformerFactory>,
 }
 
@@ -304,6 +308,7 @@ impl Run {
             logical_date: None,
             batch_rows: 8192,
             force: false,
+            expectations: Vec::new(),
             native: None,
         }
     }
@@ -344,6 +349,12 @@ impl Run {
     /// commits only a new output digest).
     pub fn force(mut self, force: bool) -> Self {
         self.force = force;
+        self
+    }
+
+    /// Expectations the output must meet before it is published.
+    pub fn expect(mut self, expectations: Vec<crate::expect::Expectation>) -> Self {
+        self.expectations = expectations;
         self
     }
 
@@ -452,6 +463,7 @@ impl Run {
                 partition,
                 keys,
             },
+            expectations: self.expectations.iter().map(|e| e.to_string()).collect(),
         };
         let run_key = crate::manifest::run_key(&spec);
         Ok(Planned {
@@ -570,13 +582,19 @@ impl Run {
         });
         // A key check's own error (a missing key column, a null key) is
         // kept to be reported as itself, not as a failed write.
-        let mut key_error: Option<TableError> = None;
+        let mut sink_error: Option<RunError> = None;
+        let mut checker = crate::expect::Checker::new(&self.expectations);
         let executed = execute(instance.as_mut(), &ctx, batches, |b| {
             if let Some(k) = keys.as_mut()
                 && let Err(e) = k.update(b)
             {
                 let message = e.to_string();
-                key_error = Some(e);
+                sink_error = Some(e.into());
+                return Err(ExecError::Sink(message));
+            }
+            if let Err(e) = checker.update(b) {
+                let message = e.to_string();
+                sink_error = Some(e.into());
                 return Err(ExecError::Sink(message));
             }
             stager.send(b).map_err(|e| ExecError::Sink(e.to_string()))
@@ -589,10 +607,13 @@ impl Run {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         crate::execute::show_guest_log(&name, &instance.log_lines());
-        if let Some(e) = key_error {
-            return Err(e.into());
+        if let Some(e) = sink_error {
+            return Err(e);
         }
         let outcome = executed?;
+        // Audit before publish: nothing below (manifest, data files,
+        // commit) happens for an output that fails an expectation.
+        let audits = checker.finish()?;
         let staged = staged.map_err(|e| RunError::Io {
             what: "staging the output".into(),
             source: e,
@@ -610,6 +631,7 @@ impl Run {
                 rows_out: outcome.rows_out,
                 output_digest: outcome.output_digest.clone(),
                 fuel: outcome.fuel,
+                audits,
             },
         );
         let manifest_digest = manifest.digest();

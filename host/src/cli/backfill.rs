@@ -58,6 +58,10 @@ pub struct BackfillArgs {
     /// Execute even the slices whose run was already committed.
     #[arg(long)]
     pub force: bool,
+    /// An expectation every slice's output must meet before it is
+    /// published (repeatable; see `idem run --help`).
+    #[arg(long = "expect", value_name = "CHECK")]
+    pub expect: Vec<idem::expect::Expectation>,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -167,7 +171,8 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
         .params(a.params.clone())
         .logical_date(Some(date.to_string()))
         .batch_rows(a.batch_rows)
-        .force(a.force);
+        .force(a.force)
+        .expect(a.expect.clone());
         if let Some(m) = &mode {
             run = run.mode(m.clone());
         }

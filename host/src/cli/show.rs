@@ -85,6 +85,9 @@ fn print_manifest(f: &Found, holding: &Holding) {
         (None, keys) => format!("{} on ({})", s.target.mode, keys.join(", ")),
     };
     println!("target:       {}  ({how})", s.target.table);
+    if !s.expectations.is_empty() {
+        println!("expectations: {}", s.expectations.join("; "));
+    }
     println!(
         "output:       {}  ({} rows in, {} rows out{})",
         m.result.output_digest,
@@ -95,6 +98,14 @@ fn print_manifest(f: &Found, holding: &Holding) {
             .map(|f| format!(", {f} fuel"))
             .unwrap_or_default()
     );
+    for v in &m.result.audits {
+        println!(
+            "  {} {}: {}",
+            if v.passed { "passed" } else { "FAILED" },
+            v.expectation,
+            v.observed
+        );
+    }
     let held = match holding {
         Holding::Current {
             version,
