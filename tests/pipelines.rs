@@ -359,3 +359,78 @@ fn an_output_that_fails_an_expectation_publishes_nothing() {
     let after = common::read_table(&table, None);
     assert_eq!(after.version, version + 1);
 }
+
+/// Write-audit-publish with an audit module: a transform that reads the
+/// staged output and returns `pass`/`reason` rows. Failing, it publishes
+/// nothing and exits 1 with its reason; passing, its verdict and digest
+/// are in the manifest.
+#[test]
+fn an_audit_module_gates_publishing() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/clean_orders");
+    let audit = common::guest("examples/audit_totals");
+    let data = dir.path().join("orders");
+    common::orders(&data, "2026-10-01", 2_000, 2);
+    let table = dir.path().join("t");
+    let run = |audit_params: &str| {
+        common::idem(&[
+            "run",
+            "--module",
+            s(&module),
+            "--input",
+            s(&data),
+            "--partition",
+            "date=2026-10-01",
+            "--table",
+            s(&table),
+            "--audit-module",
+            s(&audit),
+            "--audit-params",
+            audit_params,
+            "--json",
+        ])
+    };
+    // Totals of sample orders go well above 10: the audit fails.
+    let (code, out, err) = run(r#"{"max_total": 10}"#);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("audit module sha256:") && err.contains("totals outside [0, 10]"),
+        "{err}"
+    );
+    assert!(
+        !table.join("_delta_log").exists(),
+        "a failed audit created the table"
+    );
+    // No limit: it passes and publishes; the manifest names the audit.
+    let (code, out, err) = run("{}");
+    assert_eq!(code, 0, "{out}{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["outcome"]["kind"], "committed");
+    let manifest = v["manifest"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("file://")
+        .to_string();
+    let (_, stored, _) = common::idem(&["show", &manifest, "--json"]);
+    let stored: Value = serde_json::from_str(&stored).unwrap();
+    let digest = idem::digest::Digest::of_bytes(&std::fs::read(&audit).unwrap());
+    assert_eq!(
+        stored["predicate"]["run"]["audit"]["module"],
+        digest.as_str()
+    );
+    let verdict = &stored["predicate"]["result"]["audits"][0];
+    assert_eq!(verdict["passed"], true);
+    assert!(
+        verdict["observed"]
+            .as_str()
+            .unwrap()
+            .contains("totals within bounds"),
+        "{verdict}"
+    );
+    common::check_schemas(&[("manifest", &stored.to_string())]).unwrap_or_else(|e| panic!("{e}"));
+    let (_, human, _) = common::idem(&["show", &manifest]);
+    assert!(
+        human.contains("audit module: sha256:") && human.contains("passed audit module"),
+        "{human}"
+    );
+}

@@ -294,6 +294,14 @@ pub struct SliceArgs {
     /// publishes nothing and exits 1.
     #[arg(long = "expect", value_name = "CHECK")]
     pub expect: Vec<idem::expect::Expectation>,
+    /// An audit module: a transform that reads the staged output and
+    /// returns rows `pass: bool, reason: text`; the output is published
+    /// only when every row passes.
+    #[arg(long)]
+    pub audit_module: Option<PathBuf>,
+    /// The audit module's params (JSON).
+    #[arg(long, default_value = "{}", requires = "audit_module")]
+    pub audit_params: String,
 }
 
 impl SliceArgs {
@@ -341,7 +349,8 @@ impl SliceArgs {
             .params(a.params.clone())
             .logical_date(a.logical_date.clone())
             .batch_rows(a.batch_rows)
-            .expect(a.expect.clone());
+            .expect(a.expect.clone())
+            .audit_module(a.audit_module.clone(), a.audit_params.clone());
         if let Some(m) = mode {
             run = run.mode(m);
         }

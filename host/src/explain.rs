@@ -159,6 +159,7 @@ mod tests {
                 keys: vec![],
             },
             expectations: vec![],
+            audit: None,
         }
     }
 

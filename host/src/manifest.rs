@@ -234,6 +234,18 @@ pub struct RunSpec {
     /// ([`crate::expect`]), in their canonical text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expectations: Vec<String>,
+    /// The audit module that must pass the output before it is published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditRecord>,
+}
+
+/// An audit module and its params (write-audit-publish).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// Digest of the audit component.
+    pub module: Digest,
+    /// Its params.
+    pub params: serde_json::Value,
 }
 
 /// What the run produced.
@@ -384,6 +396,7 @@ mod tests {
                 keys: vec![],
             },
             expectations: vec![],
+            audit: None,
         }
     }
 

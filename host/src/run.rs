@@ -97,6 +97,7 @@ pub struct Run {
     batch_rows: u32,
     force: bool,
     expectations: Vec<crate::expect::Expectation>,
+    audit: Option<(PathBuf, String)>,
     native: Option<TransformerFactory>,
 }
 
@@ -177,6 +178,8 @@ pub struct RunReport {
 struct Planned {
     slice: ResolvedSlice,
     module: crate::sandbox::GuestModule,
+    /// The audit module and its params (write-audit-publish).
+    audit: Option<(crate::sandbox::GuestModule, serde_json::Value)>,
     mode: Mode,
     spec: RunSpec,
     run_key: Digest,
@@ -309,6 +312,7 @@ impl Run {
             batch_rows: 8192,
             force: false,
             expectations: Vec::new(),
+            audit: None,
             native: None,
         }
     }
@@ -349,6 +353,14 @@ impl Run {
     /// commits only a new output digest).
     pub fn force(mut self, force: bool) -> Self {
         self.force = force;
+        self
+    }
+
+    /// An audit module (a transform that reads the staged output and
+    /// returns rows `pass: bool, reason: text`) and its params (JSON): the
+    /// output is published only when it passes.
+    pub fn audit_module(mut self, module: Option<PathBuf>, params: impl Into<String>) -> Self {
+        self.audit = module.map(|m| (m, params.into()));
         self
     }
 
@@ -430,6 +442,17 @@ impl Run {
         // Size-checked before it is read: a module is untrusted input.
         let bytes = sandbox.read_module(&self.module)?;
         let module = sandbox.load(&bytes)?;
+        let audit = match &self.audit {
+            None => None,
+            Some((path, params)) => {
+                let params: serde_json::Value = serde_json::from_str(params).map_err(|e| {
+                    RunError::Usage(format!("--audit-params is not valid JSON ({e}): {params}"))
+                })?;
+                crate::manifest::check_params_text(&params.to_string(), &params)?;
+                let bytes = sandbox.read_module(path)?;
+                Some((sandbox.load(&bytes)?, params))
+            }
+        };
         timings.load_ms = ms(t);
 
         let root = slice.root.to_string();
@@ -464,11 +487,18 @@ impl Run {
                 keys,
             },
             expectations: self.expectations.iter().map(|e| e.to_string()).collect(),
+            audit: audit
+                .as_ref()
+                .map(|(m, params)| crate::manifest::AuditRecord {
+                    module: m.digest.clone(),
+                    params: params.clone(),
+                }),
         };
         let run_key = crate::manifest::run_key(&spec);
         Ok(Planned {
             slice,
             module,
+            audit,
             mode,
             spec,
             run_key,
@@ -523,6 +553,7 @@ impl Run {
         let Planned {
             slice,
             module,
+            audit,
             mode,
             spec,
             run_key,
@@ -613,13 +644,29 @@ impl Run {
         let outcome = executed?;
         // Audit before publish: nothing below (manifest, data files,
         // commit) happens for an output that fails an expectation.
-        let audits = checker.finish()?;
+        let mut audits = checker.finish()?;
         let staged = staged.map_err(|e| RunError::Io {
             what: "staging the output".into(),
             source: e,
         })?;
         if let Some(k) = keys {
             k.finish()?;
+        }
+        if let Some((audit_module, audit_params)) = &audit {
+            let verdict = audit_staged(
+                sandbox,
+                audit_module,
+                audit_params,
+                staged.as_deref(),
+                &slice.id,
+                &self.logical_date,
+                self.batch_rows,
+            )?;
+            let passed = verdict.passed;
+            audits.push(verdict);
+            if !passed {
+                return Err(crate::expect::ExpectError::Failed(audits).into());
+            }
         }
         timings.exec_ms = ms(t);
 
@@ -679,6 +726,109 @@ impl Run {
         })?;
         Ok(report)
     }
+}
+
+/// Write-audit-publish with a module: the staged output (`None`: no rows)
+/// through the audit module; its output rows are the verdict. It passes
+/// when it returns at least one row and every `pass` is true.
+fn audit_staged(
+    sandbox: &Sandbox,
+    module: &crate::sandbox::GuestModule,
+    params: &serde_json::Value,
+    staged: Option<&std::path::Path>,
+    slice_id: &str,
+    logical_date: &Option<String>,
+    batch_rows: u32,
+) -> Result<crate::expect::Verdict, RunError> {
+    use arrow::array::{Array, AsArray};
+    let name = format!("audit module {}", module.digest);
+    let files: Vec<PathBuf> = staged.map(|p| p.to_path_buf()).into_iter().collect();
+    let mut verdict_rows: Vec<(bool, String)> = Vec::new();
+    let mut instance = sandbox.instantiate(module)?;
+    let mut bad_shape: Option<String> = None;
+    let mut collect = |b: &arrow::array::RecordBatch| {
+        let pass = b.column_by_name("pass").and_then(|c| c.as_boolean_opt());
+        let reason = b
+            .column_by_name("reason")
+            .and_then(|c| c.as_string_opt::<i32>());
+        let Some(pass) = pass else {
+            bad_shape = Some(format!(
+                "the audit module returned columns ({}) without a boolean `pass`",
+                b.schema()
+                    .fields()
+                    .iter()
+                    .map(|f| format!("{}: {}", f.name(), f.data_type()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            return Err(ExecError::Sink("bad audit output".into()));
+        };
+        for i in 0..b.num_rows() {
+            let why = reason
+                .filter(|r| r.is_valid(i))
+                .map(|r| r.value(i).to_string())
+                .unwrap_or_default();
+            verdict_rows.push((pass.is_valid(i) && pass.value(i), why));
+        }
+        Ok(())
+    };
+    let ctx_for = |schema| GuestContext {
+        slice_id: slice_id.to_string(),
+        logical_date: logical_date.clone(),
+        params: params_text(params),
+        input_schema: schema,
+        batch_rows,
+    };
+    let executed = if files.is_empty() {
+        let empty = std::sync::Arc::new(arrow::datatypes::Schema::empty());
+        execute(
+            &mut instance,
+            &ctx_for(empty),
+            std::iter::empty(),
+            &mut collect,
+        )
+    } else {
+        let staged = ResolvedSlice::from_files(slice_id, &files)?;
+        let reader = staged.reader(batch_rows as usize)?;
+        execute(
+            &mut instance,
+            &ctx_for(reader.schema()),
+            reader,
+            &mut collect,
+        )
+    };
+    crate::execute::show_guest_log(&name, &Transformer::log_lines(&instance));
+    if let Some(why) = bad_shape {
+        return Err(RunError::Usage(format!("{name}: {why}")));
+    }
+    executed?;
+    let failed: Vec<&String> = verdict_rows
+        .iter()
+        .filter(|(p, _)| !p)
+        .map(|(_, r)| r)
+        .collect();
+    let passed = !verdict_rows.is_empty() && failed.is_empty();
+    let observed = match (verdict_rows.len(), failed.first()) {
+        (0, _) => "the audit module returned no verdict row".to_string(),
+        (_, Some(why)) => format!("failed: {why}"),
+        (_, None) => verdict_rows
+            .iter()
+            .map(|(_, r)| r.as_str())
+            .filter(|r| !r.is_empty())
+            .collect::<Vec<_>>()
+            .join("; "),
+    };
+    Ok(crate::expect::Verdict {
+        expectation: name,
+        passed,
+        observed,
+        examples: failed
+            .iter()
+            .skip(1)
+            .take(3)
+            .map(|r| r.to_string())
+            .collect(),
+    })
 }
 
 fn report(table: &Table, manifest: Manifest, outcome: RunOutcome, timings: Timings) -> RunReport {

@@ -62,6 +62,12 @@ pub struct BackfillArgs {
     /// published (repeatable; see `idem run --help`).
     #[arg(long = "expect", value_name = "CHECK")]
     pub expect: Vec<idem::expect::Expectation>,
+    /// An audit module every slice's output must pass (see `idem run --help`).
+    #[arg(long)]
+    pub audit_module: Option<PathBuf>,
+    /// The audit module's params (JSON).
+    #[arg(long, default_value = "{}", requires = "audit_module")]
+    pub audit_params: String,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -172,7 +178,8 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
         .logical_date(Some(date.to_string()))
         .batch_rows(a.batch_rows)
         .force(a.force)
-        .expect(a.expect.clone());
+        .expect(a.expect.clone())
+        .audit_module(a.audit_module.clone(), a.audit_params.clone());
         if let Some(m) = &mode {
             run = run.mode(m.clone());
         }

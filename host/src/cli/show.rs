@@ -88,6 +88,9 @@ fn print_manifest(f: &Found, holding: &Holding) {
     if !s.expectations.is_empty() {
         println!("expectations: {}", s.expectations.join("; "));
     }
+    if let Some(a) = &s.audit {
+        println!("audit module: {}  params {}", a.module, a.params);
+    }
     println!(
         "output:       {}  ({} rows in, {} rows out{})",
         m.result.output_digest,
