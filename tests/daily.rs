@@ -91,7 +91,7 @@ fn a_new_transform_builds_runs_and_passes_its_own_test() {
     // The guest's host.log line, at the default log level, with the module.
     let kept = err
         .lines()
-        .find(|l| l.contains("[daily_totals.wasm]") && l.contains("kept "))
+        .find(|l| l.contains("[daily_totals.wasm date=2026-10-01]") && l.contains("kept "))
         .unwrap_or_else(|| panic!("no guest log line on stderr:\n{err}"));
     assert!(kept.contains("of 3000 rows"), "{kept}");
     let (code, out, err) = common::idem(&args);

@@ -106,18 +106,17 @@ fn a_killed_backfill_restarted_equals_an_uninterrupted_one() {
     let start = Instant::now();
     let committed = || std::fs::read_dir(&log).map(|d| d.count()).unwrap_or(0);
     while committed() < 3 {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "the backfill never got going"
-        );
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the backfill ended before the kill"
-        );
+        if start.elapsed() > Duration::from_secs(120) || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!("the backfill ended or stalled before the kill");
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
+    // Slices with a run-log entry have their memo entry too (it is written
+    // first): those must be memo hits, not executed again.
+    let logged = committed();
     let before = commits_per_slice(&killed);
     assert!(
         before.len() >= 3 && before.len() < 10,
@@ -136,6 +135,7 @@ fn a_killed_backfill_restarted_equals_an_uninterrupted_one() {
     let n = |k: &str| c[k].as_u64().unwrap() as usize;
     assert_eq!(n("committed") + n("memo") + n("unchanged"), 10, "{raw}");
     assert!(n("memo") + n("unchanged") >= before.len(), "{raw}");
+    assert!(n("memo") >= logged, "{logged} slices were logged: {raw}");
     assert_eq!(
         n("committed"),
         10 - before.len(),
@@ -157,33 +157,67 @@ fn a_killed_backfill_restarted_equals_an_uninterrupted_one() {
     common::check_schemas(&[("backfill", &raw)]).unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// One failing slice (malformed input) and one missing date do not stop
-/// the others; each slice gets a line, the summary counts them, the exit
-/// code is the failure's; rerun, nothing committed is redone. On a
+/// A Parquet file whose `amount` is text: clean_orders refuses it in
+/// `open` (a guest failure, exit 3).
+fn text_amounts(path: &Path) {
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("order_id", DataType::Int64, false),
+        Field::new("amount", DataType::Utf8, true),
+        Field::new("quantity", DataType::Int64, false),
+    ]));
+    let batch = arrow::array::RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from(vec![1, 2])),
+            Arc::new(StringArray::from(vec!["1.5", "2.5"])),
+            Arc::new(Int64Array::from(vec![1, 1])),
+        ],
+    )
+    .unwrap();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, None)
+            .unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+/// A malformed slice, a guest failure and a missing date do not stop the
+/// others; each slice gets a line, the summary counts them, the exit code
+/// is the most severe failure's; rerun, nothing committed is redone. On a
 /// terminal the live bar shows slices, their results and an ETA.
 #[test]
 fn a_failing_slice_does_not_stop_the_others() {
     let dir = tempfile::tempdir().unwrap();
-    let module = common::guest("examples/daily_revenue");
+    let module = common::guest("examples/clean_orders");
     let data = dir.path().join("orders");
     for d in ["2026-10-01", "2026-10-02", "2026-10-04"] {
         common::orders(&data, d, 1_000, 1);
     }
-    // 10-03 has no partition; 10-04 gets a file that is not Parquet inside.
+    // 10-03 has no partition; 10-04 gets a file that is not Parquet inside;
+    // 10-05's amounts are text, which the transform refuses.
     std::fs::write(
         data.join("date=2026-10-04/part-00009.parquet"),
         b"PAR1 this is not a parquet file PAR1",
     )
     .unwrap();
+    text_amounts(&data.join("date=2026-10-05/part-00000.parquet"));
     let table = dir.path().join("t");
-    let args = backfill_args(s(&module), s(&data), s(&table), "2026-10-04");
+    let args = backfill_args(s(&module), s(&data), s(&table), "2026-10-05");
     let (code, out, err) = common::idem(&args);
-    assert_eq!(code, 2, "{out}{err}");
+    assert_eq!(
+        code, 3,
+        "the guest failure (3) outranks the input ones (2):\n{out}{err}"
+    );
     for (d, want) in [
         ("2026-10-01", "committed version"),
         ("2026-10-02", "committed version"),
         ("2026-10-03", "FAILED"),
         ("2026-10-04", "FAILED"),
+        ("2026-10-05", "FAILED"),
     ] {
         let line = err
             .lines()
@@ -192,31 +226,41 @@ fn a_failing_slice_does_not_stop_the_others() {
         assert!(line.contains(want), "{line}");
     }
     assert!(err.contains("not a readable Parquet file"), "{err}");
+    assert!(err.contains("`amount` must be Float64"), "{err}");
     assert!(
-        out.contains("SLICE") && out.contains("4 slices: 2 committed"),
+        out.contains("SLICE") && out.contains("5 slices: 2 committed"),
         "{out}"
     );
     assert!(
-        out.contains("1 missing") && out.contains("1 failed"),
+        out.contains("1 missing") && out.contains("2 failed"),
         "{out}"
     );
 
-    // Rerun with --skip-missing: nothing committed is redone; 10-04 still fails.
+    // Rerun with --skip-missing: nothing committed is redone; two still fail.
     let mut skip = args.clone();
     skip.push("--skip-missing");
     let (code, v, raw, err) = idem_json(&skip);
-    assert_eq!(code, 2, "{raw}{err}");
+    assert_eq!(code, 3, "{raw}{err}");
     assert_eq!(v["counts"]["memo"], 2, "{raw}");
     assert_eq!(v["counts"]["committed"], 0, "{raw}");
     assert_eq!(v["slices"][3]["status"], "failed");
     common::check_schemas(&[("backfill", &raw)]).unwrap_or_else(|e| panic!("{e}"));
 
-    // Fixed: the last slice commits, the exit code is 0.
+    // Fixed: the last slices commit, the exit code is 0.
     std::fs::remove_file(data.join("date=2026-10-04/part-00009.parquet")).unwrap();
+    std::fs::remove_file(data.join("date=2026-10-05/part-00000.parquet")).unwrap();
+    common::orders(&data, "2026-10-05", 1_000, 1);
     let (code, v, raw, err) = idem_json(&skip);
     assert_eq!(code, 0, "{raw}{err}");
-    assert_eq!(v["counts"]["committed"], 1, "{raw}");
+    assert_eq!(v["counts"]["committed"], 2, "{raw}");
     assert_eq!(v["counts"]["missing"], 1, "{raw}");
+
+    // A wrong partition column: every date is missing, which is no success.
+    let mut wrong = skip.clone();
+    wrong.extend(["--column", "day"]);
+    let (code, v, raw, _) = idem_json(&wrong);
+    assert_eq!(code, 2, "{raw}");
+    assert_eq!(v["ok"], false);
 
     // On a terminal: the live bar.
     let cmd = format!(
@@ -233,14 +277,75 @@ fn a_failing_slice_does_not_stop_the_others() {
     let text = String::from_utf8_lossy(&tty.stdout);
     assert!(tty.status.success(), "{text}");
     for want in [
-        "4/4 slices",
+        "5/5 slices",
         "ETA",
-        "3 memo",
+        "4 memo",
         "rows/s",
-        "4 slices: 0 committed, 3 memo",
+        "5 slices: 0 committed, 4 memo",
     ] {
         assert!(text.contains(want), "`{want}` not on the terminal:\n{text}");
     }
+}
+
+/// Ctrl-C: the running slice finishes, no new one starts, exit 130; the
+/// same command then finishes the rest.
+#[test]
+fn an_interrupted_backfill_stops_starting_slices_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/clean_orders");
+    let data = dir.path().join("orders");
+    for d in 1..=6 {
+        common::orders(&data, &format!("2026-10-{d:02}"), 500, 1);
+    }
+    let table = dir.path().join("t");
+    let mut args = backfill_args(s(&module), s(&data), s(&table), "2026-10-06");
+    assert_eq!(args[11], "--jobs");
+    args[12] = "1";
+    args.push("--json");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(&args)
+        .env("IDEM_CACHE_DIR", common::test_cache())
+        .env("IDEM_FAULT_SLEEP_MS", "before-commit:300")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = table.join("_idem/log");
+    let start = Instant::now();
+    while std::fs::read_dir(&log).map(|d| d.count()).unwrap_or(0) < 1 {
+        if start.elapsed() > Duration::from_secs(120) || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "no slice finished:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: a signal to our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    let raw = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{raw}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&raw).unwrap();
+    let ns = v["counts"]["not-started"].as_u64().unwrap();
+    let done = v["counts"]["committed"].as_u64().unwrap();
+    assert!(ns >= 1 && done >= 1 && ns + done == 6, "{raw}");
+    common::check_schemas(&[("backfill", &raw)]).unwrap_or_else(|e| panic!("{e}"));
+
+    args.pop();
+    let (code, v, raw, err) = idem_json(&args);
+    assert_eq!(code, 0, "{raw}{err}");
+    assert_eq!(v["counts"]["memo"].as_u64().unwrap(), done, "{raw}");
+    assert_eq!(v["counts"]["committed"].as_u64().unwrap(), ns, "{raw}");
 }
 
 /// Every file below the table except idem's own `_idem/` folder: the
@@ -433,4 +538,29 @@ fn an_audit_module_gates_publishing() {
         human.contains("audit module: sha256:") && human.contains("passed audit module"),
         "{human}"
     );
+}
+
+/// A MERGE backfill with slices in parallel: this process's commits to
+/// one table take turns (a MERGE reads the whole table, so a neighbour's
+/// commit during it would force a retry), and every slice commits.
+#[test]
+fn a_parallel_merge_backfill_commits_every_slice() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/dedup_events");
+    let data = dir.path().join("orders");
+    for d in 1..=6 {
+        common::orders(&data, &format!("2026-10-{d:02}"), 1_000, 1);
+    }
+    let table = dir.path().join("t");
+    let mut args = backfill_args(s(&module), s(&data), s(&table), "2026-10-06");
+    args[12] = "4";
+    args.extend(["--mode", "merge", "--key", "event_id"]);
+    let (code, v, raw, err) = idem_json(&args);
+    assert_eq!(code, 0, "{raw}{err}");
+    assert_eq!(v["counts"]["committed"], 6, "{raw}");
+    let per_slice = commits_per_slice(&table);
+    assert_eq!(per_slice.len(), 6);
+    assert!(per_slice.values().all(|n| *n == 1), "{per_slice:?}");
+    let rows = common::read_table(&table, None).rows.len();
+    assert_eq!(rows as u64, v["rows"].as_u64().unwrap());
 }

@@ -80,7 +80,11 @@ fn day_number(s: &str) -> Result<i64, RunError> {
     let [y, m, d] = parts.as_slice() else {
         return Err(bad());
     };
-    if y.len() != 4 || m.len() != 2 || d.len() != 2 {
+    if y.len() != 4
+        || m.len() != 2
+        || d.len() != 2
+        || !s.bytes().all(|b| b.is_ascii_digit() || b == b'-')
+    {
         return Err(bad());
     }
     let (y, m, d): (i64, i64, i64) = (
@@ -186,7 +190,9 @@ fn result(date: &str, outcome: Result<RunReport, RunError>, ms: u64) -> SliceRes
             r.manifest.result.rows_in,
             r.manifest.result.rows_out,
         ),
-        Err(RunError::Slice(e @ (SliceError::Empty { .. } | SliceError::NotFound(_)))) => {
+        // Only a date without a partition is missing; a missing dataset
+        // root, or a partition whose files are not Parquet, fails.
+        Err(RunError::Slice(e @ SliceError::NoPartition { .. })) => {
             (Status::Missing(e.to_string()), 0, 0)
         }
         Err(e) => (Status::Failed(e.to_string(), e.kind()), 0, 0),
@@ -222,6 +228,8 @@ mod tests {
         assert_eq!(day_number("1970-01-02").unwrap(), 1);
         for bad in [
             "2026-02-29",
+            "2026-+1-01",
+            "+202-10-01",
             "2026-13-01",
             "2026-1-01",
             "26-10-01",

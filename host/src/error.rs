@@ -136,6 +136,7 @@ impl SliceError {
             // while it was read: the store, not the command line.
             SliceError::Changed { .. } | SliceError::Io { .. } => Kind::Storage,
             SliceError::NotFound(_)
+            | SliceError::NoPartition { .. }
             | SliceError::Empty { .. }
             | SliceError::Malformed { .. }
             | SliceError::SchemaMismatch { .. }

@@ -405,6 +405,18 @@ impl Run {
         Ok((params, self.resolve_mode()?))
     }
 
+    /// What can be checked once for many runs of the same flags (a
+    /// backfill): the params and mode, and that the module (and audit
+    /// module) load, which also fills the compiled-code cache.
+    pub fn preflight(&self, sandbox: &Sandbox) -> Result<(), RunError> {
+        self.check_args()?;
+        sandbox.load(&sandbox.read_module(&self.module)?)?;
+        if let Some((path, _)) = &self.audit {
+            sandbox.load(&sandbox.read_module(path)?)?;
+        }
+        Ok(())
+    }
+
     /// Steps 1 and 2: pin and hash the inputs, load the module, and compute
     /// the run key. Reads only; `table` is the target's URL.
     fn plan(
@@ -637,7 +649,7 @@ impl Run {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        crate::execute::show_guest_log(&name, &instance.log_lines());
+        crate::execute::show_guest_log(&format!("{name} {}", slice.id), &instance.log_lines());
         if let Some(e) = sink_error {
             return Err(e);
         }
@@ -695,7 +707,12 @@ impl Run {
         })?;
         crate::fault::point("before-commit");
 
-        // 6. Commit only a new output digest.
+        // 6. Commit only a new output digest. Runs of one process commit
+        // to a table one at a time (a backfill's slices): a MERGE reads the
+        // whole table, so a neighbour's commit landing during it would make
+        // it retry; other processes and hosts still race safely.
+        let lock = crate::table::commit_lock(table.url());
+        let one_at_a_time = lock.lock().unwrap_or_else(|e| e.into_inner());
         let commit = rt.block_on(table.commit(CommitRequest {
             slice: &slice.id,
             mode: &mode,
@@ -705,6 +722,7 @@ impl Run {
             staged: staged.into_iter().collect(),
             schema: outcome.output_schema.clone(),
         }))?;
+        drop(one_at_a_time);
         timings.commit_ms = ms(t);
         progress.finish();
         let outcome = match commit {

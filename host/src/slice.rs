@@ -40,6 +40,16 @@ pub enum SliceError {
     /// An input path does not exist.
     #[error("input `{0}` does not exist: check the path (and the partition value)")]
     NotFound(String),
+    /// The dataset has no directory (or no file) for the partition.
+    #[error(
+        "slice `{slice}` matches no Parquet files under {root}: there is no partition directory {slice}/, or it holds no *.parquet files (check --partition)"
+    )]
+    NoPartition {
+        /// The slice id (`column=value`).
+        slice: String,
+        /// The dataset root.
+        root: String,
+    },
     /// The slice resolved to no objects.
     #[error("slice `{slice}` matches no Parquet files under {root}: {hint}")]
     Empty {
@@ -348,12 +358,9 @@ impl ResolvedSlice {
         validate_segment("partition value", value)?;
         let id = format!("{key}={value}");
         let store = Store::at(&loc(&root))?;
-        let no_dir = || SliceError::Empty {
+        let no_dir = || SliceError::NoPartition {
             slice: id.clone(),
             root: store.url().to_string(),
-            hint: format!(
-                "there is no partition directory {id}/, or it holds no *.parquet files (check --partition)"
-            ),
         };
         let listing = match store.list(&id) {
             Ok(l) => l,

@@ -106,6 +106,14 @@ fn status_kind(s: &Status) -> &'static str {
     }
 }
 
+/// Whether the slice's transform ran (not a memo hit, not a failure).
+fn executed(s: &Status) -> bool {
+    matches!(
+        s,
+        Status::Done(RunOutcome::Committed { .. } | RunOutcome::Unchanged { .. })
+    )
+}
+
 fn version(s: &Status) -> Option<u64> {
     match s {
         Status::Done(RunOutcome::Committed { version, .. }) => Some(*version),
@@ -150,8 +158,8 @@ fn tally(counts: &[(&'static str, usize)]) -> String {
 
 pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
     let dates = idem::backfill::dates(&a.from, &a.to)?;
-    if a.jobs == 0 {
-        bail!("--jobs must be at least 1");
+    if !(1..=64).contains(&a.jobs) {
+        bail!("--jobs must be from 1 to 64");
     }
     let mode = match a.mode.as_deref() {
         None | Some("overwrite-partition") => None,
@@ -186,6 +194,10 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
         run
     };
 
+    // Checked once, not once per slice: params, mode, and that the module
+    // loads (which fills the compiled-code cache before N slices start).
+    make(&dates[0]).preflight(&sandbox)?;
+
     // One bar for the whole backfill (terminal only); the runs' own bars
     // would fight over the screen.
     let bar = idem::progress::slices(dates.len() as u64);
@@ -218,7 +230,12 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
         };
         let Ok(mut seen) = seen.lock() else { return };
         seen.push(r.clone());
-        let rows_in: u64 = seen.iter().map(|r| r.rows_in).sum();
+        // Throughput of the slices that ran (a memo hit reads nothing).
+        let rows_in: u64 = seen
+            .iter()
+            .filter(|r| executed(&r.status))
+            .map(|r| r.rows_in)
+            .sum();
         let secs = started.elapsed().as_secs_f64().max(1e-3);
         if bar.is_hidden() {
             eprintln!("{line}");
@@ -236,10 +253,26 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
     bar.finish();
     let secs = started.elapsed().as_secs_f64();
     let rows: u64 = results.iter().map(|r| r.rows).sum();
-    let rows_in: u64 = results.iter().map(|r| r.rows_in).sum();
+    let rows_in: u64 = results
+        .iter()
+        .filter(|r| executed(&r.status))
+        .map(|r| r.rows_in)
+        .sum();
     let counts = counts(&results);
-    let first_failure = results.iter().find(|r| r.failed(a.skip_missing));
+    // The most severe failure decides the exit code: 4 (storage, worth a
+    // retry) over 3 (guest) over 2 (input) over 1 (a failed check).
+    let worst = results
+        .iter()
+        .filter(|r| r.failed(a.skip_missing))
+        .map(|r| match &r.status {
+            Status::Failed(_, kind) => kind.exit_code(),
+            _ => idem::error::Kind::Input.exit_code(),
+        })
+        .max();
     let interrupted = results.iter().any(|r| r.status == Status::NotStarted);
+    let all_missing = results
+        .iter()
+        .all(|r| matches!(r.status, Status::Missing(_)));
 
     let slices: Vec<Value> = results
         .iter()
@@ -269,7 +302,7 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
             "rowsIn": rows_in,
             "rows": rows,
             "seconds": secs,
-            "ok": first_failure.is_none() && !interrupted,
+            "ok": worst.is_none() && !interrupted && !all_missing,
         }),
         || {
             println!(
@@ -294,15 +327,15 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
             if interrupted {
                 println!("interrupted: run the same command again to finish (nothing committed is redone)");
             }
+            if all_missing {
+                println!("no date of the range has input: check --input and --column");
+            }
         },
     );
-    Ok(match first_failure {
-        Some(SliceResult {
-            status: Status::Failed(_, kind),
-            ..
-        }) => ExitCode::from(kind.exit_code()),
-        Some(_) => ExitCode::from(idem::error::Kind::Input.exit_code()),
+    Ok(match worst {
+        Some(code) => ExitCode::from(code),
         None if interrupted => ExitCode::from(130),
+        None if all_missing => ExitCode::from(idem::error::Kind::Input.exit_code()),
         None => ExitCode::SUCCESS,
     })
 }

@@ -139,6 +139,15 @@ pub struct CommitRequest<'a> {
     pub schema: Option<SchemaRef>,
 }
 
+/// The lock that this process's runs hold while they commit to the table
+/// at `url` (one per table).
+pub fn commit_lock(url: &Url) -> std::sync::Arc<std::sync::Mutex<()>> {
+    type Locks = std::sync::Mutex<HashMap<String, std::sync::Arc<std::sync::Mutex<()>>>>;
+    static LOCKS: std::sync::LazyLock<Locks> = std::sync::LazyLock::new(Default::default);
+    let mut locks = LOCKS.lock().unwrap_or_else(|e| e.into_inner());
+    locks.entry(url.to_string()).or_default().clone()
+}
+
 /// Turn a user's table location (path or URL) into a URL.
 pub fn table_url(location: &str) -> Result<Url, TableError> {
     let url = crate::storage::locate(location)?;
