@@ -273,6 +273,17 @@ pub struct SliceArgs {
     /// The slice: the --input Delta table at this version.
     #[arg(long)]
     pub delta_version: Option<u64>,
+    /// The slice: the next objects of the append-only prefix --input, after
+    /// the last one this table consumed (the position is committed with
+    /// the output).
+    #[arg(long, requires = "input", conflicts_with_all = ["partition", "delta_version", "files"])]
+    pub next: bool,
+    /// With --next: most objects per run.
+    #[arg(long, default_value_t = 100, requires = "next")]
+    pub max_objects: usize,
+    /// With --next: most bytes per run (at least one object is taken).
+    #[arg(long, requires = "next")]
+    pub max_bytes: Option<u64>,
     /// overwrite-partition (default with --partition), merge or append.
     #[arg(long)]
     pub mode: Option<String>,
@@ -310,6 +321,11 @@ impl SliceArgs {
         let a = self;
         let partition = a.partition.as_deref().map(parse_partition).transpose()?;
         let slice = match (&a.input, a.delta_version, &partition, a.files.is_empty()) {
+            (Some(root), None, None, true) if a.next => SliceSpec::Next {
+                root: root.clone(),
+                max_objects: a.max_objects,
+                max_bytes: a.max_bytes,
+            },
             (Some(table), Some(version), _, true) => SliceSpec::Delta {
                 table: table.clone(),
                 version,
@@ -379,7 +395,24 @@ pub struct RunArgs {
 pub fn run(a: RunArgs, out: Out) -> Result<ExitCode> {
     let run = a.slice.run(&a.module, &a.table)?.force(a.force);
     let sandbox = a.limits.sandbox()?;
-    let r = run.execute(&sandbox)?;
+    let r = match run.execute(&sandbox) {
+        Ok(r) => r,
+        // Nothing new in an append-only source is the normal end of a
+        // schedule's catch-up, not a failure.
+        Err(idem::run::RunError::UpToDate { prefix, through }) => {
+            out.emit(
+                json!({"upToDate": true, "source": prefix, "through": through}),
+                || {
+                    println!(
+                        "result:   up to date: no new object in {prefix} after {}",
+                        through.as_deref().unwrap_or("the start")
+                    )
+                },
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e.into()),
+    };
     let (kind, version, drift, raced) = match &r.outcome {
         RunOutcome::Committed { version, drift } => {
             ("committed", Some(*version), drift.clone(), false)

@@ -119,7 +119,10 @@ impl RunError {
             RunError::Sandbox(e) => e.kind(),
             RunError::Exec(e) => e.kind(),
             RunError::Table(e) => e.kind(),
-            RunError::Manifest(_) | RunError::Usage(_) => Kind::Input,
+            RunError::Manifest(_)
+            | RunError::Usage(_)
+            | RunError::UpToDate { .. }
+            | RunError::Late { .. } => Kind::Input,
             RunError::Expect(crate::expect::ExpectError::Failed(_)) => Kind::Check,
             RunError::Expect(_) => Kind::Input,
             RunError::Io { .. } => Kind::Storage,
@@ -198,6 +201,7 @@ impl TableError {
             | TableError::Conflict(_)
             | TableError::Sidecar { .. }
             | TableError::Staged(_)
+            | TableError::ProgressMoved { .. }
             | TableError::Foreign { .. } => Kind::Storage,
         }
     }

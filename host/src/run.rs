@@ -43,6 +43,30 @@ pub enum RunError {
     /// The command line asked for something inconsistent.
     #[error("{0}")]
     Usage(String),
+    /// `--next`: the source has no object after the table's position (not
+    /// a failure: the CLI reports it and exits 0).
+    #[error("up to date: `{prefix}` has no new object after {}", through.as_deref().unwrap_or("the start"))]
+    UpToDate {
+        /// The source prefix.
+        prefix: String,
+        /// The table's position in it.
+        through: Option<String>,
+    },
+    /// `--next`: objects sort at or before the position but were never
+    /// consumed (they arrived late).
+    #[error(
+        "{} object(s) in `{prefix}` sort at or before the consumed position `{through}` but were never consumed (late arrivals), e.g. {}: idem never skips them silently. Rename them to sort after `{through}`, or consume them with --files into the same table",
+        late.len(),
+        late.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+    )]
+    Late {
+        /// The source prefix.
+        prefix: String,
+        /// The position.
+        through: String,
+        /// The late objects.
+        late: Vec<String>,
+    },
     /// Local I/O.
     #[error("{what}: {source}")]
     Io {
@@ -71,6 +95,18 @@ pub enum SliceSpec {
         files: Vec<PathBuf>,
         /// Slice id (default: derived from the file names).
         id: Option<String>,
+    },
+    /// The next range of an append-only prefix: the Parquet objects whose
+    /// names sort after the last one the target table consumed from it, at
+    /// most `max_objects` (and `max_bytes`). The new position is committed
+    /// with the output.
+    Next {
+        /// The source prefix.
+        root: String,
+        /// Most objects per run.
+        max_objects: usize,
+        /// Most bytes per run (at least one object is taken).
+        max_bytes: Option<u64>,
     },
     /// A Delta table pinned at a version, optionally one partition of it.
     Delta {
@@ -180,6 +216,8 @@ struct Planned {
     module: crate::sandbox::GuestModule,
     /// The audit module and its params (write-audit-publish).
     audit: Option<(crate::sandbox::GuestModule, serde_json::Value)>,
+    /// For a `--next` slice: the position its commit records.
+    progress: Option<crate::table::Progress>,
     mode: Mode,
     spec: RunSpec,
     run_key: Digest,
@@ -375,6 +413,9 @@ impl Run {
             SliceSpec::Partition { column, value, .. } => Some((column.clone(), value.clone())),
             SliceSpec::Delta { partition, .. } => partition.clone(),
             SliceSpec::Files { .. } => None,
+            // A range of an append-only source appends (slice-owned rows).
+            SliceSpec::Next { .. } if self.mode.is_none() => return Ok(Mode::Append),
+            SliceSpec::Next { .. } => None,
         };
         match (&self.mode, partition) {
             (Some(Mode::OverwritePartition { column, value }), _) if !column.is_empty() => {
@@ -418,18 +459,32 @@ impl Run {
     }
 
     /// Steps 1 and 2: pin and hash the inputs, load the module, and compute
-    /// the run key. Reads only; `table` is the target's URL.
+    /// the run key. Reads only; `table` is the target's URL, `opened` the
+    /// table when it exists (a `--next` slice starts at its position).
     fn plan(
         &self,
         rt: &tokio::runtime::Runtime,
         sandbox: &Sandbox,
-        table: &url::Url,
+        (table, opened): (&url::Url, Option<&Table>),
         params: serde_json::Value,
         mode: Mode,
     ) -> Result<Planned, RunError> {
         // 1. Resolve and pin the inputs.
         let t = Instant::now();
-        let (slice, kind) = resolve(rt, &self.slice)?;
+        let (slice, kind, progress) = match &self.slice {
+            SliceSpec::Next {
+                root,
+                max_objects,
+                max_bytes,
+            } => {
+                let (slice, progress) = resolve_next(rt, opened, root, *max_objects, *max_bytes)?;
+                (slice, "next", Some(progress))
+            }
+            spec => {
+                let (slice, kind) = resolve(rt, spec)?;
+                (slice, kind, None)
+            }
+        };
         // A table inside its own input (or the reverse) would read its own
         // output as input on the next run.
         if kind == "partition" {
@@ -511,6 +566,7 @@ impl Run {
             slice,
             module,
             audit,
+            progress,
             mode,
             spec,
             run_key,
@@ -526,12 +582,12 @@ impl Run {
         let (params, mode) = self.check_args()?;
         let rt = runtime()?;
         let url = crate::table::table_url(&self.table)?;
-        let p = self.plan(&rt, sandbox, &url, params, mode)?;
         let table = match rt.block_on(Table::open_existing(&self.table)) {
             Ok(t) => Some(t),
             Err(TableError::NoTable { .. }) => None,
             Err(e) => return Err(e.into()),
         };
+        let p = self.plan(&rt, sandbox, (&url, table.as_ref()), params, mode)?;
         let mut memo_since = None;
         let mut current = None;
         if let Some(table) = &table {
@@ -562,15 +618,17 @@ impl Run {
         // A run writes: a store that cannot make commits safe (or refuses
         // our writes) fails it before anything runs or is written.
         rt.block_on(table.ensure_safe_store())?;
+        let url = table.url().clone();
         let Planned {
             slice,
             module,
             audit,
+            progress: position,
             mode,
             spec,
             run_key,
             mut timings,
-        } = self.plan(&rt, sandbox, &table.url().clone(), params, mode)?;
+        } = self.plan(&rt, sandbox, (&url, Some(&table)), params, mode)?;
 
         // 3. Memo: this exact run already committed, still current, and the
         //    table still holds its rows.
@@ -721,6 +779,7 @@ impl Run {
             manifest_digest: &manifest_digest,
             staged: staged.into_iter().collect(),
             schema: outcome.output_schema.clone(),
+            progress: position,
         }))?;
         drop(one_at_a_time);
         timings.commit_ms = ms(t);
@@ -907,6 +966,96 @@ async fn log(table: &Table, r: &RunReport) -> Result<(), RunError> {
     Ok(())
 }
 
+/// The next range of an append-only prefix after the table's position.
+fn resolve_next(
+    rt: &tokio::runtime::Runtime,
+    table: Option<&Table>,
+    root: &str,
+    max_objects: usize,
+    max_bytes: Option<u64>,
+) -> Result<(ResolvedSlice, crate::table::Progress), RunError> {
+    if max_objects == 0 {
+        return Err(RunError::Usage("--max-objects must be at least 1".into()));
+    }
+    let store = crate::storage::Store::at(root).map_err(SliceError::from)?;
+    let source = store.url().to_string();
+    let position = match table {
+        Some(t) => rt.block_on(t.progress_of(&source))?,
+        None => None,
+    };
+    let listing = store.list("").map_err(SliceError::from)?;
+    // Parquet objects only, by name (the order the source is appended in).
+    let mut names: Vec<(String, u64)> = listing
+        .files
+        .into_iter()
+        .filter(|f| f.rel.ends_with(".parquet"))
+        .map(|f| (f.rel, f.size))
+        .collect();
+    names.sort();
+    let (after, count) = match &position {
+        Some(p) => (Some(p.through.clone()), p.count),
+        None => (None, 0),
+    };
+    if let (Some(through), Some(t)) = (&after, table) {
+        let before = names.iter().filter(|(n, _)| n <= through).count() as u64;
+        if before > count {
+            // More objects at or before the position than were consumed:
+            // name the ones no committed run read.
+            let mut consumed = std::collections::HashSet::new();
+            for bytes in rt.block_on(t.consumed_manifests(&source))? {
+                if let Ok(m) = Manifest::from_bytes(&bytes) {
+                    consumed.extend(m.spec.slice.inputs.into_iter().map(|i| i.path));
+                }
+            }
+            let late: Vec<String> = names
+                .iter()
+                .filter(|(n, _)| n <= through && !consumed.contains(n))
+                .map(|(n, _)| n.clone())
+                .collect();
+            if !late.is_empty() {
+                return Err(RunError::Late {
+                    prefix: source,
+                    through: through.clone(),
+                    late,
+                });
+            }
+        }
+    }
+    let mut take = Vec::new();
+    let mut bytes = 0u64;
+    for (n, size) in names
+        .into_iter()
+        .filter(|(n, _)| after.as_ref().is_none_or(|a| n > a))
+    {
+        let full = take.len() >= max_objects
+            || max_bytes.is_some_and(|m| !take.is_empty() && bytes + size > m);
+        if full {
+            break;
+        }
+        bytes += size;
+        take.push(n);
+    }
+    let Some(through) = take.last().cloned() else {
+        return Err(RunError::UpToDate {
+            prefix: source,
+            through: after,
+        });
+    };
+    let first = count + 1;
+    let last = count + take.len() as u64;
+    let id = format!("next-{first:06}-{last:06}");
+    let slice = ResolvedSlice::from_names(&id, store.url(), take)?;
+    Ok((
+        slice,
+        crate::table::Progress {
+            source,
+            through,
+            count: last,
+            after: after.map(|a| (a, count)),
+        },
+    ))
+}
+
 /// Resolve a slice spec to pinned inputs; returns the slice and its kind.
 fn resolve(
     rt: &tokio::runtime::Runtime,
@@ -976,6 +1125,11 @@ fn resolve(
             let slice =
                 ResolvedSlice::from_names(&id, &root, files)?.with_constants(fields, values);
             (slice, "delta")
+        }
+        SliceSpec::Next { .. } => {
+            return Err(RunError::Usage(
+                "a --next slice is resolved against its table".into(),
+            ));
         }
     })
 }

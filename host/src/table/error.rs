@@ -49,6 +49,20 @@ pub enum TableError {
         /// The output's columns.
         columns: String,
     },
+    /// Another run advanced the source while this one ran.
+    #[error(
+        "another run consumed from `{prefix}` while this one ran (the table's position is now {}, this run started after {}): its range may overlap; nothing was committed. Run `idem run --next` again to take the next range",
+        found.as_deref().unwrap_or("the start"),
+        expected.as_deref().unwrap_or("the start")
+    )]
+    ProgressMoved {
+        /// The source prefix.
+        prefix: String,
+        /// Where this run started.
+        expected: Option<String>,
+        /// Where the table is now.
+        found: Option<String>,
+    },
     /// The table is partitioned otherwise than the run writes.
     #[error("{0}")]
     Partitioning(String),

@@ -137,6 +137,26 @@ pub struct CommitRequest<'a> {
     pub staged: Vec<PathBuf>,
     /// Output schema (creates the table; needed when there are no rows).
     pub schema: Option<SchemaRef>,
+    /// Tracked progress over an append-only source, committed with the
+    /// output in the same commit.
+    pub progress: Option<Progress>,
+}
+
+/// How far an append-only source has been consumed: the last object's
+/// name and how many objects, through it, were consumed. Recorded in the
+/// commitInfo of the commit that holds their output (`idem.progress`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Progress {
+    /// The source prefix (a URL).
+    pub source: String,
+    /// The last consumed object's name (relative to the source).
+    pub through: String,
+    /// Objects consumed through it.
+    pub count: u64,
+    /// The position this run started after (what must still be the
+    /// table's position when it commits).
+    #[serde(skip)]
+    pub after: Option<(String, u64)>,
 }
 
 /// The lock that this process's runs hold while they commit to the table
@@ -461,6 +481,22 @@ impl Table {
                 SliceState::Drifted { reason } => drift = Some(reason),
                 SliceState::Other => drift = None,
             }
+            // The source's position must still be where this run started:
+            // another run that consumed from it meanwhile makes this range
+            // stale (it may overlap what that run committed).
+            if let Some(p) = &req.progress {
+                let now = self
+                    .progress_of(&p.source)
+                    .await?
+                    .map(|q| (q.through, q.count));
+                if now != p.after {
+                    return Err(TableError::ProgressMoved {
+                        prefix: p.source.clone(),
+                        expected: p.after.as_ref().map(|a| a.0.clone()),
+                        found: now.map(|a| a.0),
+                    });
+                }
+            }
             if self.delta.version().is_none() {
                 self.create(req).await?;
                 continue;
@@ -560,6 +596,15 @@ impl Table {
             Transaction::new(slice_app(req.slice), seq),
             Transaction::new(out_app(req.slice, req.output_digest), seq),
         ];
+        if let Some(p) = &req.progress {
+            meta.push((
+                "idem.progress".into(),
+                serde_json::to_value(p).unwrap_or_default(),
+            ));
+            // Two runs advancing one source at once conflict on this app id
+            // (their ranges may overlap), so only one commits.
+            txns.push(Transaction::new(progress_app(&p.source), p.count as i64));
+        }
         if let Mode::OverwritePartition { column, value } = req.mode {
             meta.push(("idem.partition".into(), format!("{column}={value}").into()));
             // Two slices committing one partition at once conflict on this
@@ -957,6 +1002,43 @@ impl Table {
     /// (numbered by name, so a commit without commitInfo or one made after
     /// the loaded version cannot shift the numbering); commits removed by
     /// log cleanup are simply absent.
+    /// The latest progress recorded for `source`, if any run consumed it.
+    pub async fn progress_of(&self, source: &str) -> Result<Option<Progress>, TableError> {
+        for c in self.idem_history().await? {
+            if let Some(p) = c.idem.get("idem.progress")
+                && let Ok(p) = serde_json::from_value::<Progress>(p.clone())
+                && p.source == source
+            {
+                return Ok(Some(p));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Every run's inputs consumed from `source`: the manifests named by
+    /// commits that advanced it (to name late objects).
+    pub async fn consumed_manifests(&self, source: &str) -> Result<Vec<Vec<u8>>, TableError> {
+        let mut out = Vec::new();
+        for c in self.idem_history().await? {
+            let advanced = c
+                .idem
+                .get("idem.progress")
+                .and_then(|p| p.get("source"))
+                .and_then(|s| s.as_str())
+                == Some(source);
+            if advanced
+                && let Some(md) = c.get_str("idem.manifestDigest")
+                && let Ok(md) = crate::digest::Digest::parse(md)
+                && let Some(bytes) = self
+                    .get_sidecar(&format!("manifests/{}.json", md.hex()))
+                    .await?
+            {
+                out.push(bytes);
+            }
+        }
+        Ok(out)
+    }
+
     pub async fn idem_history(&self) -> Result<Vec<LogCommit>, TableError> {
         let Some(latest) = self.delta.version() else {
             return Ok(Vec::new());
@@ -1046,6 +1128,13 @@ fn lost_response() -> Result<(), TableError> {
 
 fn slice_app(slice: &str) -> String {
     format!("idem:slice:{slice}")
+}
+
+fn progress_app(source: &str) -> String {
+    format!(
+        "idem:progress:{}",
+        crate::digest::Digest::of_bytes(source.as_bytes()).hex()
+    )
 }
 
 fn out_app(slice: &str, digest: &Digest) -> String {
