@@ -1,4 +1,5 @@
-//! idem's benchmark suite: `cargo bench -p idem [-- --rows N --e2e-rows N --samples N]`.
+//! idem's benchmark suite: `cargo bench -p idem [-- --rows N --e2e-rows N --samples N
+//! --backfill-rows N --only FIGURE]` (FIGURE: startup, sandbox, e2e, memory, s3, backfill).
 //!
 //! Every figure is printed next to a baseline measured in the same run and
 //! their ratio. Whole-pipeline figures run in child processes (this binary
@@ -556,6 +557,91 @@ fn startup(out: &mut Vec<Row>) {
     });
 }
 
+/// Figure 7: a 30-day backfill (2 jobs) of daily_revenue, then its rerun:
+/// throughput, and per slice the bookkeeping (resolving and hashing the
+/// inputs, committing) against the transform itself, and a rerun's memo
+/// check against a first run.
+fn backfill(rows: u64, out: &mut Vec<Row>) {
+    let dates = idem::backfill::dates("2026-09-01", "2026-09-30").unwrap();
+    let data = work_dir().join(format!("backfill-{rows}"));
+    if !data.join("date=2026-09-30").exists() {
+        for d in &dates {
+            idem::sample::write_day(&data, d, rows, 2).unwrap();
+        }
+    }
+    let cache = work_dir().join("compiled-cache");
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(cache),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let table = tempfile::tempdir_in(work_dir()).unwrap();
+    let table = table.path().join("daily_revenue");
+    let m = module("daily_revenue");
+    let make = |d: &str| {
+        Run::new(
+            &m,
+            SliceSpec::Partition {
+                root: data.clone(),
+                column: "date".into(),
+                value: d.into(),
+            },
+            table.display().to_string(),
+        )
+        .logical_date(Some(d.into()))
+    };
+    make(&dates[0]).preflight(&sandbox).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let pass = || {
+        let start = Instant::now();
+        let r = idem::backfill::run(&dates, 2, &sandbox, &make, &stop, &|_| {});
+        (start.elapsed(), r)
+    };
+    let (first, r1) = pass();
+    assert!(r1.iter().all(|r| matches!(
+        r.status,
+        idem::backfill::Status::Done(idem::run::RunOutcome::Committed { .. })
+    )));
+    let (rerun, r2) = pass();
+    assert!(r2.iter().all(|r| matches!(
+        r.status,
+        idem::backfill::Status::Done(idem::run::RunOutcome::Memo { .. })
+    )));
+    let total = rows * dates.len() as u64;
+    // The run log's timings of the first pass (one entry per slice).
+    let log = idem::run::run_log(&table.display().to_string()).unwrap();
+    let firsts: Vec<_> = log.iter().filter(|e| e.outcome == "committed").collect();
+    let n = firsts.len().max(1) as f64;
+    let mean = |f: &dyn Fn(&idem::run::Timings) -> u64| {
+        firsts.iter().map(|e| f(&e.timings)).sum::<u64>() as f64 / n
+    };
+    let exec = mean(&|t| t.exec_ms);
+    let bookkeeping = mean(&|t| t.resolve_ms + t.commit_ms);
+    let exec_total = Duration::from_secs_f64(exec * n / 1e3);
+    out.push(Row {
+        figure: format!("7. backfill 30 x {rows} rows, 2 jobs vs transform only"),
+        idem: mrows(total, first),
+        baseline: mrows(total, exec_total),
+        ratio: exec_total.as_secs_f64() / first.as_secs_f64(),
+        target: "report",
+    });
+    out.push(Row {
+        figure: "7. per slice: resolve+commit vs transform".into(),
+        idem: format!("{bookkeeping:.0} ms"),
+        baseline: format!("{exec:.0} ms"),
+        ratio: bookkeeping / exec.max(1e-3),
+        target: "report",
+    });
+    let per = |d: Duration| d.as_secs_f64() * 1e3 / dates.len() as f64;
+    out.push(Row {
+        figure: "7. rerun (all memo) vs first run, per slice".into(),
+        idem: format!("{:.1} ms", per(rerun)),
+        baseline: format!("{:.1} ms", per(first)),
+        ratio: rerun.as_secs_f64() / first.as_secs_f64(),
+        target: "report",
+    });
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--upload") {
@@ -573,14 +659,34 @@ fn main() {
     let e2e = arg(&args, "--e2e-rows", 10_000_000);
     let mem = arg(&args, "--mem-rows", 20_000_000);
     let samples = arg(&args, "--samples", 5);
+    let backfill_rows = arg(&args, "--backfill-rows", 100_000);
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let want = |f: &str| only.as_deref().is_none_or(|o| o == f);
     println!(
         "idem benchmarks: {rows} rows in memory, {e2e}-row slice end to end, batch {BATCH} rows"
     );
     let mut out = Vec::new();
-    startup(&mut out);
-    sandbox_overhead(rows, &mut out);
-    end_to_end(e2e, samples, &mut out);
-    memory(mem, &mut out);
-    s3_inputs(e2e, samples, &mut out);
+    if want("startup") {
+        startup(&mut out);
+    }
+    if want("sandbox") {
+        sandbox_overhead(rows, &mut out);
+    }
+    if want("e2e") {
+        end_to_end(e2e, samples, &mut out);
+    }
+    if want("memory") {
+        memory(mem, &mut out);
+    }
+    if want("s3") {
+        s3_inputs(e2e, samples, &mut out);
+    }
+    if want("backfill") {
+        backfill(backfill_rows, &mut out);
+    }
     print(&out);
 }

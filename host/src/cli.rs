@@ -401,7 +401,12 @@ pub fn run(a: RunArgs, out: Out) -> Result<ExitCode> {
         // schedule's catch-up, not a failure.
         Err(idem::run::RunError::UpToDate { prefix, through }) => {
             out.emit(
-                json!({"upToDate": true, "source": prefix, "through": through}),
+                json!({
+                    "upToDate": true,
+                    "source": prefix,
+                    "through": through,
+                    "outcome": {"kind": "up-to-date", "version": null, "drift": null, "raced": false},
+                }),
                 || {
                     println!(
                         "result:   up to date: no new object in {prefix} after {}",

@@ -328,8 +328,11 @@ impl Checker {
                             ),
                         })?;
                     let numbers = numbers.as_primitive::<Float64Type>();
+                    // A value that does not read as a number (the cast
+                    // makes it null) is outside too, never skipped.
                     offending.extend((0..numbers.len()).filter(|&i| {
-                        numbers.is_valid(i) && !(*min..=*max).contains(&numbers.value(i))
+                        a.is_valid(i)
+                            && (numbers.is_null(i) || !(*min..=*max).contains(&numbers.value(i)))
                     }));
                 }
                 (Expectation::In { column, .. }, State::In(allowed)) => {
@@ -339,10 +342,9 @@ impl Checker {
                         why: format!("column `{column}` cannot be read as text: {x}"),
                     })?;
                     let text = text.as_string::<i32>();
-                    offending.extend(
-                        (0..text.len())
-                            .filter(|&i| text.is_valid(i) && !allowed.contains(text.value(i))),
-                    );
+                    offending.extend((0..text.len()).filter(|&i| {
+                        a.is_valid(i) && (text.is_null(i) || !allowed.contains(text.value(i)))
+                    }));
                 }
                 _ => {}
             }
@@ -357,8 +359,33 @@ impl Checker {
         Ok(())
     }
 
-    /// The verdicts; `Err(Failed)` when any did not hold.
-    pub fn finish(self) -> Result<Vec<Verdict>, ExpectError> {
+    /// The verdicts; `Err(Failed)` when any did not hold. `schema`: the
+    /// output's, to check the columns named even when no row came.
+    pub fn finish(
+        self,
+        schema: Option<&arrow::datatypes::Schema>,
+    ) -> Result<Vec<Verdict>, ExpectError> {
+        if let Some(schema) = schema {
+            for (e, ..) in &self.checks {
+                let columns: Vec<&String> = match e {
+                    Expectation::NotNull(c) => vec![c],
+                    Expectation::Unique(cs) => cs.iter().collect(),
+                    Expectation::Between { column, .. } | Expectation::In { column, .. } => {
+                        vec![column]
+                    }
+                    Expectation::Rows { .. } => vec![],
+                };
+                if let Some(c) = columns
+                    .into_iter()
+                    .find(|c| schema.field_with_name(c).is_err())
+                {
+                    return Err(ExpectError::Column {
+                        expectation: e.to_string(),
+                        why: format!("the output has no column `{c}`"),
+                    });
+                }
+            }
+        }
         let rows = self.rows;
         let verdicts: Vec<Verdict> = self
             .checks
@@ -432,7 +459,7 @@ mod tests {
         let mut c = Checker::new(&exps);
         c.update(&batch())?;
         c.update(&batch())?;
-        c.finish()
+        c.finish(Some(batch().schema().as_ref()))
     }
 
     fn failed(texts: &[&str]) -> Vec<Verdict> {
@@ -505,5 +532,31 @@ mod tests {
             err.contains("no column `nope`") && err.contains("id, amount, status"),
             "{err}"
         );
+        // No rows at all: the columns are still checked, against the schema.
+        let err = Checker::new(&exps)
+            .finish(Some(batch().schema().as_ref()))
+            .unwrap_err();
+        assert!(err.to_string().contains("no column `nope`"), "{err}");
+    }
+
+    #[test]
+    fn values_that_do_not_read_as_the_checked_type_fail() {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Utf8, true)]));
+        let b = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(StringArray::from(vec![
+                Some("5"),
+                Some("abc"),
+                None,
+            ]))],
+        )
+        .unwrap();
+        let exps = ["between(v, 0, 10)".parse().unwrap()];
+        let mut c = Checker::new(&exps);
+        c.update(&b).unwrap();
+        match c.finish(Some(schema.as_ref())) {
+            Err(ExpectError::Failed(v)) => assert_eq!(v[0].observed, "1 row(s) outside"),
+            other => panic!("{other:?}"),
+        }
     }
 }

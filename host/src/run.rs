@@ -55,7 +55,7 @@ pub enum RunError {
     /// `--next`: objects sort at or before the position but were never
     /// consumed (they arrived late).
     #[error(
-        "{} object(s) in `{prefix}` sort at or before the consumed position `{through}` but were never consumed (late arrivals), e.g. {}: idem never skips them silently. Rename them to sort after `{through}`, or consume them with --files into the same table",
+        "{} object(s) in `{prefix}` sort at or before the consumed position `{through}` but were never consumed (late arrivals), e.g. {}: idem never skips them silently. Rename them to sort after `{through}` (the next run takes them), or remove them",
         late.len(),
         late.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
     )]
@@ -553,7 +553,14 @@ impl Run {
                 partition,
                 keys,
             },
-            expectations: self.expectations.iter().map(|e| e.to_string()).collect(),
+            // Sorted and deduplicated: the order of --expect flags does
+            // not change the run key.
+            expectations: {
+                let mut e: Vec<String> = self.expectations.iter().map(|e| e.to_string()).collect();
+                e.sort();
+                e.dedup();
+                e
+            },
             audit: audit
                 .as_ref()
                 .map(|(m, params)| crate::manifest::AuditRecord {
@@ -714,7 +721,7 @@ impl Run {
         let outcome = executed?;
         // Audit before publish: nothing below (manifest, data files,
         // commit) happens for an output that fails an expectation.
-        let mut audits = checker.finish()?;
+        let mut audits = checker.finish(outcome.output_schema.as_deref())?;
         let staged = staged.map_err(|e| RunError::Io {
             what: "staging the output".into(),
             source: e,
@@ -755,9 +762,14 @@ impl Run {
         let t = Instant::now();
         let progress = crate::progress::step("committing");
         rt.block_on(async {
-            let mod_path = module_path(&module.digest);
-            if table.get_sidecar(&mod_path).await?.is_none() {
-                table.put_sidecar(&mod_path, module.bytes.to_vec()).await?;
+            // The modules the manifest names, kept beside the table (the
+            // audit module too, so its verdict can be re-run).
+            let audit_module = audit.as_ref().map(|(m, _)| m);
+            for m in std::iter::once(&module).chain(audit_module) {
+                let mod_path = module_path(&m.digest);
+                if table.get_sidecar(&mod_path).await?.is_none() {
+                    table.put_sidecar(&mod_path, m.bytes.to_vec()).await?;
+                }
             }
             table
                 .put_sidecar(&manifest_path(&manifest_digest), manifest.to_bytes())
@@ -966,6 +978,19 @@ async fn log(table: &Table, r: &RunReport) -> Result<(), RunError> {
     Ok(())
 }
 
+/// XOR of the sha256 of each name: a set's fingerprint that can be
+/// extended one range at a time.
+fn xor_names<'a>(names: impl Iterator<Item = &'a String>) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut out = [0u8; 32];
+    for n in names {
+        for (o, b) in out.iter_mut().zip(sha2::Sha256::digest(n.as_bytes())) {
+            *o ^= b;
+        }
+    }
+    out
+}
+
 /// The next range of an append-only prefix after the table's position.
 fn resolve_next(
     rt: &tokio::runtime::Runtime,
@@ -980,7 +1005,19 @@ fn resolve_next(
     let store = crate::storage::Store::at(root).map_err(SliceError::from)?;
     let source = store.url().to_string();
     let position = match table {
-        Some(t) => rt.block_on(t.progress_of(&source))?,
+        Some(t) => {
+            let p = rt.block_on(t.progress_of(&source))?;
+            // The app transaction survives log cleanup; the commitInfo that
+            // names the position may not: never start the source over.
+            let recorded = rt.block_on(t.progress_count(&source))?;
+            if p.is_none() && recorded.is_some_and(|n| n > 0) {
+                return Err(RunError::Usage(format!(
+                    "the table records {} objects consumed from `{source}`, but the commit naming the position is gone from its log (log cleanup?): idem will not start the source over. Consume it into a new table, or restore the log",
+                    recorded.unwrap_or_default()
+                )));
+            }
+            p
+        }
         None => None,
     };
     let listing = store.list("").map_err(SliceError::from)?;
@@ -996,11 +1033,17 @@ fn resolve_next(
         Some(p) => (Some(p.through.clone()), p.count),
         None => (None, 0),
     };
+    let recorded = position
+        .as_ref()
+        .and_then(|p| hex::decode(&p.names).ok())
+        .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        .unwrap_or_default();
     if let (Some(through), Some(t)) = (&after, table) {
-        let before = names.iter().filter(|(n, _)| n <= through).count() as u64;
-        if before > count {
-            // More objects at or before the position than were consumed:
-            // name the ones no committed run read.
+        let listed = xor_names(names.iter().filter(|(n, _)| n <= through).map(|(n, _)| n));
+        if listed != recorded {
+            // Not exactly the objects that were consumed at or before the
+            // position (more arrived late, or some were deleted and others
+            // may have arrived): name the ones no committed run read.
             let mut consumed = std::collections::HashSet::new();
             for bytes in rt.block_on(t.consumed_manifests(&source))? {
                 if let Ok(m) = Manifest::from_bytes(&bytes) {
@@ -1043,7 +1086,14 @@ fn resolve_next(
     };
     let first = count + 1;
     let last = count + take.len() as u64;
-    let id = format!("next-{first:06}-{last:06}");
+    let mut consumed = recorded;
+    for (c, n) in consumed.iter_mut().zip(xor_names(take.iter())) {
+        *c ^= n;
+    }
+    // The source is in the id: two sources into one table never share a
+    // slice (and so never replace each other's rows).
+    let tag = crate::digest::Digest::of_bytes(source.as_bytes());
+    let id = format!("next-{}-{first:06}-{last:06}", &tag.hex()[..8]);
     let slice = ResolvedSlice::from_names(&id, store.url(), take)?;
     Ok((
         slice,
@@ -1051,6 +1101,7 @@ fn resolve_next(
             source,
             through,
             count: last,
+            names: hex::encode(consumed),
             after: after.map(|a| (a, count)),
         },
     ))

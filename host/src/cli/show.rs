@@ -207,7 +207,22 @@ fn explain_planned(a: ExplainArgs, out: Out) -> Result<ExitCode> {
         );
     };
     let sandbox = a.limits.sandbox()?;
-    let e = a.slice.run(module, table)?.explain(&sandbox)?;
+    let e = match a.slice.run(module, table)?.explain(&sandbox) {
+        Ok(e) => e,
+        // Nothing new in an append-only source: nothing would run.
+        Err(idem::run::RunError::UpToDate { prefix, through }) => {
+            let why = format!(
+                "up to date: no new object in {prefix} after {}: `idem run` would run nothing",
+                through.as_deref().unwrap_or("the start")
+            );
+            if out.json {
+                bail!("{why}");
+            }
+            println!("{why}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e.into()),
+    };
     let changes = e
         .current
         .as_ref()

@@ -153,6 +153,10 @@ pub struct Progress {
     pub through: String,
     /// Objects consumed through it.
     pub count: u64,
+    /// XOR of the sha256 of every consumed name (hex): the consumed set,
+    /// in 32 bytes, so a listing tells late or deleted objects cheaply.
+    #[serde(default)]
+    pub names: String,
     /// The position this run started after (what must still be the
     /// table's position when it commits).
     #[serde(skip)]
@@ -1013,6 +1017,12 @@ impl Table {
             }
         }
         Ok(None)
+    }
+
+    /// The object count the source's app transaction records (it survives
+    /// log cleanup, unlike commitInfo).
+    pub async fn progress_count(&self, source: &str) -> Result<Option<i64>, TableError> {
+        self.txn(&progress_app(source)).await
     }
 
     /// Every run's inputs consumed from `source`: the manifests named by
