@@ -213,9 +213,9 @@ pub struct RunReport {
 /// computed.
 struct Planned {
     slice: ResolvedSlice,
-    module: crate::sandbox::GuestModule,
+    module: crate::sandbox::ModuleId,
     /// The audit module and its params (write-audit-publish).
-    audit: Option<(crate::sandbox::GuestModule, serde_json::Value)>,
+    audit: Option<(crate::sandbox::ModuleId, serde_json::Value)>,
     /// For a `--next` slice: the position its commit records.
     progress: Option<crate::table::Progress>,
     mode: Mode,
@@ -508,7 +508,9 @@ impl Run {
         let t = Instant::now();
         // Size-checked before it is read: a module is untrusted input.
         let bytes = sandbox.read_module(&self.module)?;
-        let module = sandbox.load(&bytes)?;
+        // Identified only (digest, imports): a memo hit never loads the
+        // compiled code; step 4 does, when the run executes.
+        let module = sandbox.identify(&bytes)?;
         let audit = match &self.audit {
             None => None,
             Some((path, params)) => {
@@ -517,7 +519,7 @@ impl Run {
                 })?;
                 crate::manifest::check_params_text(&params.to_string(), &params)?;
                 let bytes = sandbox.read_module(path)?;
-                Some((sandbox.load(&bytes)?, params))
+                Some((sandbox.identify(&bytes)?, params))
             }
         };
         timings.load_ms = ms(t);
@@ -662,7 +664,12 @@ impl Run {
         };
         let mut instance: Box<dyn Transformer> = match self.native.take() {
             Some(make) => make(),
-            None => Box::new(sandbox.instantiate(&module)?),
+            None => {
+                let t = Instant::now();
+                let compiled = sandbox.load_identified(&module)?;
+                timings.load_ms += ms(t);
+                Box::new(sandbox.instantiate(&compiled)?)
+            }
         };
         // Output is staged on local disk by a writer thread while the reader
         // thread decodes ahead: three stages, memory O(batch).
@@ -822,7 +829,7 @@ impl Run {
 /// when it returns at least one row and every `pass` is true.
 fn audit_staged(
     sandbox: &Sandbox,
-    module: &crate::sandbox::GuestModule,
+    module: &crate::sandbox::ModuleId,
     params: &serde_json::Value,
     staged: Option<&std::path::Path>,
     slice_id: &str,
@@ -833,7 +840,7 @@ fn audit_staged(
     let name = format!("audit module {}", module.digest);
     let files: Vec<PathBuf> = staged.map(|p| p.to_path_buf()).into_iter().collect();
     let mut verdict_rows: Vec<(bool, String)> = Vec::new();
-    let mut instance = sandbox.instantiate(module)?;
+    let mut instance = sandbox.instantiate(&sandbox.load_identified(module)?)?;
     let mut bad_shape: Option<String> = None;
     let mut collect = |b: &arrow::array::RecordBatch| {
         let pass = b.column_by_name("pass").and_then(|c| c.as_boolean_opt());

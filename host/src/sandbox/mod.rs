@@ -73,6 +73,16 @@ pub struct Sandbox {
     ticker_stop: Arc<AtomicBool>,
 }
 
+/// A module's component bytes and digest, its size and imports checked,
+/// not compiled yet.
+#[derive(Clone, Debug)]
+pub struct ModuleId {
+    /// sha256 of the component bytes (after encoding a core module).
+    pub digest: Digest,
+    /// The component bytes the digest covers.
+    pub bytes: Arc<Vec<u8>>,
+}
+
 /// A module that passed admission and is compiled for this engine.
 #[derive(Clone)]
 pub struct GuestModule {
@@ -136,12 +146,26 @@ impl Sandbox {
     /// [`Limits::compile_deadline_ms`]) or loaded from the cache, which is
     /// keyed by module digest + engine fingerprint.
     pub fn load(&self, bytes: &[u8]) -> Result<GuestModule, SandboxError> {
-        let limits = &self.config.limits;
-        admission::check_size(bytes.len(), limits.max_module_bytes)?;
+        self.load_identified(&self.identify(bytes)?)
+    }
+
+    /// The first half of [`Sandbox::load`], without compiled code: the size
+    /// and import checks, and the digest a run key names. Enough to tell a
+    /// memo hit, which then never loads the compiled code.
+    pub fn identify(&self, bytes: &[u8]) -> Result<ModuleId, SandboxError> {
+        admission::check_size(bytes.len(), self.config.limits.max_module_bytes)?;
         let bytes = Arc::new(admission::to_component(bytes)?);
         let digest = Digest::of_bytes(&bytes);
         // A forbidden import costs a parse, never a compile or a cache entry.
         admission::check_imports(&admission::declared_imports(&bytes)?, self.config.profile)?;
+        Ok(ModuleId { digest, bytes })
+    }
+
+    /// The second half of [`Sandbox::load`]: compiled code (from the cache
+    /// or compiled within the budget) and the admission of its exports.
+    pub fn load_identified(&self, id: &ModuleId) -> Result<GuestModule, SandboxError> {
+        let limits = &self.config.limits;
+        let (digest, bytes) = (id.digest.clone(), id.bytes.clone());
         let (component, cache) = cache::load_or_compile(
             &self.engine,
             self.config.cache_dir.as_deref(),
