@@ -628,6 +628,20 @@ fn killed_at(args: &[&str], point: &str, flag: &Path) {
     child.wait().unwrap();
 }
 
+/// `idem run --module M --input SOURCE --next --table T ...extra`.
+fn next_args<'a>(
+    module: &'a str,
+    source: &'a str,
+    table: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut a = vec![
+        "run", "--module", module, "--input", source, "--next", "--table", table,
+    ];
+    a.extend_from_slice(extra);
+    a
+}
+
 /// The run's slice is range `first-last` of some source (`next-TAG-...`).
 fn assert_range(v: &Value, range: &str, text: &str) {
     let slice = v["slice"].as_str().unwrap_or_default();
@@ -649,19 +663,12 @@ fn next_consumes_each_object_exactly_once_across_crashes() {
     let source = dir.path().join("raw/events");
     append_objects(&source, 1, 5);
     let table = dir.path().join("bronze");
-    let args = [
-        "run",
-        "--module",
+    let args = next_args(
         s(&module),
-        "--input",
         s(&source),
-        "--next",
-        "--max-objects",
-        "2",
-        "--table",
         s(&table),
-        "--json",
-    ];
+        &["--max-objects", "2", "--json"],
+    );
     let next = || -> (i32, Value, String) {
         let (code, out, err) = common::idem(&args);
         let v = serde_json::from_str(&out).unwrap_or(Value::Null);
@@ -702,16 +709,7 @@ fn next_consumes_each_object_exactly_once_across_crashes() {
 
     // Every object exactly once: the same rows as one run over all seven.
     let once = dir.path().join("once");
-    let all = [
-        "run",
-        "--module",
-        s(&module),
-        "--input",
-        s(&source),
-        "--next",
-        "--table",
-        s(&once),
-    ];
+    let all = next_args(s(&module), s(&source), s(&once), &[]);
     let (code, _, err) = common::idem(&all);
     assert_eq!(code, 0, "{err}");
     assert_eq!(rows_without_owner(&table), rows_without_owner(&once));
@@ -767,18 +765,12 @@ fn concurrent_next_runs_never_consume_an_object_twice() {
             .unwrap()
     };
     // The table exists first, so both runs race on one log.
-    let (code, _, err) = common::idem(&[
-        "run",
-        "--module",
+    let (code, _, err) = common::idem(&next_args(
         s(&module),
-        "--input",
         s(&source),
-        "--next",
-        "--max-objects",
-        "1",
-        "--table",
         s(&table),
-    ]);
+        &["--max-objects", "1"],
+    ));
     assert_eq!(code, 0, "{err}");
     let (a, b) = (spawn("1"), spawn("2"));
     let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
@@ -797,32 +789,14 @@ fn concurrent_next_runs_never_consume_an_object_twice() {
     assert!(text.contains("another run consumed from"), "{text}");
     // Catch up, then compare with one run over everything.
     loop {
-        let (code, out, err) = common::idem(&[
-            "run",
-            "--module",
-            s(&module),
-            "--input",
-            s(&source),
-            "--next",
-            "--table",
-            s(&table),
-        ]);
+        let (code, out, err) = common::idem(&next_args(s(&module), s(&source), s(&table), &[]));
         assert_eq!(code, 0, "{out}{err}");
         if out.contains("up to date") {
             break;
         }
     }
     let once = dir.path().join("once");
-    let (code, _, err) = common::idem(&[
-        "run",
-        "--module",
-        s(&module),
-        "--input",
-        s(&source),
-        "--next",
-        "--table",
-        s(&once),
-    ]);
+    let (code, _, err) = common::idem(&next_args(s(&module), s(&source), s(&once), &[]));
     assert_eq!(code, 0, "{err}");
     assert_eq!(rows_without_owner(&table), rows_without_owner(&once));
 }
@@ -838,32 +812,14 @@ fn two_sources_into_one_table_keep_both() {
     append_objects(&b, 3, 2);
     let table = dir.path().join("t");
     for src in [&a, &b] {
-        let (code, out, err) = common::idem(&[
-            "run",
-            "--module",
-            s(&module),
-            "--input",
-            s(src),
-            "--next",
-            "--table",
-            s(&table),
-        ]);
+        let (code, out, err) = common::idem(&next_args(s(&module), s(src), s(&table), &[]));
         assert_eq!(code, 0, "{out}{err}");
     }
     let both = rows_without_owner(&table);
     let mut each = Vec::new();
     for (src, name) in [(&a, "ra"), (&b, "rb")] {
         let t = dir.path().join(name);
-        let (code, _, err) = common::idem(&[
-            "run",
-            "--module",
-            s(&module),
-            "--input",
-            s(src),
-            "--next",
-            "--table",
-            s(&t),
-        ]);
+        let (code, _, err) = common::idem(&next_args(s(&module), s(src), s(&t), &[]));
         assert_eq!(code, 0, "{err}");
         each.extend(rows_without_owner(&t));
     }

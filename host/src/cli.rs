@@ -299,6 +299,14 @@ pub struct SliceArgs {
     /// Rows per input batch (part of the run key).
     #[arg(long, default_value_t = 8192)]
     pub batch_rows: u32,
+    #[command(flatten)]
+    pub publish: PublishArgs,
+}
+
+/// Write-audit-publish: what an output must pass before it is published
+/// (`run`, `explain` and `backfill`).
+#[derive(Args, Debug)]
+pub struct PublishArgs {
     /// An expectation the output must meet before it is published
     /// (repeatable): not_null(col), unique(col[,col]), rows(MIN..MAX),
     /// between(col, MIN, MAX), in(col, a|b|c). A run that fails one
@@ -313,6 +321,14 @@ pub struct SliceArgs {
     /// The audit module's params (JSON).
     #[arg(long, default_value = "{}", requires = "audit_module")]
     pub audit_params: String,
+}
+
+impl PublishArgs {
+    /// `run` with these checks.
+    pub fn apply(&self, run: Run) -> Run {
+        run.expect(self.expect.clone())
+            .audit_module(self.audit_module.clone(), self.audit_params.clone())
+    }
 }
 
 impl SliceArgs {
@@ -364,9 +380,8 @@ impl SliceArgs {
         let mut run = Run::new(module, slice, table)
             .params(a.params.clone())
             .logical_date(a.logical_date.clone())
-            .batch_rows(a.batch_rows)
-            .expect(a.expect.clone())
-            .audit_module(a.audit_module.clone(), a.audit_params.clone());
+            .batch_rows(a.batch_rows);
+        run = a.publish.apply(run);
         if let Some(m) = mode {
             run = run.mode(m);
         }

@@ -58,16 +58,8 @@ pub struct BackfillArgs {
     /// Execute even the slices whose run was already committed.
     #[arg(long)]
     pub force: bool,
-    /// An expectation every slice's output must meet before it is
-    /// published (repeatable; see `idem run --help`).
-    #[arg(long = "expect", value_name = "CHECK")]
-    pub expect: Vec<idem::expect::Expectation>,
-    /// An audit module every slice's output must pass (see `idem run --help`).
-    #[arg(long)]
-    pub audit_module: Option<PathBuf>,
-    /// The audit module's params (JSON).
-    #[arg(long, default_value = "{}", requires = "audit_module")]
-    pub audit_params: String,
+    #[command(flatten)]
+    pub publish: super::PublishArgs,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -185,9 +177,8 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
         .params(a.params.clone())
         .logical_date(Some(date.to_string()))
         .batch_rows(a.batch_rows)
-        .force(a.force)
-        .expect(a.expect.clone())
-        .audit_module(a.audit_module.clone(), a.audit_params.clone());
+        .force(a.force);
+        run = a.publish.apply(run);
         if let Some(m) = &mode {
             run = run.mode(m.clone());
         }
