@@ -1053,24 +1053,59 @@ impl Table {
         let Some(latest) = self.delta.version() else {
             return Ok(Vec::new());
         };
+        // A commit file never changes once written (conditional PUT), so
+        // each is read once per process: the key is the table's location
+        // and its creation id (a table recreated at the same place is
+        // another table), the value every commit read so far.
+        let key = format!(
+            "{}#{}",
+            self.url,
+            self.delta
+                .snapshot()
+                .map(|s| s.metadata().id().to_string())
+                .unwrap_or_default()
+        );
+        let known: HashMap<u64, Option<LogCommit>> = HISTORY
+            .lock()
+            .map(|h| h.get(&key).cloned().unwrap_or_default())
+            .unwrap_or_default();
         let store = self.delta.log_store().object_store(None);
         let mut out = Vec::new();
+        let mut read = Vec::new();
         for version in (0..=latest).rev() {
+            if let Some(c) = known.get(&version) {
+                out.extend(c.clone());
+                continue;
+            }
             let path = object_store::path::Path::from(format!("_delta_log/{version:020}.json"));
             let got = match store.get(&path).await {
                 Ok(r) => r.bytes().await,
-                Err(object_store::Error::NotFound { .. }) => continue,
+                // Cleaned up (or never written): absent for good.
+                Err(object_store::Error::NotFound { .. }) => {
+                    read.push((version, None));
+                    continue;
+                }
                 Err(e) => Err(e),
             };
             let bytes = got.map_err(|e| TableError::Delta {
                 what: format!("reading commit {version}"),
                 detail: e.to_string(),
             })?;
-            out.push(LogCommit::parse(version, &bytes));
+            let c = LogCommit::parse(version, &bytes);
+            read.push((version, Some(c.clone())));
+            out.push(c);
+        }
+        if let Ok(mut h) = HISTORY.lock() {
+            h.entry(key).or_default().extend(read);
         }
         Ok(out)
     }
 }
+
+/// Commits already read, per table (see [`Table::idem_history`]).
+type History = HashMap<String, HashMap<u64, Option<LogCommit>>>;
+static HISTORY: std::sync::LazyLock<std::sync::Mutex<History>> =
+    std::sync::LazyLock::new(Default::default);
 
 /// One commit of the Delta log, as idem reads it.
 #[derive(Debug, Clone, Default)]
