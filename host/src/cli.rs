@@ -331,6 +331,27 @@ impl PublishArgs {
     }
 }
 
+/// `--mode` and `--key` as a mode. Without a partition, overwrite-partition
+/// takes the slice's own (a Delta or dated slice).
+pub fn parse_mode(
+    mode: Option<&str>,
+    keys: &[String],
+    partition: Option<(String, String)>,
+) -> Result<Option<Mode>> {
+    Ok(match mode {
+        None => None,
+        Some("overwrite-partition") => {
+            let (column, value) = partition.unwrap_or_default();
+            Some(Mode::OverwritePartition { column, value })
+        }
+        Some("merge") => Some(Mode::Merge {
+            keys: keys.to_vec(),
+        }),
+        Some("append") => Some(Mode::Append),
+        Some(other) => bail!("unknown --mode `{other}`: use overwrite-partition, merge or append"),
+    })
+}
+
 impl SliceArgs {
     /// The run these flags describe.
     pub fn run(&self, module: &std::path::Path, table: &str) -> Result<Run> {
@@ -363,20 +384,7 @@ impl SliceArgs {
                 "give one slice: --input ROOT --partition K=V, --input TABLE --delta-version N [--partition K=V], or --files F..."
             ),
         };
-        let mode = match a.mode.as_deref() {
-            None => None,
-            Some("overwrite-partition") => {
-                let (column, value) = partition.clone().unwrap_or_default();
-                Some(Mode::OverwritePartition { column, value })
-            }
-            Some("merge") => Some(Mode::Merge {
-                keys: a.key.clone(),
-            }),
-            Some("append") => Some(Mode::Append),
-            Some(other) => {
-                bail!("unknown --mode `{other}`: use overwrite-partition, merge or append")
-            }
-        };
+        let mode = parse_mode(a.mode.as_deref(), &a.key, partition)?;
         let mut run = Run::new(module, slice, table)
             .params(a.params.clone())
             .logical_date(a.logical_date.clone())

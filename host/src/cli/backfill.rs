@@ -13,7 +13,6 @@ use serde_json::{Value, json};
 
 use idem::backfill::{SliceResult, Status};
 use idem::run::{Run, RunOutcome, SliceSpec};
-use idem::table::Mode;
 
 use super::{LimitArgs, Out};
 
@@ -153,14 +152,7 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
     if !(1..=64).contains(&a.jobs) {
         bail!("--jobs must be from 1 to 64");
     }
-    let mode = match a.mode.as_deref() {
-        None | Some("overwrite-partition") => None,
-        Some("merge") => Some(Mode::Merge {
-            keys: a.key.clone(),
-        }),
-        Some("append") => Some(Mode::Append),
-        Some(other) => bail!("unknown --mode `{other}`: use overwrite-partition, merge or append"),
-    };
+    let mode = super::parse_mode(a.mode.as_deref(), &a.key, None)?;
     // The partition column and each date become directory names.
     idem::run::parse_partition(&format!("{}={}", a.column, a.from))?;
     let sandbox = a.limits.sandbox()?;
