@@ -513,11 +513,12 @@ impl Run {
         let module = sandbox.identify(&bytes)?;
         let audit = match &self.audit {
             None => None,
-            Some((path, params)) => {
-                let params: serde_json::Value = serde_json::from_str(params).map_err(|e| {
-                    RunError::Usage(format!("--audit-params is not valid JSON ({e}): {params}"))
+            Some((path, text)) => {
+                let params: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+                    RunError::Usage(format!("--audit-params is not valid JSON ({e}): {text}"))
                 })?;
-                crate::manifest::check_params_text(&params.to_string(), &params)?;
+                // The text as given: a too-long integer is only visible there.
+                crate::manifest::check_params_text(text, &params)?;
                 let bytes = sandbox.read_module(path)?;
                 Some((sandbox.identify(&bytes)?, params))
             }
