@@ -826,3 +826,376 @@ fn two_sources_into_one_table_keep_both() {
     each.sort();
     assert_eq!(both, each, "one source's rows replaced the other's");
 }
+
+/// bronze (append) -> silver (merge on event_id) -> gold (daily revenue,
+/// partition overwrite), as an idem.toml in `dir` over `data`.
+fn pipeline_file(dir: &Path, data: &Path, gold_expect: &str) -> std::path::PathBuf {
+    let m = |rel: &str| common::guest(rel).display().to_string();
+    let text = format!(
+        r#"[pipeline]
+name = "orders"
+
+[[stage]]
+name = "bronze"
+module = "{clean}"
+input = "{data}"
+partition = "date"
+table = "lake/bronze"
+mode = "append"
+batch-rows = 1000
+
+[[stage]]
+name = "silver"
+module = "{dedup}"
+from = "bronze"
+table = "lake/silver"
+mode = "merge"
+key = ["event_id"]
+params = {{ key = "event_id" }}
+
+[[stage]]
+name = "gold"
+module = "{revenue}"
+from = "silver"
+table = "lake/gold"
+partition = "date"
+expect = ["not_null(customer)", "unique(customer)"{gold_expect}]
+"#,
+        clean = m("examples/clean_orders"),
+        dedup = m("examples/dedup_events"),
+        revenue = m("examples/daily_revenue"),
+        data = data.display(),
+    );
+    let path = dir.join("idem.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `(stage, status, version, input version)` per stage of each date.
+fn stages(v: &Value) -> Vec<(String, String, String, Option<u64>, Option<u64>)> {
+    let mut out = Vec::new();
+    for d in v["dates"].as_array().unwrap() {
+        for st in d["stages"].as_array().unwrap() {
+            out.push((
+                d["date"].as_str().unwrap().to_string(),
+                st["stage"].as_str().unwrap().to_string(),
+                st["status"].as_str().unwrap().to_string(),
+                st["version"].as_u64(),
+                st["input"]["version"].as_u64(),
+            ));
+        }
+    }
+    out
+}
+
+/// `(event_id, amount)` of every row of a Parquet file, in file order.
+fn events(file: &Path) -> Vec<(String, Option<f64>)> {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::Float64Type;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(file).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let mut out = Vec::new();
+    for b in reader {
+        let b = b.unwrap();
+        let ids = b.column_by_name("event_id").unwrap().as_string::<i32>();
+        let amounts = b
+            .column_by_name("amount")
+            .unwrap()
+            .as_primitive::<Float64Type>();
+        for r in 0..b.num_rows() {
+            let a = (!amounts.is_null(r)).then(|| amounts.value(r));
+            out.push((ids.value(r).to_string(), a));
+        }
+    }
+    out
+}
+
+/// Rewrite one Parquet file with `amount` of row `row` raised by 1000.
+fn raise_amount(file: &Path, row: usize) {
+    use arrow::array::{Array, AsArray, Float64Array};
+    use arrow::datatypes::Float64Type;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(file).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let batches: Vec<_> = reader.map(|b| b.unwrap()).collect();
+    let schema = batches[0].schema();
+    let all = arrow::compute::concat_batches(&schema, &batches).unwrap();
+    let i = all.schema().index_of("amount").unwrap();
+    let amount = all.column(i).as_primitive::<Float64Type>();
+    let raised: Float64Array = (0..amount.len())
+        .map(|r| {
+            (!amount.is_null(r)).then(|| amount.value(r) + if r == row { 1000.0 } else { 0.0 })
+        })
+        .collect();
+    let mut cols = all.columns().to_vec();
+    cols[i] = std::sync::Arc::new(raised);
+    let changed = arrow::array::RecordBatch::try_new(schema.clone(), cols).unwrap();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(file).unwrap(), schema, None)
+            .unwrap();
+    w.write(&changed).unwrap();
+    w.close().unwrap();
+}
+
+/// The rows only `a` has and the rows only `b` has.
+fn moved(a: &[String], b: &[String]) -> (Vec<String>, Vec<String>) {
+    let gone = a.iter().filter(|r| !b.contains(r)).cloned().collect();
+    let new = b.iter().filter(|r| !a.contains(r)).cloned().collect();
+    (gone, new)
+}
+
+/// A row's fields.
+fn row(r: &str) -> Value {
+    serde_json::from_str(r).unwrap()
+}
+
+/// The pipeline's promise: each stage reads the version its upstream
+/// committed (pinned in the manifest), a rerun is a memo hit everywhere,
+/// and a changed bronze row moves exactly its silver key and its gold
+/// partition's row — nothing of the other dates.
+#[test]
+fn a_pipeline_rerun_is_a_no_op_and_a_changed_row_moves_only_what_depends_on_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("orders");
+    for d in 1..=3 {
+        common::orders(&data, &format!("2026-10-{d:02}"), 2_000, 2);
+    }
+    let file = pipeline_file(dir.path(), &data, "");
+    let lake = |t: &str| dir.path().join("lake").join(t);
+    let tables = ["bronze", "silver", "gold"];
+    let f = s(&file);
+
+    let (code, v, raw, err) = idem_json(&[
+        "pipeline",
+        "backfill",
+        f,
+        "--from",
+        "2026-10-01",
+        "--to",
+        "2026-10-03",
+    ]);
+    assert_eq!(code, 0, "{raw}\n{err}");
+    common::check_schemas(&[("pipeline", &raw)]).unwrap_or_else(|e| panic!("{e}"));
+    let first = stages(&v);
+    assert_eq!(first.len(), 9);
+    // Each stage reads its upstream at the version that committed the
+    // same date; every version is recorded in the downstream manifest.
+    for date in ["2026-10-01", "2026-10-02", "2026-10-03"] {
+        let of = |stage: &str| first.iter().find(|r| r.0 == date && r.1 == stage).unwrap();
+        for (up, down) in [("bronze", "silver"), ("silver", "gold")] {
+            assert_eq!(of(down).4, of(up).3, "{date}: {down} pins {up}");
+        }
+        assert!(
+            first
+                .iter()
+                .filter(|r| r.0 == date)
+                .all(|r| r.2 == "committed")
+        );
+        let (code, out, err) =
+            common::idem(&["show", &format!("{}#date={date}", s(&lake("gold")))]);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            out.contains(&format!("Delta version {}", of("silver").3.unwrap())),
+            "{out}"
+        );
+    }
+    let before: Vec<_> = tables
+        .iter()
+        .map(|t| common::read_table(&lake(t), None))
+        .collect();
+
+    // A rerun (one date, then the range) commits nothing anywhere.
+    let (code, v, raw, err) = idem_json(&["pipeline", "run", f, "--logical-date", "2026-10-02"]);
+    assert_eq!(code, 0, "{raw}\n{err}");
+    assert!(stages(&v).iter().all(|r| r.2 == "memo"), "{raw}");
+    let (code, v, raw, _) = idem_json(&[
+        "pipeline",
+        "backfill",
+        f,
+        "--from",
+        "2026-10-01",
+        "--to",
+        "2026-10-03",
+    ]);
+    assert_eq!(code, 0);
+    assert!(stages(&v).iter().all(|r| r.2 == "memo"), "{raw}");
+    for (t, b) in tables.iter().zip(&before) {
+        assert_eq!(&common::read_table(&lake(t), None), b, "{t}");
+    }
+
+    // Change one bronze row of 2026-10-02: an event that occurs once that
+    // day and has an amount (so bronze keeps it and silver's key is its).
+    let day = data.join("date=2026-10-02");
+    let file1 = day.join("part-00001.parquet");
+    let mut all = events(&day.join("part-00000.parquet"));
+    let mine = events(&file1);
+    all.extend(mine.iter().cloned());
+    let target = mine
+        .iter()
+        .position(|(id, amount)| {
+            amount.is_some() && all.iter().filter(|(o, _)| o == id).count() == 1
+        })
+        .unwrap();
+    raise_amount(&file1, target);
+    let changed_id = &mine[target].0;
+    let changed = common::read_parquet_rows(&file1)
+        .iter()
+        .map(|r| row(r))
+        .find(|r| r["event_id"] == changed_id.as_str())
+        .unwrap();
+    assert_eq!(
+        changed["amount"].as_f64(),
+        mine[target].1.map(|a| a + 1000.0)
+    );
+
+    let (code, v, raw, err) = idem_json(&[
+        "pipeline",
+        "backfill",
+        f,
+        "--from",
+        "2026-10-01",
+        "--to",
+        "2026-10-03",
+    ]);
+    assert_eq!(code, 0, "{raw}\n{err}");
+    for r in stages(&v) {
+        let want = if r.0 == "2026-10-02" {
+            "committed"
+        } else {
+            "memo"
+        };
+        assert_eq!(r.2, want, "{r:?}");
+    }
+    let after: Vec<_> = tables
+        .iter()
+        .map(|t| common::read_table(&lake(t), None))
+        .collect();
+    for ((t, b), a) in tables.iter().zip(&before).zip(&after) {
+        assert_eq!(a.version, b.version + 1, "{t}: one new version");
+        assert_eq!(commits_per_slice(&lake(t))["date=2026-10-02"], 2, "{t}");
+        assert_eq!(commits_per_slice(&lake(t))["date=2026-10-01"], 1, "{t}");
+    }
+    // Bronze and silver: exactly the changed event's row moved.
+    for (i, t) in ["bronze", "silver"].iter().enumerate() {
+        let (gone, new) = moved(&before[i].rows, &after[i].rows);
+        assert_eq!((gone.len(), new.len()), (1, 1), "{t}: {gone:?} -> {new:?}");
+        let (g, n) = (row(&gone[0]), row(&new[0]));
+        assert_eq!(g["event_id"], changed["event_id"], "{t}");
+        assert_eq!(n["event_id"], changed["event_id"], "{t}");
+        assert_eq!(n["amount"], changed["amount"], "{t}");
+    }
+    // Gold: only the changed customer's row of that date.
+    let (gone, new) = moved(&before[2].rows, &after[2].rows);
+    assert_eq!((gone.len(), new.len()), (1, 1), "gold: {gone:?} -> {new:?}");
+    for r in gone.iter().chain(&new).map(|r| row(r)) {
+        assert_eq!(r["date"], "2026-10-02");
+        assert_eq!(r["customer"], changed["customer"]);
+    }
+    let delta =
+        row(&new[0])["revenue"].as_f64().unwrap() - row(&gone[0])["revenue"].as_f64().unwrap();
+    let qty = changed["quantity"].as_f64().unwrap();
+    assert!(
+        (delta - 1000.0 * qty).abs() < 1e-6,
+        "revenue moved by {delta}"
+    );
+
+    // One stage alone reads its upstream's current output for the date;
+    // a stage whose upstream never ran the date is refused, naming it.
+    let (code, v, raw, _) = idem_json(&[
+        "pipeline",
+        "run",
+        f,
+        "--logical-date",
+        "2026-10-03",
+        "--stage",
+        "gold",
+    ]);
+    assert_eq!(code, 0, "{raw}");
+    assert_eq!(stages(&v).len(), 1);
+    assert_eq!(stages(&v)[0].2, "memo");
+    let (code, _, err) = common::idem(&[
+        "pipeline",
+        "run",
+        f,
+        "--logical-date",
+        "2026-10-04",
+        "--stage",
+        "silver",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("stage `bronze` has no committed run for date=2026-10-04"),
+        "{err}"
+    );
+
+    // Replay proves the pinned inputs: the gold run re-executes from
+    // silver's pinned version and gives the same bytes.
+    let (code, out, err) = common::idem(&["audit", s(&lake("gold")), "--replay"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+}
+
+/// A failing stage skips the later stages of its date and not the other
+/// dates; the exit code is the failure's; fixing it and rerunning
+/// finishes the chain without redoing the rest.
+#[test]
+fn a_failing_stage_stops_its_date_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("orders");
+    for d in [1, 3] {
+        common::orders(&data, &format!("2026-10-{d:02}"), 2_000, 2);
+    }
+    // Gold refuses more than 5 customers a day: every date fails there.
+    let file = pipeline_file(dir.path(), &data, ", \"rows(0..5)\"");
+    let f = s(&file);
+    let (code, v, raw, err) = idem_json(&[
+        "pipeline",
+        "backfill",
+        f,
+        "--from",
+        "2026-10-01",
+        "--to",
+        "2026-10-03",
+    ]);
+    // 2026-10-02 has no partition (exit 2) and outranks the failed gold
+    // expectations (1).
+    assert_eq!(code, 2, "{raw}\n{err}");
+    common::check_schemas(&[("pipeline", &raw)]).unwrap_or_else(|e| panic!("{e}"));
+    let got: Vec<(String, String, String)> =
+        stages(&v).into_iter().map(|r| (r.0, r.1, r.2)).collect();
+    let want: Vec<(String, String, String)> = [
+        ("2026-10-01", "bronze", "committed"),
+        ("2026-10-01", "silver", "committed"),
+        ("2026-10-01", "gold", "failed"),
+        ("2026-10-02", "bronze", "missing"),
+        ("2026-10-02", "silver", "skipped"),
+        ("2026-10-02", "gold", "skipped"),
+        ("2026-10-03", "bronze", "committed"),
+        ("2026-10-03", "silver", "committed"),
+        ("2026-10-03", "gold", "failed"),
+    ]
+    .iter()
+    .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+    .collect();
+    assert_eq!(got, want);
+    assert!(
+        !dir.path().join("lake/gold/_delta_log").exists()
+            || common::read_table(&dir.path().join("lake/gold"), None)
+                .rows
+                .is_empty()
+    );
+    let (code, _, _) = common::idem(&["pipeline", "run", f, "--logical-date", "2026-10-01"]);
+    assert_eq!(code, 1, "a failed expectation exits 1");
+    // Fixed: gold runs, bronze and silver are memo hits.
+    pipeline_file(dir.path(), &data, "");
+    let (code, v, raw, _) = idem_json(&["pipeline", "run", f, "--logical-date", "2026-10-01"]);
+    assert_eq!(code, 0, "{raw}");
+    let got: Vec<String> = stages(&v).into_iter().map(|r| r.2).collect();
+    assert_eq!(got, ["memo", "memo", "committed"]);
+}

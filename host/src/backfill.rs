@@ -146,8 +146,41 @@ pub fn run(
     stop: &AtomicBool,
     done: &(dyn Fn(&SliceResult) + Sync),
 ) -> Vec<SliceResult> {
+    let work = |date: &str| {
+        let t = Instant::now();
+        let outcome = make(date).execute(sandbox);
+        result(date, outcome, t.elapsed().as_millis() as u64)
+    };
+    for_each_date(dates, jobs, stop, &work, done)
+        .into_iter()
+        .zip(dates)
+        .map(|(r, date)| r.unwrap_or_else(|| not_started(date)))
+        .collect()
+}
+
+/// A slice the backfill never started.
+pub fn not_started(date: &str) -> SliceResult {
+    SliceResult {
+        date: date.to_string(),
+        status: Status::NotStarted,
+        rows_in: 0,
+        rows: 0,
+        ms: 0,
+    }
+}
+
+/// Do `work(date)` for every date, `jobs` at a time, in date order of
+/// start; `done` sees each result as it ends; once `stop` is set no new
+/// date starts. Results in date order (`None`: not started).
+pub fn for_each_date<R: Send>(
+    dates: &[String],
+    jobs: usize,
+    stop: &AtomicBool,
+    work: &(dyn Fn(&str) -> R + Sync),
+    done: &(dyn Fn(&R) + Sync),
+) -> Vec<Option<R>> {
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<SliceResult>>> = Mutex::new(vec![None; dates.len()]);
+    let results: Mutex<Vec<Option<R>>> = Mutex::new((0..dates.len()).map(|_| None).collect());
     std::thread::scope(|scope| {
         for _ in 0..jobs.clamp(1, dates.len().max(1)) {
             scope.spawn(|| {
@@ -157,9 +190,7 @@ pub fn run(
                     }
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(date) = dates.get(i) else { break };
-                    let t = Instant::now();
-                    let outcome = make(date).execute(sandbox);
-                    let r = result(date, outcome, t.elapsed().as_millis() as u64);
+                    let r = work(date);
                     done(&r);
                     if let Ok(mut all) = results.lock() {
                         all[i] = Some(r);
@@ -168,22 +199,11 @@ pub fn run(
             });
         }
     });
-    let all = results.into_inner().unwrap_or_else(|e| e.into_inner());
-    all.into_iter()
-        .zip(dates)
-        .map(|(r, date)| {
-            r.unwrap_or(SliceResult {
-                date: date.clone(),
-                status: Status::NotStarted,
-                rows_in: 0,
-                rows: 0,
-                ms: 0,
-            })
-        })
-        .collect()
+    results.into_inner().unwrap_or_else(|e| e.into_inner())
 }
 
-fn result(date: &str, outcome: Result<RunReport, RunError>, ms: u64) -> SliceResult {
+/// A run's end as a slice result.
+pub fn result(date: &str, outcome: Result<RunReport, RunError>, ms: u64) -> SliceResult {
     let (status, rows_in, rows) = match outcome {
         Ok(r) => (
             Status::Done(r.outcome),

@@ -10,6 +10,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 pub mod backfill;
+pub mod pipeline;
 pub mod show;
 
 /// Where results go: stdout, for people or as one JSON document.
@@ -273,6 +274,10 @@ pub struct SliceArgs {
     /// The slice: the --input Delta table at this version.
     #[arg(long)]
     pub delta_version: Option<u64>,
+    /// With --delta-version: only the rows this slice of the table owns
+    /// (what an upstream idem run committed for it, e.g. date=2026-10-01).
+    #[arg(long, requires = "delta_version")]
+    pub delta_slice: Option<String>,
     /// The slice: the next objects of the append-only prefix --input, after
     /// the last one this table consumed (the position is committed with
     /// the output).
@@ -366,7 +371,9 @@ impl SliceArgs {
             (Some(table), Some(version), _, true) => SliceSpec::Delta {
                 table: table.clone(),
                 version,
-                partition: partition.clone(),
+                // With --delta-slice, --partition names only the target's.
+                partition: partition.clone().filter(|_| a.delta_slice.is_none()),
+                slice: a.delta_slice.clone(),
             },
             (Some(root), None, Some((column, value)), true) => SliceSpec::Partition {
                 root: PathBuf::from(root),
@@ -384,7 +391,10 @@ impl SliceArgs {
                 "give one slice: --input ROOT --partition K=V, --input TABLE --delta-version N [--partition K=V], or --files F..."
             ),
         };
-        let mode = parse_mode(a.mode.as_deref(), &a.key, partition)?;
+        let mode_name = a.mode.as_deref().or_else(|| {
+            (a.delta_slice.is_some() && partition.is_some()).then_some("overwrite-partition")
+        });
+        let mode = parse_mode(mode_name, &a.key, partition)?;
         let mut run = Run::new(module, slice, table)
             .params(a.params.clone())
             .logical_date(a.logical_date.clone())

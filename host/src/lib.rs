@@ -18,6 +18,7 @@ pub mod explain;
 pub mod fault;
 pub mod manifest;
 pub mod output;
+pub mod pipeline;
 pub mod progress;
 pub mod run;
 pub mod sample;

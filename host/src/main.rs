@@ -109,6 +109,10 @@ enum Command {
         after_help = "Example:\n  idem backfill --module daily_revenue.wasm --input lake/orders --table lake/daily_revenue --from 2026-10-01 --to 2026-10-31 --jobs 4"
     )]
     Backfill(cli::backfill::BackfillArgs),
+    /// Chained stages from an idem.toml (bronze -> silver -> gold), each
+    /// reading what the previous one committed for the same date.
+    #[command(subcommand)]
+    Pipeline(cli::pipeline::PipelineCommand),
     /// Print a stored run's manifest: a manifest file, TABLE#SLICE (the
     /// slice's current run), or a run key (a prefix will do) with --table.
     #[command(
@@ -246,6 +250,7 @@ fn try_main(args: Args) -> Result<ExitCode> {
         Command::Log { table } => cli::log(&table, out),
         Command::Sample(a) => cli::sample(a, out),
         Command::Backfill(a) => cli::backfill::backfill(a, out),
+        Command::Pipeline(c) => cli::pipeline::pipeline(c, out),
         Command::Show(a) => cli::show::show(a, out),
         Command::Explain(a) => cli::show::explain(a, out),
         Command::New(a) => cli::new(a, out),

@@ -192,6 +192,11 @@ pub struct SliceRecord {
     /// partition values the guest sees, which are not in the files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delta_version: Option<u64>,
+    /// For a Delta input: only the rows that slice of the pinned table
+    /// owns (a pipeline stage reading what its upstream stage committed
+    /// for the same date).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_slice: Option<String>,
 }
 
 /// Where and how the output is committed.
@@ -385,6 +390,7 @@ mod tests {
                 root: "file:///d/".into(),
                 inputs: vec![],
                 delta_version: None,
+                delta_slice: None,
             },
             params: serde_json::from_str(params).unwrap(),
             logical_date: Some("2026-10-01".into()),

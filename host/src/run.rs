@@ -116,6 +116,9 @@ pub enum SliceSpec {
         version: u64,
         /// Partition filter `column = value`.
         partition: Option<(String, String)>,
+        /// Only the rows this slice of the table owns (what an upstream
+        /// stage committed for it); the slice id becomes this.
+        slice: Option<String>,
     },
 }
 
@@ -544,6 +547,10 @@ impl Run {
                 inputs: slice.inputs.clone(),
                 delta_version: match &self.slice {
                     SliceSpec::Delta { version, .. } => Some(*version),
+                    _ => None,
+                },
+                delta_slice: match &self.slice {
+                    SliceSpec::Delta { slice, .. } => slice.clone(),
                     _ => None,
                 },
             },
@@ -1141,18 +1148,33 @@ fn resolve(
             table,
             version,
             partition,
+            slice,
         } => {
             // Read through the pinned snapshot: its files only, with the
             // partition values its log holds (not in the files).
-            let (inputs, root, schema) = rt.block_on(async {
+            let (inputs, rows_of, root, schema) = rt.block_on(async {
                 let mut t = Table::open_existing(table).await?;
                 t.load_version(*version).await?;
-                let inputs = t
-                    .input_files(partition.as_ref().map(|(k, v)| (k.as_str(), v.as_str())))
+                let (inputs, rows_of) = t
+                    .input_files(
+                        partition.as_ref().map(|(k, v)| (k.as_str(), v.as_str())),
+                        slice.as_deref(),
+                    )
                     .await?;
                 let schema = t.arrow_schema()?;
-                Ok::<_, RunError>((inputs, t.url().clone(), schema))
+                Ok::<_, RunError>((inputs, rows_of, t.url().clone(), schema))
             })?;
+            if let Some(owner) = slice
+                && inputs.is_empty()
+            {
+                return Err(RunError::Slice(SliceError::Empty {
+                    slice: owner.clone(),
+                    root: root.to_string(),
+                    hint: format!(
+                        "version {version} of the table holds no rows of slice `{owner}`: run the upstream stage for it first (or pin the version that committed it)"
+                    ),
+                }));
+            }
             let mut files = Vec::with_capacity(inputs.len());
             let mut values = Vec::with_capacity(inputs.len());
             let mut columns: Vec<String> = Vec::new();
@@ -1177,13 +1199,19 @@ fn resolve(
                         })
                 })
                 .collect();
-            let id = match partition {
-                Some((k, v)) => format!("{k}={v}"),
-                None => format!("delta-v{version}"),
+            let id = match (slice, partition) {
+                (Some(owner), _) => owner.clone(),
+                (None, Some((k, v))) => format!("{k}={v}"),
+                (None, None) => format!("delta-v{version}"),
             };
-            let slice =
+            let mut resolved =
                 ResolvedSlice::from_names(&id, &root, files)?.with_constants(fields, values);
-            (slice, "delta")
+            if let Some(owner) = slice
+                && rows_of
+            {
+                resolved = resolved.with_row_filter(crate::table::OWNER_COLUMN, owner);
+            }
+            (resolved, "delta")
         }
         SliceSpec::Next { .. } => {
             return Err(RunError::Usage(
@@ -1256,7 +1284,8 @@ pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
                 "the manifest does not record the pinned Delta version of its input (made by an older idem): it cannot be replayed".into(),
             ));
         };
-        let partition = (m.spec.slice.id != format!("delta-v{version}"))
+        let slice = m.spec.slice.delta_slice.clone();
+        let partition = (slice.is_none() && m.spec.slice.id != format!("delta-v{version}"))
             .then(|| m.spec.slice.id.split_once('='))
             .flatten()
             .map(|(k, v)| (k.to_string(), v.to_string()));
@@ -1264,6 +1293,7 @@ pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
             table: m.spec.slice.root.clone(),
             version,
             partition,
+            slice,
         };
         resolve(&rt, &spec)?.0
     } else {

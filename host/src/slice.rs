@@ -292,6 +292,9 @@ pub struct ResolvedSlice {
     /// Per input path, the values of [`ResolvedSlice::constant_fields`], in
     /// that order (`None` = null).
     pub constants: BTreeMap<String, Vec<Option<String>>>,
+    /// Keep only the rows whose text column equals the value (a Delta
+    /// merge table's rows of one slice): applied as each file is decoded.
+    pub row_filter: Option<(String, String)>,
 }
 
 impl ResolvedSlice {
@@ -469,6 +472,7 @@ impl ResolvedSlice {
             skipped,
             constant_fields: Vec::new(),
             constants: BTreeMap::new(),
+            row_filter: None,
         })
     }
 
@@ -484,6 +488,32 @@ impl ResolvedSlice {
         }
         self.constant_fields = fields;
         self
+    }
+
+    /// Keep only the rows whose text `column` equals `value`.
+    pub fn with_row_filter(mut self, column: &str, value: &str) -> Self {
+        self.row_filter = Some((column.to_string(), value.to_string()));
+        self
+    }
+
+    /// `batch` without the rows [`ResolvedSlice::row_filter`] drops.
+    fn filter_rows(&self, path: &str, batch: RecordBatch) -> Result<RecordBatch, SliceError> {
+        let Some((column, value)) = &self.row_filter else {
+            return Ok(batch);
+        };
+        let bad = |detail: String| SliceError::Malformed {
+            path: path.to_string(),
+            detail,
+        };
+        let col = batch
+            .column_by_name(column)
+            .ok_or_else(|| bad(format!("no column `{column}` to select slice `{value}` by")))?;
+        let text = arrow::compute::cast(col, &arrow::datatypes::DataType::Utf8)
+            .map_err(|e| bad(format!("column `{column}`: {e}")))?;
+        let want = StringArray::new_scalar(value.as_str());
+        let keep = arrow::compute::kernels::cmp::eq(&text, &want)
+            .map_err(|e| bad(format!("column `{column}`: {e}")))?;
+        arrow::compute::filter_record_batch(&batch, &keep).map_err(|e| bad(e.to_string()))
     }
 
     /// The constant columns of `input` for a batch of `rows` rows.
@@ -807,6 +837,7 @@ impl SliceReader {
                                 detail: e.to_string(),
                             }
                         })?;
+                    let batch = self.slice.filter_rows(path, batch)?;
                     self.coalescer
                         .push_batch(batch)
                         .map_err(|e| SliceError::Malformed {

@@ -77,7 +77,22 @@ extern "C" fn on_interrupt(_: libc::c_int) {
     }
 }
 
-fn status_text(s: &Status) -> String {
+/// From now on the first Ctrl-C sets the returned flag (start nothing
+/// new); a second one ends the process.
+pub(crate) fn on_ctrl_c() -> &'static AtomicBool {
+    #[cfg(unix)]
+    // SAFETY: installs a handler that only stores an atomic and resets the
+    // signal's disposition (both async-signal-safe).
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_interrupt as *const () as libc::sighandler_t,
+        );
+    }
+    &STOP
+}
+
+pub(crate) fn status_text(s: &Status) -> String {
     match s {
         Status::Done(o) => o.to_string(),
         Status::Missing(_) => "missing (no input)".into(),
@@ -86,7 +101,7 @@ fn status_text(s: &Status) -> String {
     }
 }
 
-fn status_kind(s: &Status) -> &'static str {
+pub(crate) fn status_kind(s: &Status) -> &'static str {
     match s {
         Status::Done(RunOutcome::Committed { .. }) => "committed",
         Status::Done(RunOutcome::Unchanged { .. }) => "unchanged",
@@ -98,7 +113,7 @@ fn status_kind(s: &Status) -> &'static str {
 }
 
 /// Whether the slice's transform ran (not a memo hit, not a failure).
-fn executed(s: &Status) -> bool {
+pub(crate) fn executed(s: &Status) -> bool {
     matches!(
         s,
         Status::Done(RunOutcome::Committed { .. } | RunOutcome::Unchanged { .. })
@@ -185,15 +200,7 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
     // would fight over the screen.
     let bar = idem::progress::slices(dates.len() as u64);
     idem::progress::enable(false);
-    #[cfg(unix)]
-    // SAFETY: installs a handler that only stores an atomic and resets the
-    // signal's disposition (both async-signal-safe).
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_interrupt as *const () as libc::sighandler_t,
-        );
-    }
+    let stop = on_ctrl_c();
     let started = Instant::now();
     let seen: Mutex<Vec<SliceResult>> = Mutex::new(Vec::new());
     let done = |r: &SliceResult| {
@@ -232,7 +239,7 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
             ));
         }
     };
-    let results = idem::backfill::run(&dates, a.jobs, &sandbox, &make, &STOP, &done);
+    let results = idem::backfill::run(&dates, a.jobs, &sandbox, &make, stop, &done);
     bar.finish();
     let secs = started.elapsed().as_secs_f64();
     let rows: u64 = results.iter().map(|r| r.rows).sum();

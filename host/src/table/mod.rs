@@ -35,7 +35,7 @@ use object_store::ObjectStoreExt as _;
 use url::Url;
 
 pub use error::TableError;
-pub use mode::{KeyChecker, Mode};
+pub use mode::{KeyChecker, Mode, OWNER_COLUMN};
 pub use proof::SliceCommit;
 
 use crate::digest::Digest;
@@ -934,10 +934,17 @@ impl Table {
     /// in the files), optionally limited to partition `column = value`.
     /// Tables whose rows cannot be read file by file as plain Parquet
     /// (deletion vectors, column mapping) are refused with a clear error.
+    ///
+    /// With `owner`, only that slice's rows: in an append or
+    /// overwrite-partition table every data file belongs to one slice (its
+    /// tags say which), so its files; in a merge table files mix slices, so
+    /// every file, and the second value is `true`: keep only the rows whose
+    /// owner column ([`OWNER_COLUMN`]) names the slice.
     pub async fn input_files(
         &self,
         partition: Option<(&str, &str)>,
-    ) -> Result<Vec<InputFile>, TableError> {
+        owner: Option<&str>,
+    ) -> Result<(Vec<InputFile>, bool), TableError> {
         let snapshot = self
             .delta
             .snapshot()
@@ -945,6 +952,26 @@ impl Table {
         let unsupported = |what: String| TableError::Delta {
             what: format!("reading {} as a slice", self.url),
             detail: what,
+        };
+        let rows_of = match (
+            owner,
+            snapshot.metadata().configuration().get(MODE_PROPERTY),
+        ) {
+            (None, _) => false,
+            (Some(_), Some(m)) if m == Mode::Merge { keys: vec![] }.name() => {
+                if self.arrow_schema()?.field_with_name(OWNER_COLUMN).is_err() {
+                    return Err(unsupported(format!(
+                        "the merge table has no `{OWNER_COLUMN}` column to select a slice's rows by"
+                    )));
+                }
+                true
+            }
+            (Some(_), Some(_)) => false,
+            (Some(owner), None) => {
+                return Err(unsupported(format!(
+                    "the rows of slice `{owner}` can only be selected in a table idem writes (it records which slice owns which rows); this table was not created by idem. Read a version or a partition of it instead"
+                )));
+            }
         };
         if let Some(mode) = snapshot
             .metadata()
@@ -959,6 +986,12 @@ impl Table {
         let mut out = Vec::new();
         for f in ownership::data_files(&self.delta).await? {
             if partition.is_some_and(|(k, v)| !ownership::in_partition(&f, k, v)) {
+                continue;
+            }
+            if let Some(owner) = owner
+                && !rows_of
+                && ownership::tag(&f, ownership::TAG_SLICE) != Some(owner)
+            {
                 continue;
             }
             if f.deletion_vector.is_some() {
@@ -986,7 +1019,7 @@ impl Table {
                 partition_values: values,
             });
         }
-        Ok(out)
+        Ok((out, rows_of))
     }
 
     /// Load a given version (for pinned Delta inputs).

@@ -1,0 +1,259 @@
+//! `idem pipeline run|backfill`: the stages of an `idem.toml`, per logical
+//! date, each pinned to what the previous stage committed.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use idem::backfill::Status;
+use idem::pipeline::{Pipeline, StageRun};
+
+use super::backfill::{executed, status_kind, status_text};
+use super::{LimitArgs, Out};
+
+#[derive(Subcommand, Debug)]
+pub enum PipelineCommand {
+    /// Run every stage for one logical date, in order (or one stage with
+    /// --stage, reading its upstream stage's current output for the date).
+    #[command(after_help = "Example:\n  idem pipeline run idem.toml --logical-date 2026-10-01")]
+    Run(PipelineRunArgs),
+    /// Run the pipeline for every date of a range, --jobs dates at a time
+    /// (each date's stages in order); rerunning it redoes nothing.
+    #[command(
+        after_help = "Example:\n  idem pipeline backfill idem.toml --from 2026-10-01 --to 2026-10-31 --jobs 2"
+    )]
+    Backfill(PipelineBackfillArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct PipelineRunArgs {
+    /// The pipeline file (idem.toml).
+    pub file: PathBuf,
+    /// The scheduler's logical date (YYYY-MM-DD): the slice of every stage.
+    #[arg(long)]
+    pub logical_date: String,
+    /// Run only this stage.
+    #[arg(long)]
+    pub stage: Option<String>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct PipelineBackfillArgs {
+    /// The pipeline file (idem.toml).
+    pub file: PathBuf,
+    /// First date (YYYY-MM-DD).
+    #[arg(long)]
+    pub from: String,
+    /// Last date, included (YYYY-MM-DD).
+    #[arg(long)]
+    pub to: String,
+    /// Dates run at once.
+    #[arg(long, short, default_value_t = 2)]
+    pub jobs: usize,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+pub fn pipeline(c: PipelineCommand, out: Out) -> Result<ExitCode> {
+    match c {
+        PipelineCommand::Run(a) => {
+            let dates = idem::backfill::dates(&a.logical_date, &a.logical_date)?;
+            let p = Pipeline::load(&a.file)?;
+            let only = match &a.stage {
+                None => None,
+                Some(s) => Some(p.stage(s).ok_or_else(|| {
+                    let names: Vec<&str> = p.stages.iter().map(|s| s.name.as_str()).collect();
+                    anyhow::anyhow!(
+                        "the pipeline has no stage `{s}`: its stages are {}",
+                        names.join(", ")
+                    )
+                })?),
+            };
+            let sandbox = a.limits.sandbox()?;
+            preflight(&p, &sandbox)?;
+            let started = Instant::now();
+            let runs = p.run_date(&dates[0], only, &sandbox);
+            if !out.json {
+                for r in &runs {
+                    eprintln!("{}", line(&p, &dates[0], r));
+                }
+            }
+            finish(&p, vec![(dates[0].clone(), runs)], started, out)
+        }
+        PipelineCommand::Backfill(a) => {
+            let dates = idem::backfill::dates(&a.from, &a.to)?;
+            if !(1..=64).contains(&a.jobs) {
+                bail!("--jobs must be from 1 to 64");
+            }
+            let p = Pipeline::load(&a.file)?;
+            let sandbox = a.limits.sandbox()?;
+            preflight(&p, &sandbox)?;
+            let bar = idem::progress::slices(dates.len() as u64);
+            idem::progress::enable(false);
+            let stop = super::backfill::on_ctrl_c();
+            let started = Instant::now();
+            let seen = Mutex::new(0usize);
+            let done = |date: &str, runs: &[StageRun]| {
+                let lines: Vec<String> = runs.iter().map(|r| line(&p, date, r)).collect();
+                let Ok(mut n) = seen.lock() else { return };
+                *n += 1;
+                for l in lines {
+                    if bar.is_hidden() {
+                        eprintln!("{l}");
+                    } else {
+                        bar.println(l);
+                    }
+                }
+                bar.inc(1);
+            };
+            let results = p.backfill(&dates, a.jobs, &sandbox, stop, &done);
+            bar.finish();
+            finish(&p, results, started, out)
+        }
+    }
+}
+
+/// Params, modes and modules of every stage, before any date runs.
+fn preflight(p: &Pipeline, sandbox: &idem::sandbox::Sandbox) -> Result<()> {
+    p.preflight(sandbox)
+        .map_err(|(stage, e)| anyhow::Error::new(e).context(format!("stage `{stage}`")))
+}
+
+fn line(p: &Pipeline, date: &str, r: &StageRun) -> String {
+    let reads = r
+        .input
+        .as_ref()
+        .map(|(t, v)| format!("  (reads {t} at version {v})"))
+        .unwrap_or_default();
+    match &r.result.status {
+        Status::Failed(e, _) | Status::Missing(e) => {
+            format!("{:<8} {}  FAILED: {e}", r.stage, p.slice_id(date))
+        }
+        Status::NotStarted => format!(
+            "{:<8} {}  skipped (an earlier stage of the date did not finish)",
+            r.stage,
+            p.slice_id(date)
+        ),
+        s => format!(
+            "{:<8} {}  {}  {} -> {} rows{reads}",
+            r.stage,
+            p.slice_id(date),
+            status_text(s),
+            r.result.rows_in,
+            r.result.rows
+        ),
+    }
+}
+
+fn finish(
+    p: &Pipeline,
+    results: Vec<(String, Vec<StageRun>)>,
+    started: Instant,
+    out: Out,
+) -> Result<ExitCode> {
+    let secs = started.elapsed().as_secs_f64();
+    let all: Vec<&StageRun> = results.iter().flat_map(|(_, r)| r).collect();
+    let worst = all
+        .iter()
+        .filter_map(|r| match &r.result.status {
+            Status::Failed(_, kind) => Some(kind.exit_code()),
+            Status::Missing(_) => Some(idem::error::Kind::Input.exit_code()),
+            _ => None,
+        })
+        .max();
+    // A date none of whose stages started was interrupted (a skipped
+    // stage after a failure is not).
+    let interrupted = results
+        .iter()
+        .any(|(_, runs)| runs.iter().all(|r| r.result.status == Status::NotStarted));
+    let dates: Vec<Value> = results
+        .iter()
+        .map(|(date, runs)| {
+            let stages: Vec<Value> = runs
+                .iter()
+                .map(|r| {
+                    let stage = p.stages.iter().find(|s| s.name == r.stage);
+                    json!({
+                        "stage": r.stage,
+                        "table": stage.map(|s| s.table.clone()),
+                        "slice": p.slice_id(date),
+                        "input": r.input.as_ref().map(|(t, v)| json!({"table": t, "version": v})),
+                        "status": match r.result.status {
+                            Status::NotStarted => "skipped",
+                            ref s => status_kind(s),
+                        },
+                        "version": r.version,
+                        "rowsIn": r.result.rows_in,
+                        "rows": r.result.rows,
+                        "ms": r.result.ms,
+                        "error": match &r.result.status {
+                            Status::Failed(e, _) | Status::Missing(e) => Some(e.as_str()),
+                            _ => None,
+                        },
+                    })
+                })
+                .collect();
+            json!({"date": date, "stages": stages})
+        })
+        .collect();
+    out.emit(
+        json!({
+            "pipeline": p.name,
+            "dates": dates,
+            "seconds": secs,
+            "ok": worst.is_none() && !interrupted,
+        }),
+        || {
+            println!(
+                "{:<12} {:<10} {:<10} {:>8} {:>10} {:>10}",
+                "DATE", "STAGE", "RESULT", "VERSION", "ROWS IN", "ROWS OUT"
+            );
+            for (date, runs) in &results {
+                for r in runs {
+                    let kind = match r.result.status {
+                        Status::NotStarted => "skipped",
+                        ref s => status_kind(s),
+                    };
+                    println!(
+                        "{:<12} {:<10} {:<10} {:>8} {:>10} {:>10}",
+                        date,
+                        r.stage,
+                        kind,
+                        r.version.map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
+                        r.result.rows_in,
+                        r.result.rows
+                    );
+                }
+            }
+            let ran = all.iter().filter(|r| executed(&r.result.status)).count();
+            let memo = all
+                .iter()
+                .filter(|r| status_kind(&r.result.status) == "memo")
+                .count();
+            println!(
+                "pipeline {}: {} date(s), {} stage run(s): {ran} executed, {memo} memo, {} failed; {secs:.1} s",
+                p.name,
+                results.len(),
+                all.len(),
+                all.iter()
+                    .filter(|r| matches!(r.result.status, Status::Failed(..) | Status::Missing(_)))
+                    .count()
+            );
+            if interrupted {
+                println!("interrupted: run the same command again to finish (nothing committed is redone)");
+            }
+        },
+    );
+    Ok(match worst {
+        Some(code) => ExitCode::from(code),
+        None if interrupted => ExitCode::from(130),
+        None => ExitCode::SUCCESS,
+    })
+}
