@@ -871,8 +871,11 @@ expect = ["not_null(customer)", "unique(customer)"{gold_expect}]
     path
 }
 
-/// `(stage, status, version, input version)` per stage of each date.
-fn stages(v: &Value) -> Vec<(String, String, String, Option<u64>, Option<u64>)> {
+/// `(date, stage, status, version, input version)`.
+type StageRow = (String, String, String, Option<u64>, Option<u64>);
+
+/// A [`StageRow`] per stage of each date.
+fn stages(v: &Value) -> Vec<StageRow> {
     let mut out = Vec::new();
     for d in v["dates"].as_array().unwrap() {
         for st in d["stages"].as_array().unwrap() {
@@ -1198,4 +1201,131 @@ fn a_failing_stage_stops_its_date_only() {
     assert_eq!(code, 0, "{raw}");
     let got: Vec<String> = stages(&v).into_iter().map(|r| r.2).collect();
     assert_eq!(got, ["memo", "memo", "committed"]);
+}
+
+/// The example DAG (examples/airflow/) with Airflow itself (`airflow dags
+/// test`, which runs a DAG run in-process with retries): the shipped
+/// idem.toml for two logical dates; the gold stage of the second is
+/// SIGKILLed inside its commit on its first try, Airflow retries it (exit
+/// codes other than 1/2/3 retry), and the tables equal a clean
+/// `idem pipeline backfill` of the same dates, row by row.
+#[test]
+fn the_airflow_dag_runs_each_date_and_retries_a_killed_stage() {
+    let Some(airflow) = common::airflow() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The shipped pipeline file, with its modules and data beside it.
+    let setup = |at: &Path| {
+        std::fs::create_dir_all(at.join("wasm")).unwrap();
+        for m in ["clean_orders", "dedup_events", "daily_revenue"] {
+            std::fs::copy(
+                common::guest(&format!("examples/{m}")),
+                at.join("wasm").join(format!("{m}.wasm")),
+            )
+            .unwrap();
+        }
+        for d in ["2026-10-01", "2026-10-02"] {
+            common::orders(&at.join("data/orders"), d, 2_000, 2);
+        }
+        std::fs::copy(
+            common::root().join("examples/airflow/idem.toml"),
+            at.join("idem.toml"),
+        )
+        .unwrap();
+        at.join("idem.toml")
+    };
+    let scheduled = setup(&dir.path().join("scheduled"));
+    let clean = setup(&dir.path().join("clean"));
+
+    let home = dir.path().join("airflow-home");
+    let calls = dir.path().join("calls");
+    let env: Vec<(&str, String)> = vec![
+        ("AIRFLOW_HOME", home.display().to_string()),
+        ("AIRFLOW__CORE__LOAD_EXAMPLES", "False".into()),
+        (
+            "AIRFLOW__CORE__DAGS_FOLDER",
+            common::root()
+                .join("examples/airflow")
+                .display()
+                .to_string(),
+        ),
+        (
+            "IDEM_BIN",
+            common::root()
+                .join("tests/airflow_wrap.sh")
+                .display()
+                .to_string(),
+        ),
+        ("REAL_IDEM", env!("CARGO_BIN_EXE_idem").into()),
+        ("IDEM_CACHE_DIR", common::test_cache().display().to_string()),
+        ("IDEM_PIPELINE", scheduled.display().to_string()),
+        ("CALLS", calls.display().to_string()),
+        ("MARK", dir.path().join("mark").display().to_string()),
+        ("FAIL_DATE", "2026-10-02".into()),
+        ("FAIL_STAGE", "gold".into()),
+    ];
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&airflow)
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .expect("running airflow");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "airflow {args:?}:\n{text}");
+        text
+    };
+    run(&["db", "migrate"]);
+    for date in ["2026-10-01", "2026-10-02"] {
+        let log = run(&["dags", "test", "idem_pipeline", date]);
+        assert!(log.contains("state=success"), "{date}:\n{log}");
+        if date == "2026-10-02" {
+            assert!(log.contains("idem exit 137"), "{log}");
+            assert!(log.contains("up_for_retry"), "{log}");
+        }
+    }
+    // Each stage ran once per date, gold of 2026-10-02 twice (killed, retried).
+    let calls = std::fs::read_to_string(&calls).unwrap();
+    for date in ["2026-10-01", "2026-10-02"] {
+        for stage in ["bronze", "silver", "gold"] {
+            let n = calls
+                .lines()
+                .filter(|l| {
+                    l.contains(&format!("--logical-date {date} "))
+                        && l.ends_with(&format!("--stage {stage}"))
+                })
+                .count();
+            let want = if (date, stage) == ("2026-10-02", "gold") {
+                2
+            } else {
+                1
+            };
+            assert_eq!(n, want, "{date} {stage}:\n{calls}");
+        }
+    }
+    // The killed try left data files but no log entry; the tables equal
+    // one clean run's.
+    let (code, out, err) = common::idem(&[
+        "pipeline",
+        "backfill",
+        s(&clean),
+        "--from",
+        "2026-10-01",
+        "--to",
+        "2026-10-02",
+        "--jobs",
+        "1",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    for t in ["bronze", "silver", "gold"] {
+        let a = common::read_table(&dir.path().join("scheduled/lake").join(t), None);
+        let b = common::read_table(&dir.path().join("clean/lake").join(t), None);
+        assert_eq!(a.rows, b.rows, "{t}");
+        assert_eq!(a.version, b.version, "{t}: one version per date and stage");
+        assert!(!a.rows.is_empty());
+    }
 }

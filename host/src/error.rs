@@ -65,6 +65,12 @@ impl Kind {
         if let Some(e) = e.downcast_ref::<RunError>() {
             return Some(e.kind());
         }
+        if let Some(e) = e.downcast_ref::<crate::pipeline::PipelineError>() {
+            return Some(match e {
+                crate::pipeline::PipelineError::Stage { source, .. } => source.kind(),
+                _ => Kind::Input,
+            });
+        }
         if let Some(e) = e.downcast_ref::<SliceError>() {
             return Some(e.kind());
         }

@@ -74,6 +74,15 @@ pub enum PipelineError {
         /// The error.
         source: std::io::Error,
     },
+    /// A stage's params, mode or module was refused before anything ran.
+    #[error("stage `{stage}`: {source}")]
+    Stage {
+        /// The stage.
+        stage: String,
+        /// Why.
+        #[source]
+        source: Box<RunError>,
+    },
     /// The file is not a valid pipeline.
     #[error("{path}: {detail}")]
     Invalid {
@@ -364,11 +373,14 @@ impl Pipeline {
 
     /// Check every stage's params and mode and load its modules, once,
     /// before any date runs.
-    pub fn preflight(&self, sandbox: &Sandbox) -> Result<(), (String, RunError)> {
+    pub fn preflight(&self, sandbox: &Sandbox) -> Result<(), PipelineError> {
         for i in 0..self.stages.len() {
             self.run_of(i, "2000-01-01", Some(0))
                 .preflight(sandbox)
-                .map_err(|e| (self.stages[i].name.clone(), e))?;
+                .map_err(|e| PipelineError::Stage {
+                    stage: self.stages[i].name.clone(),
+                    source: Box::new(e),
+                })?;
         }
         Ok(())
     }

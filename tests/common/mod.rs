@@ -367,3 +367,24 @@ sys.exit(1 if bad else 0)
         ))
     }
 }
+
+/// The `airflow` command of the Airflow test's virtual environment:
+/// `IDEM_AIRFLOW`, else scripts/test's default place. `None` only when
+/// scripts/test could not install the package and said why in
+/// `IDEM_AIRFLOW_SKIP`; otherwise a missing Airflow fails the test.
+pub fn airflow() -> Option<PathBuf> {
+    let path = std::env::var_os("IDEM_AIRFLOW")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/idem-airflow/bin/airflow"));
+    if path.exists() {
+        return Some(path);
+    }
+    if let Ok(why) = std::env::var("IDEM_AIRFLOW_SKIP") {
+        eprintln!("SKIPPED: Airflow could not be installed from PyPI: {why}");
+        return None;
+    }
+    panic!(
+        "no Airflow at {}: run the suite with scripts/test (it installs apache-airflow from tests/airflow-requirements.txt into /var/tmp/idem-airflow)",
+        path.display()
+    );
+}

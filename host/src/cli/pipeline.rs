@@ -122,8 +122,7 @@ pub fn pipeline(c: PipelineCommand, out: Out) -> Result<ExitCode> {
 
 /// Params, modes and modules of every stage, before any date runs.
 fn preflight(p: &Pipeline, sandbox: &idem::sandbox::Sandbox) -> Result<()> {
-    p.preflight(sandbox)
-        .map_err(|(stage, e)| anyhow::Error::new(e).context(format!("stage `{stage}`")))
+    Ok(p.preflight(sandbox)?)
 }
 
 fn line(p: &Pipeline, date: &str, r: &StageRun) -> String {
