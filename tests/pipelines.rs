@@ -947,6 +947,34 @@ fn raise_amount(file: &Path, row: usize) {
     w.close().unwrap();
 }
 
+/// Raise the amount of one row of the day's second file by 1000: an event
+/// that occurs once that day and has an amount (so bronze keeps it and it
+/// is silver's key's only row). The changed row, as the reader sees it.
+fn raise_one(day: &Path) -> Value {
+    let file1 = day.join("part-00001.parquet");
+    let mut all = events(&day.join("part-00000.parquet"));
+    let mine = events(&file1);
+    all.extend(mine.iter().cloned());
+    let target = mine
+        .iter()
+        .position(|(id, amount)| {
+            amount.is_some() && all.iter().filter(|(o, _)| o == id).count() == 1
+        })
+        .unwrap();
+    raise_amount(&file1, target);
+    let changed_id = &mine[target].0;
+    let changed = common::read_parquet_rows(&file1)
+        .iter()
+        .map(|r| row(r))
+        .find(|r| r["event_id"] == changed_id.as_str())
+        .unwrap();
+    assert_eq!(
+        changed["amount"].as_f64(),
+        mine[target].1.map(|a| a + 1000.0)
+    );
+    changed
+}
+
 /// The rows only `a` has and the rows only `b` has.
 fn moved(a: &[String], b: &[String]) -> (Vec<String>, Vec<String>) {
     let gone = a.iter().filter(|r| !b.contains(r)).cloned().collect();
@@ -1013,6 +1041,18 @@ fn a_pipeline_rerun_is_a_no_op_and_a_changed_row_moves_only_what_depends_on_it()
         .iter()
         .map(|t| common::read_table(&lake(t), None))
         .collect();
+    // Gold read exactly silver's rows of its date (other dates' rows are
+    // in the same merge table files).
+    let silver_rows: Vec<Value> = before[1].rows.iter().map(|r| row(r)).collect();
+    for d in v["dates"].as_array().unwrap() {
+        let slice = format!("date={}", d["date"].as_str().unwrap());
+        let gold = &d["stages"][2];
+        let want = silver_rows
+            .iter()
+            .filter(|r| r["_idem_slice"] == slice.as_str())
+            .count();
+        assert_eq!(gold["rowsIn"].as_u64(), Some(want as u64), "{slice}");
+    }
 
     // A rerun (one date, then the range) commits nothing anywhere.
     let (code, v, raw, err) = idem_json(&["pipeline", "run", f, "--logical-date", "2026-10-02"]);
@@ -1033,30 +1073,8 @@ fn a_pipeline_rerun_is_a_no_op_and_a_changed_row_moves_only_what_depends_on_it()
         assert_eq!(&common::read_table(&lake(t), None), b, "{t}");
     }
 
-    // Change one bronze row of 2026-10-02: an event that occurs once that
-    // day and has an amount (so bronze keeps it and silver's key is its).
-    let day = data.join("date=2026-10-02");
-    let file1 = day.join("part-00001.parquet");
-    let mut all = events(&day.join("part-00000.parquet"));
-    let mine = events(&file1);
-    all.extend(mine.iter().cloned());
-    let target = mine
-        .iter()
-        .position(|(id, amount)| {
-            amount.is_some() && all.iter().filter(|(o, _)| o == id).count() == 1
-        })
-        .unwrap();
-    raise_amount(&file1, target);
-    let changed_id = &mine[target].0;
-    let changed = common::read_parquet_rows(&file1)
-        .iter()
-        .map(|r| row(r))
-        .find(|r| r["event_id"] == changed_id.as_str())
-        .unwrap();
-    assert_eq!(
-        changed["amount"].as_f64(),
-        mine[target].1.map(|a| a + 1000.0)
-    );
+    // Change one bronze row of 2026-10-02.
+    let changed = raise_one(&data.join("date=2026-10-02"));
 
     let (code, v, raw, err) = idem_json(&[
         "pipeline",
@@ -1205,7 +1223,7 @@ fn a_failing_stage_stops_its_date_only() {
 
 /// The example DAG (examples/airflow/) with Airflow itself (`airflow dags
 /// test`, which runs a DAG run in-process with retries): the shipped
-/// idem.toml for two logical dates; the gold stage of the second is
+/// idem.toml for two days; the gold stage of the second is
 /// SIGKILLed inside its commit on its first try, Airflow retries it (exit
 /// codes other than 1/2/3 retry), and the tables equal a clean
 /// `idem pipeline backfill` of the same dates, row by row.
@@ -1280,10 +1298,16 @@ fn the_airflow_dag_runs_each_date_and_retries_a_killed_stage() {
         text
     };
     run(&["db", "migrate"]);
-    for date in ["2026-10-01", "2026-10-02"] {
-        let log = run(&["dags", "test", "idem_pipeline", date]);
-        assert!(log.contains("state=success"), "{date}:\n{log}");
-        if date == "2026-10-02" {
+    // A manual run at D covers the day that ended then: its data interval
+    // is D-1..D, and the DAG processes D-1 (never the day just begun).
+    for (at, day) in [("2026-10-02", "2026-10-01"), ("2026-10-03", "2026-10-02")] {
+        let log = run(&["dags", "test", "idem_pipeline", at]);
+        assert!(log.contains("state=success"), "{at}:\n{log}");
+        assert!(
+            log.contains(&format!("\"date\": \"{day}\"")),
+            "{at}:\n{log}"
+        );
+        if day == "2026-10-02" {
             assert!(log.contains("idem exit 137"), "{log}");
             assert!(log.contains("up_for_retry"), "{log}");
         }
@@ -1327,5 +1351,251 @@ fn the_airflow_dag_runs_each_date_and_retries_a_killed_stage() {
         assert_eq!(a.rows, b.rows, "{t}");
         assert_eq!(a.version, b.version, "{t}: one version per date and stage");
         assert!(!a.rows.is_empty());
+    }
+}
+
+/// `--delta-slice` by hand: the rows one slice owns in a merge table, at a
+/// pinned version, without idem's owner column (bookkeeping, not data).
+#[test]
+fn delta_slice_reads_one_slices_rows_of_a_merge_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("orders");
+    for d in 1..=2 {
+        common::orders(&data, &format!("2026-10-{d:02}"), 1_000, 1);
+    }
+    let file = pipeline_file(dir.path(), &data, "");
+    let (code, v, raw, _) = idem_json(&[
+        "pipeline",
+        "backfill",
+        s(&file),
+        "--from",
+        "2026-10-01",
+        "--to",
+        "2026-10-02",
+    ]);
+    assert_eq!(code, 0, "{raw}");
+    let silver = dir.path().join("lake/silver");
+    let version = stages(&v)
+        .iter()
+        .filter(|r| r.1 == "silver")
+        .filter_map(|r| r.3)
+        .max()
+        .unwrap()
+        .to_string();
+    let clean = common::guest("examples/dedup_events");
+    let copy = dir.path().join("copy");
+    let (code, out, err) = common::idem(&[
+        "run",
+        "--module",
+        s(&clean),
+        "--input",
+        s(&silver),
+        "--delta-version",
+        &version,
+        "--delta-slice",
+        "date=2026-10-01",
+        "--table",
+        s(&copy),
+        "--mode",
+        "append",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let want: Vec<Value> = common::read_table(&silver, None)
+        .rows
+        .iter()
+        .map(|r| row(r))
+        .filter(|r| r["_idem_slice"] == "date=2026-10-01")
+        .collect();
+    let got: Vec<Value> = common::read_table(&copy, None)
+        .rows
+        .iter()
+        .map(|r| row(r))
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(got.len(), want.len());
+    for r in &got {
+        assert!(r.get("_idem_slice").is_none(), "{r}");
+        assert!(want.iter().any(|w| w["event_id"] == r["event_id"]), "{r}");
+    }
+    // A slice the pinned version does not hold is refused, naming it.
+    let (code, _, err) = common::idem(&[
+        "run",
+        "--module",
+        s(&clean),
+        "--input",
+        s(&silver),
+        "--delta-version",
+        &version,
+        "--delta-slice",
+        "date=2026-10-09",
+        "--table",
+        s(&copy),
+        "--mode",
+        "append",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("holds no commit of slice `date=2026-10-09`"),
+        "{err}"
+    );
+}
+
+/// A day whose bronze output is empty (every amount null: clean_orders
+/// drops them all) is a committed slice like any other: silver and gold
+/// read zero rows, commit empty outputs, and a rerun is a memo hit; the
+/// earlier day's rows stay.
+#[test]
+fn an_empty_upstream_slice_flows_down_as_zero_rows() {
+    use arrow::array::Float64Array;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("orders");
+    for f in common::orders(&data, "2026-10-05", 500, 2) {
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(&f).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        let batches: Vec<_> = reader.map(|b| b.unwrap()).collect();
+        let schema = batches[0].schema();
+        let all = arrow::compute::concat_batches(&schema, &batches).unwrap();
+        let i = schema.index_of("amount").unwrap();
+        let mut cols = all.columns().to_vec();
+        cols[i] = std::sync::Arc::new(Float64Array::from(vec![None; all.num_rows()]));
+        let nulls = arrow::array::RecordBatch::try_new(schema.clone(), cols).unwrap();
+        let mut w =
+            parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&f).unwrap(), schema, None)
+                .unwrap();
+        w.write(&nulls).unwrap();
+        w.close().unwrap();
+    }
+    // The tables exist (an empty first output has no schema to create
+    // one with: that run fails and says so).
+    common::orders(&data, "2026-10-04", 500, 1);
+    let file = pipeline_file(dir.path(), &data, "");
+    let f = s(&file);
+    let (code, _, raw, _) = idem_json(&["pipeline", "run", f, "--logical-date", "2026-10-04"]);
+    assert_eq!(code, 0, "{raw}");
+    let (code, v, raw, err) = idem_json(&["pipeline", "run", f, "--logical-date", "2026-10-05"]);
+    assert_eq!(code, 0, "{raw}\n{err}");
+    let rows: Vec<(String, u64, u64)> = v["dates"][0]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|st| {
+            (
+                st["status"].as_str().unwrap().to_string(),
+                st["rowsIn"].as_u64().unwrap(),
+                st["rows"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want = [
+        ("committed", 500, 0),
+        ("committed", 0, 0),
+        ("committed", 0, 0),
+    ];
+    let want: Vec<(String, u64, u64)> = want
+        .iter()
+        .map(|(a, b, c)| (a.to_string(), *b, *c))
+        .collect();
+    assert_eq!(rows, want);
+    let (code, v, raw, _) = idem_json(&["pipeline", "run", f, "--logical-date", "2026-10-05"]);
+    assert_eq!(code, 0, "{raw}");
+    assert!(stages(&v).iter().all(|r| r.2 == "memo"), "{raw}");
+}
+
+/// A stage pinned to its upstream's version while another process reruns
+/// the upstream and the stage on a newer one: the stale run commits last,
+/// sees that the upstream moved, and runs again on the new version, so
+/// the table ends as one clean run on the new data.
+#[test]
+fn a_stage_whose_upstream_moved_during_its_run_runs_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("orders");
+    common::orders(&data, "2026-10-01", 2_000, 2);
+    let file = pipeline_file(dir.path(), &data, "");
+    let f = s(&file);
+    for stage in ["bronze", "silver"] {
+        let (code, out, err) = common::idem(&[
+            "pipeline",
+            "run",
+            f,
+            "--logical-date",
+            "2026-10-01",
+            "--stage",
+            stage,
+        ]);
+        assert_eq!(code, 0, "{out}\n{err}");
+    }
+    // A: gold pins silver's version, then waits inside its run.
+    let at = dir.path().join("at");
+    let a = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args([
+            "pipeline",
+            "run",
+            f,
+            "--logical-date",
+            "2026-10-01",
+            "--stage",
+            "gold",
+            "--json",
+        ])
+        .env("IDEM_CACHE_DIR", common::test_cache())
+        .env("IDEM_FAULT_BARRIER", format!("execute:1:{}", at.display()))
+        .env("IDEM_FAULT_SLEEP_MS", "execute:8000")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while std::fs::read_dir(&at).map(|d| d.count()).unwrap_or(0) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "A never reached its run"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let waiting = Instant::now();
+    // B: a bronze row changes; the whole chain reruns and commits.
+    raise_one(&data.join("date=2026-10-01"));
+    let (code, v, raw, _) = idem_json(&["pipeline", "run", f, "--logical-date", "2026-10-01"]);
+    assert_eq!(code, 0, "{raw}");
+    assert!(stages(&v).iter().all(|r| r.2 == "committed"), "{raw}");
+    assert!(
+        waiting.elapsed() < Duration::from_secs(8),
+        "B must finish while A waits"
+    );
+    let out = a.wait_with_output().unwrap();
+    let (ja, ea) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{ja}\n{ea}");
+    let va: Value = serde_json::from_str(&ja).unwrap();
+    let silver_now = stages(&v).iter().find(|r| r.1 == "silver").unwrap().3;
+    assert_eq!(
+        stages(&va)[0].4,
+        silver_now,
+        "A ends pinned to the new silver"
+    );
+    // The same data, run once cleanly elsewhere.
+    let clean = dir.path().join("clean");
+    std::fs::create_dir_all(&clean).unwrap();
+    let clean_file = pipeline_file(&clean, &data, "");
+    let (code, _, _) = common::idem(&[
+        "pipeline",
+        "run",
+        s(&clean_file),
+        "--logical-date",
+        "2026-10-01",
+    ]);
+    assert_eq!(code, 0);
+    for t in ["bronze", "silver", "gold"] {
+        assert_eq!(
+            common::read_table(&dir.path().join("lake").join(t), None).rows,
+            common::read_table(&clean.join("lake").join(t), None).rows,
+            "{t}"
+        );
     }
 }

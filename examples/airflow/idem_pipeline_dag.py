@@ -1,8 +1,11 @@
 """Airflow DAG: the idem pipeline of an idem.toml, once per logical date.
 
-One task per stage, in the file's order, each running
+One task per stage, each after the stage it reads (`from`), running
 
-    idem pipeline run IDEM_TOML --logical-date {{ ds }} --stage STAGE --json
+    idem pipeline run IDEM_TOML --logical-date DAY --stage STAGE --json
+
+DAY is the run's data interval start ({{ data_interval_start | ds }}): the
+day that has ended, with a daily data-interval timetable.
 
 Every stage is idempotent (its run key pins the module, the input slice and
 the upstream table version), so Airflow may retry or rerun any task, or
@@ -33,6 +36,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, task
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.timetables.interval import CronDataIntervalTimetable
 
 IDEM = os.environ.get("IDEM_BIN", "idem")
 PIPELINE = os.environ.get(
@@ -46,20 +50,29 @@ NO_RETRY = {
 }
 
 
-def stage_names(path: str) -> list[str]:
-    """The stages of the pipeline file, in run order."""
+# The task that stands for the whole pipeline when the file cannot be read
+# (it then fails with idem's own error message).
+WHOLE = "_whole_pipeline"
+
+
+def stages(path: str) -> list[tuple[str, str | None]]:
+    """(stage, the stage it reads from) in run order."""
     try:
         with open(path, "rb") as f:
-            return [s["name"] for s in tomllib.load(f).get("stage", [])]
+            return [(s["name"], s.get("from")) for s in tomllib.load(f).get("stage", [])]
     except (OSError, tomllib.TOMLDecodeError, KeyError):
-        # A broken file still yields a DAG whose one task shows idem's error.
-        return ["pipeline"]
+        return [(WHOLE, None)]
 
 
-def run_stage(stage: str, ds: str) -> dict:
-    """Run one stage for the logical date; raise as the exit code says."""
-    cmd = [IDEM, "pipeline", "run", PIPELINE, "--logical-date", ds, "--json", "-q"]
-    if stage != "pipeline":
+def run_stage(stage: str, day: str | None) -> dict:
+    """Run one stage for the day; raise as the exit code says."""
+    if not day:
+        raise AirflowFailException(
+            "this DAG run has no data interval (a manual run without a logical date): "
+            "trigger it with a logical date, the day to process"
+        )
+    cmd = [IDEM, "pipeline", "run", PIPELINE, "--logical-date", day, "--json", "-q"]
+    if stage != WHOLE:
         cmd += ["--stage", stage]
     p = subprocess.run(cmd, capture_output=True, text=True)
     print(p.stdout)
@@ -79,20 +92,24 @@ def run_stage(stage: str, ds: str) -> dict:
 with DAG(
     dag_id="idem_pipeline",
     start_date=datetime(2026, 10, 1),
-    schedule="@daily",
+    # A data interval per day: the run for day D starts once D is over, and
+    # processes D (its data_interval_start), not the day just begun. (Airflow
+    # 3's plain "@daily" would trigger at D 00:00 with logical date D.)
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
     catchup=False,
     max_active_runs=4,
     default_args={"retries": 2, "retry_delay": timedelta(seconds=1)},
     doc_md=__doc__,
 ) as dag:
-    previous = None
-    for name in stage_names(PIPELINE):
+    tasks = {}
+    for name, upstream in stages(PIPELINE):
 
         @task(task_id=name)
-        def stage_task(ds: str | None = None, _name: str = name) -> dict:
-            return run_stage(_name, ds)
+        def stage_task(data_interval_start=None, _name: str = name) -> dict:
+            day = data_interval_start.strftime("%Y-%m-%d") if data_interval_start else None
+            return run_stage(_name, day)
 
-        t = stage_task()
-        if previous is not None:
-            previous >> t
-        previous = t
+        tasks[name] = stage_task()
+        # A stage waits for the stage it reads, not for unrelated ones.
+        if upstream in tasks:
+            tasks[upstream] >> tasks[name]

@@ -19,7 +19,7 @@ const EXIT_CODES: &str = "Exit codes:
   3  the sandbox rejected the module, or the guest failed (trap, limit, bad output)
   4  storage or commit failure (unreachable store, refused credentials, a table changed under idem)
   130  a backfill was interrupted (Ctrl-C) before every slice started; run it again to finish
-A backfill with failed slices exits with the first failed slice's code.";
+A backfill or pipeline with failures exits with the most severe one's code (4 > 3 > 2 > 1).";
 
 #[derive(Parser)]
 #[command(

@@ -434,6 +434,10 @@ mod tests {
                 Box::new(|s| s.slice.delta_version = Some(3)),
             ),
             (
+                "upstream slice",
+                Box::new(|s| s.slice.delta_slice = Some("date=2026-10-01".into())),
+            ),
+            (
                 "input path",
                 Box::new(|s| s.slice.inputs[0].path = "b.parquet".into()),
             ),

@@ -170,8 +170,46 @@ fn locate(dir: &Path, p: &str) -> String {
 fn json_text(t: &Option<toml::Table>) -> Result<String, String> {
     match t {
         None => Ok("{}".into()),
-        Some(t) => serde_json::to_string(t).map_err(|e| e.to_string()),
+        Some(t) => Ok(to_json(&toml::Value::Table(t.clone()), "")?.to_string()),
     }
+}
+
+/// TOML as JSON, value by value: what has no JSON form (a datetime, a
+/// NaN or infinite float) is refused, never passed on in some other shape.
+fn to_json(v: &toml::Value, at: &str) -> Result<serde_json::Value, String> {
+    use serde_json::Value as J;
+    Ok(match v {
+        toml::Value::String(s) => J::String(s.clone()),
+        toml::Value::Integer(i) => J::from(*i),
+        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map(J::Number)
+            .ok_or_else(|| format!("`{at}` is {f}, which JSON params cannot hold"))?,
+        toml::Value::Boolean(b) => J::Bool(*b),
+        toml::Value::Datetime(d) => {
+            return Err(format!(
+                "`{at}` is a TOML date/time ({d}); params are JSON: quote it (\"{d}\")"
+            ));
+        }
+        toml::Value::Array(items) => J::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, x)| to_json(x, &format!("{at}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        toml::Value::Table(t) => J::Object(
+            t.iter()
+                .map(|(k, x)| {
+                    let path = if at.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{at}.{k}")
+                    };
+                    Ok((k.clone(), to_json(x, &path)?))
+                })
+                .collect::<Result<_, String>>()?,
+        ),
+    })
 }
 
 impl Pipeline {
@@ -302,9 +340,15 @@ impl Pipeline {
                 audit,
             });
         }
-        // Two stages writing one table would own each other's slices.
+        // Two stages writing one table would own each other's slices
+        // (compared as URLs: `lake/x`, `./lake/x/` and file:// are one).
+        let url = |t: &str| {
+            crate::table::table_url(t)
+                .map(|u| u.as_str().trim_end_matches('/').to_string())
+                .unwrap_or_else(|_| t.to_string())
+        };
         for (i, s) in stages.iter().enumerate() {
-            if let Some(t) = stages[..i].iter().find(|t| t.table == s.table) {
+            if let Some(t) = stages[..i].iter().find(|t| url(&t.table) == url(&s.table)) {
                 return Err(invalid(format!(
                     "stages `{}` and `{}` write the same table {}: give each stage its own",
                     t.name, s.name, s.table
@@ -408,19 +452,24 @@ impl Pipeline {
     }
 
     /// Run the stages for `date` in order (or only stage `only`, reading
-    /// its upstream's current version), each pinned to the version the
-    /// previous one committed or found. A failed stage skips the rest.
+    /// its upstream's current output for the date), each pinned to the
+    /// version the previous one committed or found. A stage whose upstream
+    /// failed (or was skipped) is skipped; the others still run.
     pub fn run_date(&self, date: &str, only: Option<usize>, sandbox: &Sandbox) -> Vec<StageRun> {
         let mut out = Vec::new();
         let mut held: Vec<Option<u64>> = vec![None; self.stages.len()];
-        let mut failed = false;
+        let mut ok = vec![true; self.stages.len()];
         for i in 0..self.stages.len() {
             if only.is_some_and(|o| o != i) {
                 continue;
             }
             let s = &self.stages[i];
-            let t = Instant::now();
-            if failed {
+            let upstream_ok = match s.source {
+                Source::Stage(j) => ok[j],
+                Source::Dataset { .. } => true,
+            };
+            if !upstream_ok {
+                ok[i] = false;
                 out.push(StageRun {
                     stage: s.name.clone(),
                     input: None,
@@ -429,18 +478,45 @@ impl Pipeline {
                 });
                 continue;
             }
-            let upstream = match s.source {
-                Source::Dataset { .. } => Ok(None),
-                Source::Stage(j) => match held[j] {
-                    Some(v) => Ok(Some(v)),
-                    None => self.holding(j, date).map(Some),
-                },
-            };
-            let input = match (&s.source, &upstream) {
+            let run = self.run_stage(i, date, held.clone(), sandbox);
+            ok[i] = matches!(run.result.status, Status::Done(_));
+            held[i] = run.version;
+            out.push(run);
+        }
+        out
+    }
+
+    /// One stage for `date`. A later stage pins its upstream's version;
+    /// when, after its run, the upstream holds the date at another version
+    /// (another process reran the upstream meanwhile), it runs again on
+    /// that one, so the last commit is never of a stale upstream.
+    fn run_stage(
+        &self,
+        i: usize,
+        date: &str,
+        held: Vec<Option<u64>>,
+        sandbox: &Sandbox,
+    ) -> StageRun {
+        let s = &self.stages[i];
+        let t = Instant::now();
+        let mut pinned = match s.source {
+            Source::Dataset { .. } => Ok(None),
+            Source::Stage(j) => match held[j] {
+                Some(v) => Ok(Some(v)),
+                None => self.holding(j, date).map(Some),
+            },
+        };
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            let input = match (&s.source, &pinned) {
                 (Source::Stage(j), Ok(Some(v))) => Some((self.stages[*j].table.clone(), *v)),
                 _ => None,
             };
-            let outcome = upstream.and_then(|v| self.run_of(i, date, v).execute(sandbox));
+            let outcome = pinned
+                .as_ref()
+                .map_err(|e| RunError::Usage(e.to_string()))
+                .and_then(|v| self.run_of(i, date, *v).execute(sandbox));
             let version = match &outcome {
                 Ok(r) => match &r.outcome {
                     RunOutcome::Committed { version, .. } => Some(*version),
@@ -452,7 +528,14 @@ impl Pipeline {
                 },
                 Err(_) => None,
             };
+            let failed_kind = match &pinned {
+                Err(e) => Some(e.kind()),
+                Ok(_) => None,
+            };
             let mut result = crate::backfill::result(date, outcome, t.elapsed().as_millis() as u64);
+            if let (Some(kind), Status::Failed(e, _)) = (failed_kind, &result.status) {
+                result.status = Status::Failed(e.clone(), kind);
+            }
             if matches!(result.status, Status::Done(_)) && version.is_none() {
                 result.status = Status::Failed(
                     format!(
@@ -464,17 +547,29 @@ impl Pipeline {
                     crate::error::Kind::Storage,
                 );
             }
-            // A missing partition fails the chain like any failure.
-            failed = !matches!(result.status, Status::Done(_));
-            held[i] = version;
-            out.push(StageRun {
+            // Still the upstream's current output for the date?
+            if let (Source::Stage(j), Status::Done(_), Ok(Some(v))) =
+                (&s.source, &result.status, &pinned)
+                && rounds < 4
+                && let Ok(now) = self.holding(*j, date)
+                && now != *v
+            {
+                tracing::info!(
+                    "stage `{}` {}: upstream `{}` moved from version {v} to {now} during the run; running again on {now}",
+                    s.name,
+                    self.slice_id(date),
+                    self.stages[*j].name
+                );
+                pinned = Ok(Some(now));
+                continue;
+            }
+            return StageRun {
                 stage: s.name.clone(),
                 input,
                 result,
                 version,
-            });
+            };
         }
-        out
     }
 
     /// Run the pipeline for every date, `jobs` dates at a time (each date's

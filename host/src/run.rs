@@ -1155,6 +1155,20 @@ fn resolve(
             let (inputs, rows_of, root, schema) = rt.block_on(async {
                 let mut t = Table::open_existing(table).await?;
                 t.load_version(*version).await?;
+                // The slice must have committed at that version (maybe an
+                // empty output): a mistyped slice reads nothing, silently,
+                // from a merge table otherwise.
+                if let Some(owner) = slice
+                    && t.slice_seq(owner).await? == 0
+                {
+                    return Err(RunError::Slice(SliceError::Empty {
+                        slice: owner.clone(),
+                        root: t.url().to_string(),
+                        hint: format!(
+                            "version {version} of the table holds no commit of slice `{owner}`: run the upstream stage for it first, or check the slice id and the version"
+                        ),
+                    }));
+                }
                 let (inputs, rows_of) = t
                     .input_files(
                         partition.as_ref().map(|(k, v)| (k.as_str(), v.as_str())),
@@ -1167,13 +1181,13 @@ fn resolve(
             if let Some(owner) = slice
                 && inputs.is_empty()
             {
-                return Err(RunError::Slice(SliceError::Empty {
-                    slice: owner.clone(),
-                    root: root.to_string(),
-                    hint: format!(
-                        "version {version} of the table holds no rows of slice `{owner}`: run the upstream stage for it first (or pin the version that committed it)"
-                    ),
-                }));
+                // The slice committed an empty output: zero rows, in the
+                // table's schema (the owner column dropped, as when read).
+                let mut resolved = ResolvedSlice::empty(owner, &root, schema)?;
+                if rows_of {
+                    resolved = resolved.with_row_filter(crate::table::OWNER_COLUMN, owner);
+                }
+                return Ok((resolved, "delta"));
             }
             let mut files = Vec::with_capacity(inputs.len());
             let mut values = Vec::with_capacity(inputs.len());

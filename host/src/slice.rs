@@ -295,6 +295,9 @@ pub struct ResolvedSlice {
     /// Keep only the rows whose text column equals the value (a Delta
     /// merge table's rows of one slice): applied as each file is decoded.
     pub row_filter: Option<(String, String)>,
+    /// The schema of a slice with no objects (an upstream slice whose
+    /// committed output is empty): read as zero rows of it.
+    pub empty_schema: Option<SchemaRef>,
 }
 
 impl ResolvedSlice {
@@ -427,6 +430,15 @@ impl ResolvedSlice {
         Self::from_names(id, &root, rels)
     }
 
+    /// A slice of no objects that reads as zero rows of `schema` (a Delta
+    /// slice whose committed output was empty).
+    pub fn empty(id: &str, root: &Url, schema: SchemaRef) -> Result<Self, SliceError> {
+        validate_segment("slice id", id)?;
+        let mut slice = Self::pin(id, Store::open(root)?, Vec::new(), Vec::new())?;
+        slice.empty_schema = Some(schema);
+        Ok(slice)
+    }
+
     /// Pin the objects named `names` (relative to the directory `root`,
     /// taken as they are: no symlink or URL resolution), e.g. the data
     /// files of a Delta table version or the inputs a manifest records.
@@ -473,6 +485,7 @@ impl ResolvedSlice {
             constant_fields: Vec::new(),
             constants: BTreeMap::new(),
             row_filter: None,
+            empty_schema: None,
         })
     }
 
@@ -496,7 +509,8 @@ impl ResolvedSlice {
         self
     }
 
-    /// `batch` without the rows [`ResolvedSlice::row_filter`] drops.
+    /// `batch` without the rows [`ResolvedSlice::row_filter`] drops, and
+    /// without its column.
     fn filter_rows(&self, path: &str, batch: RecordBatch) -> Result<RecordBatch, SliceError> {
         let Some((column, value)) = &self.row_filter else {
             return Ok(batch);
@@ -513,7 +527,12 @@ impl ResolvedSlice {
         let want = StringArray::new_scalar(value.as_str());
         let keep = arrow::compute::kernels::cmp::eq(&text, &want)
             .map_err(|e| bad(format!("column `{column}`: {e}")))?;
-        arrow::compute::filter_record_batch(&batch, &keep).map_err(|e| bad(e.to_string()))
+        let mut kept =
+            arrow::compute::filter_record_batch(&batch, &keep).map_err(|e| bad(e.to_string()))?;
+        if let Ok(i) = kept.schema().index_of(column) {
+            kept.remove_column(i);
+        }
+        Ok(kept)
     }
 
     /// The constant columns of `input` for a batch of `rows` rows.
@@ -551,7 +570,8 @@ impl ResolvedSlice {
                 Some(first) => self.same_schema(input, first, &s)?,
             }
         }
-        let file_schema = schema.ok_or_else(|| SliceError::Empty {
+        let file_schema = schema.or_else(|| self.empty_schema.clone());
+        let file_schema = file_schema.ok_or_else(|| SliceError::Empty {
             slice: self.id.clone(),
             root: self.root.to_string(),
             hint: "no inputs".into(),
@@ -562,6 +582,21 @@ impl ResolvedSlice {
             .map(|f| f.as_ref().clone())
             .collect();
         fields.extend(self.constant_fields.iter().cloned());
+        let full = Arc::new(Schema::new_with_metadata(
+            fields.clone(),
+            file_schema.metadata().clone(),
+        ));
+        // The column a row filter selects by is bookkeeping of the table
+        // read (which slice owns the row), not data: the guest never sees it.
+        if let Some((column, value)) = &self.row_filter {
+            if full.field_with_name(column).is_err() {
+                return Err(SliceError::Malformed {
+                    path: self.root.to_string(),
+                    detail: format!("no column `{column}` to select slice `{value}` by"),
+                });
+            }
+            fields.retain(|f| f.name() != column);
+        }
         let schema = Arc::new(Schema::new_with_metadata(
             fields,
             file_schema.metadata().clone(),
@@ -572,6 +607,7 @@ impl ResolvedSlice {
             next_input: 0,
             current: None,
             coalescer: BatchCoalescer::new(schema.clone(), batch_rows.max(1)),
+            full,
             schema,
             file_schema,
             done: false,
@@ -779,7 +815,9 @@ pub struct SliceReader {
     next_input: usize,
     current: Option<(String, ParquetRecordBatchReader)>,
     coalescer: BatchCoalescer,
-    /// What the guest sees: the files' columns, then the constant ones.
+    /// The files' columns, then the constant ones.
+    full: SchemaRef,
+    /// What the guest sees: `full` without a row filter's column.
     schema: SchemaRef,
     /// What every file holds.
     file_schema: SchemaRef,
@@ -830,13 +868,12 @@ impl SliceReader {
                     if !self.slice.constant_fields.is_empty() {
                         columns.extend(self.slice.constant_columns(path, batch.num_rows())?);
                     }
-                    let batch =
-                        RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| {
-                            SliceError::Malformed {
-                                path: path.clone(),
-                                detail: e.to_string(),
-                            }
-                        })?;
+                    let batch = RecordBatch::try_new(self.full.clone(), columns).map_err(|e| {
+                        SliceError::Malformed {
+                            path: path.clone(),
+                            detail: e.to_string(),
+                        }
+                    })?;
                     let batch = self.slice.filter_rows(path, batch)?;
                     self.coalescer
                         .push_batch(batch)

@@ -798,8 +798,30 @@ impl Table {
                 slice: req.slice.to_string(),
             });
         }
-        let table = mode::merge(self.delta.clone(), source, keys, req.slice, props).await?;
+        let before = self.delta.version();
+        let table = mode::merge(self.delta.clone(), source, keys, req.slice, props.clone()).await?;
         self.delta = table;
+        if self.delta.version() == before {
+            // The MERGE changed no row (an empty output of a slice that
+            // holds none, or rows the table holds already): delta-rs then
+            // commits nothing. The slice's commit (sequence number, output
+            // digest) must still be recorded: a commit of no data actions.
+            let snapshot = self
+                .delta
+                .snapshot()
+                .map_err(delta_err("reading the snapshot"))?;
+            let operation = DeltaOperation::Write {
+                mode: SaveMode::Append,
+                partition_by: None,
+                predicate: None,
+            };
+            CommitBuilder::from(props)
+                .with_actions(Vec::new())
+                .build(Some(snapshot), self.delta.log_store(), operation)
+                .await
+                .map_err(classify)?;
+            self.refresh().await?;
+        }
         lost_response()?;
         self.delta.version().ok_or_else(|| TableError::Delta {
             what: "committing".into(),
