@@ -708,5 +708,27 @@ expect = ["not_null(customer)"]
         }
         let e = parse("[pipeline]\nname = \"x\"\n").unwrap_err();
         assert!(e.contains("no [[stage]]"), "{e}");
+        // One table however it is spelled.
+        let e = parse(&good.replacen("\"lake/silver\"", "\"./lake/bronze/\"", 1)).unwrap_err();
+        assert!(e.contains("write the same table"), "{e}");
+        // Params without a JSON form are refused, not reshaped.
+        for (params, why) in [
+            ("{ since = 2026-10-01 }", "`since` is a TOML date/time"),
+            ("{ x = nan }", "`x` is NaN"),
+            ("{ a = { b = [1, inf] } }", "`a.b[1]` is inf"),
+        ] {
+            let text = good.replacen("{ min_amount = 0.0 }", params, 1);
+            let e = parse(&text).unwrap_err();
+            assert!(e.contains(why), "{why}: {e}");
+        }
+        let text = good.replacen(
+            "{ min_amount = 0.0 }",
+            "{ tags = [\"a\", 1], on = true }",
+            1,
+        );
+        assert_eq!(
+            parse(&text).unwrap().stages[0].params,
+            r#"{"on":true,"tags":["a",1]}"#
+        );
     }
 }
