@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 pub mod backfill;
 pub mod pipeline;
+pub mod serve;
 pub mod show;
 
 /// Where results go: stdout, for people or as one JSON document.

@@ -24,6 +24,7 @@ pub mod run;
 pub mod sample;
 pub mod sandbox;
 pub mod scaffold;
+pub mod serve;
 pub mod slice;
 pub mod storage;
 pub mod table;

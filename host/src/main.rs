@@ -113,6 +113,12 @@ enum Command {
     /// reading what the previous one committed for the same date.
     #[command(subcommand)]
     Pipeline(cli::pipeline::PipelineCommand),
+    /// Run idem as a multi-tenant HTTP service (tenants, quotas and the
+    /// listen address in the config).
+    #[command(
+        after_help = "Examples:\n  echo -n \"$TOKEN\" | idem serve --hash-token\n  idem serve --config serve.toml"
+    )]
+    Serve(cli::serve::ServeArgs),
     /// Print a stored run's manifest: a manifest file, TABLE#SLICE (the
     /// slice's current run), or a run key (a prefix will do) with --table.
     #[command(
@@ -251,6 +257,7 @@ fn try_main(args: Args) -> Result<ExitCode> {
         Command::Sample(a) => cli::sample(a, out),
         Command::Backfill(a) => cli::backfill::backfill(a, out),
         Command::Pipeline(c) => cli::pipeline::pipeline(c, out),
+        Command::Serve(a) => cli::serve::serve(a),
         Command::Show(a) => cli::show::show(a, out),
         Command::Explain(a) => cli::show::explain(a, out),
         Command::New(a) => cli::new(a, out),

@@ -70,7 +70,18 @@ pub struct Sandbox {
     engine: Engine,
     config: SandboxConfig,
     fingerprint: String,
-    ticker_stop: Arc<AtomicBool>,
+    /// Stops the epoch ticker when dropped; shared by the sandboxes made
+    /// with [`Sandbox::with_limits`], so the last one stops it.
+    ticker: Arc<Ticker>,
+}
+
+/// Stops the epoch ticker thread when the last sandbox using it is gone.
+struct Ticker(Arc<AtomicBool>);
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// A module's component bytes and digest, its size and imports checked,
@@ -122,7 +133,29 @@ impl Sandbox {
             engine,
             config,
             fingerprint,
-            ticker_stop,
+            ticker: Arc::new(Ticker(ticker_stop)),
+        })
+    }
+
+    /// The same engine (and compiled-code cache) with other per-run
+    /// limits: many tenants share one engine. Fuel metering and the stack
+    /// size are compiled into the code, so those must match; otherwise a
+    /// new engine is built.
+    pub fn with_limits(&self, limits: Limits) -> Result<Sandbox, SandboxError> {
+        let same_code = limits.fuel.is_some() == self.config.limits.fuel.is_some()
+            && limits.max_stack_bytes == self.config.limits.max_stack_bytes;
+        let config = SandboxConfig {
+            limits,
+            ..self.config.clone()
+        };
+        if !same_code {
+            return Sandbox::new(config);
+        }
+        Ok(Sandbox {
+            engine: self.engine.clone(),
+            fingerprint: self.fingerprint.clone(),
+            config,
+            ticker: self.ticker.clone(),
         })
     }
 
@@ -231,12 +264,6 @@ impl Sandbox {
             &self.config.limits,
             EPOCH_TICK,
         )
-    }
-}
-
-impl Drop for Sandbox {
-    fn drop(&mut self) {
-        self.ticker_stop.store(true, Ordering::Relaxed);
     }
 }
 

@@ -1,0 +1,320 @@
+//! The HTTP API (axum): every route but `/health` and `/metrics` needs
+//! `Authorization: Bearer <token>`, which names the tenant; a tenant only
+//! ever sees its own runs, modules and tables. Blocking work (storage,
+//! compiling, Delta logs) runs on blocking threads, runs on the workers.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+use super::queue::{Refused, RunRequest};
+use super::{MODULES_DIR, Refusal, Service, Tenant, check, under};
+
+type Svc = State<Arc<Service>>;
+
+fn reply(status: u16, v: Value) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        format!("{v:#}\n"),
+    )
+        .into_response()
+}
+
+fn refuse(Refusal(status, message): Refusal) -> Response {
+    reply(status, json!({"error": message}))
+}
+
+/// The caller's tenant, from `Authorization: Bearer <token>`.
+fn tenant<'a>(svc: &'a Service, headers: &HeaderMap) -> Result<&'a Tenant, Box<Response>> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let unauthorized = |m: &str| {
+        let mut r = reply(401, json!({"error": m}));
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            "Bearer".parse().expect("static header"),
+        );
+        Box::new(r)
+    };
+    match token {
+        None | Some("") => Err(unauthorized(
+            "missing token: send Authorization: Bearer <your tenant token>",
+        )),
+        Some(t) => svc
+            .tenant(t)
+            .ok_or_else(|| unauthorized("the token is not valid")),
+    }
+}
+
+/// The router of the service.
+pub fn router(svc: Arc<Service>) -> Router {
+    Router::new()
+        .route("/health", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics))
+        .route("/v1/modules", post(upload))
+        .route("/v1/runs", post(submit).get(list))
+        .route("/v1/runs/{id}", get(status))
+        .route("/v1/runs/{id}/manifest", get(manifest))
+        .route("/v1/log/{*table}", get(log))
+        .route("/v1/audit/{*table}", get(audit))
+        // Module uploads are checked against the tenant's own limit.
+        .layer(DefaultBodyLimit::max(1 << 30))
+        .with_state(svc)
+}
+
+async fn metrics(State(svc): Svc) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        svc.queue.metrics(),
+    )
+        .into_response()
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Response> {
+    tokio::task::spawn_blocking(f).await.map_err(|_| {
+        reply(
+            500,
+            json!({"error": "the request's work failed inside idem (a bug)"}),
+        )
+    })
+}
+
+/// POST /v1/modules (the .wasm as the body): admission-checked (size,
+/// imports), compiled into the shared cache, stored under the tenant as
+/// `_modules/<sha256>.wasm`. 201 `{module, size}`; 422 names the reason.
+async fn upload(State(svc): Svc, headers: HeaderMap, body: Bytes) -> Response {
+    let name = match tenant(&svc, &headers) {
+        Ok(t) => t.cfg.name.clone(),
+        Err(r) => return *r,
+    };
+    let svc2 = svc.clone();
+    let done = blocking(move || {
+        let Some(t) = svc2.tenants.iter().find(|t| t.cfg.name == name) else {
+            return Err(Refusal(401, "the token is not valid".into()));
+        };
+        let id = t
+            .sandbox
+            .identify(&body)
+            .map_err(|e| Refusal(422, format!("module refused: {e}")))?;
+        t.sandbox
+            .load_identified(&id)
+            .map_err(|e| Refusal(422, format!("module refused: {e}")))?;
+        let rel = format!("{MODULES_DIR}/{}.wasm", id.digest.hex());
+        let store = crate::storage::Store::at(&t.cfg.root)
+            .map_err(|_| Refusal(503, "the tenant's storage is not reachable".into()))?;
+        store
+            .put(&rel, Bytes::from(id.bytes.as_ref().clone()))
+            .map_err(|_| Refusal(503, "the tenant's storage refused the module".into()))?;
+        Ok(json!({"module": id.digest.to_string(), "size": id.bytes.len()}))
+    })
+    .await;
+    match done {
+        Err(r) => r,
+        Ok(Err(refusal)) => refuse(refusal),
+        Ok(Ok(v)) => reply(201, v),
+    }
+}
+
+/// POST /v1/runs (a JSON run request): checked, then queued, or joined
+/// to the identical run already queued or running. 202 `{id, state,
+/// joined}`.
+async fn submit(State(svc): Svc, headers: HeaderMap, body: Bytes) -> Response {
+    let name = match tenant(&svc, &headers) {
+        Ok(t) => t.cfg.name.clone(),
+        Err(r) => return *r,
+    };
+    let request: RunRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return reply(400, json!({"error": format!("not a run request: {e}")})),
+    };
+    let svc2 = svc.clone();
+    let checked = blocking(move || {
+        let t = svc2
+            .tenants
+            .iter()
+            .find(|t| t.cfg.name == name)
+            .ok_or_else(|| Refusal(401, "the token is not valid".into()))?;
+        check(t, &request)?;
+        match svc2.queue.submit(&t.cfg.name, request) {
+            Ok((r, joined)) => Ok(json!({"id": r.id, "state": r.state.name(), "joined": joined})),
+            Err(Refused::Full(n)) => Err(Refusal(
+                429,
+                format!("your queue is full ({n} runs waiting): retry later"),
+            )),
+            Err(Refused::Stopping) => Err(Refusal(503, "the service is shutting down".into())),
+        }
+    })
+    .await;
+    match checked {
+        Err(r) => r,
+        Ok(Err(refusal)) => refuse(refusal),
+        Ok(Ok(v)) => reply(202, v),
+    }
+}
+
+async fn list(State(svc): Svc, headers: HeaderMap) -> Response {
+    let t = match tenant(&svc, &headers) {
+        Ok(t) => t,
+        Err(r) => return *r,
+    };
+    let runs = svc.queue.list(&t.cfg.name);
+    reply(200, json!({"runs": runs}))
+}
+
+fn not_found(id: &str) -> Response {
+    reply(
+        404,
+        json!({"error": format!("no run `{id}` for this tenant")}),
+    )
+}
+
+async fn status(State(svc): Svc, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let t = match tenant(&svc, &headers) {
+        Ok(t) => t,
+        Err(r) => return *r,
+    };
+    match svc.queue.get(&t.cfg.name, &id) {
+        Some(r) => reply(200, serde_json::to_value(r).unwrap_or_default()),
+        None => not_found(&id),
+    }
+}
+
+/// GET /v1/runs/{id}/manifest: the stored manifest, byte for byte.
+async fn manifest(State(svc): Svc, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let t = match tenant(&svc, &headers) {
+        Ok(t) => t,
+        Err(r) => return *r,
+    };
+    let Some(r) = svc.queue.get(&t.cfg.name, &id) else {
+        return not_found(&id);
+    };
+    let Some(hex) = r
+        .result
+        .as_ref()
+        .and_then(|v| v["manifest"].as_str())
+        .and_then(|d| d.strip_prefix("sha256:"))
+        .map(str::to_string)
+    else {
+        return reply(
+            409,
+            json!({"error": format!("run `{id}` is {} and has no manifest", r.state.name())}),
+        );
+    };
+    let Ok(table) = under(&t.cfg.root, &r.request.table, "table") else {
+        return not_found(&id);
+    };
+    let got = blocking(move || {
+        crate::storage::Store::at(&table)
+            .ok()
+            .and_then(|s| s.get(&format!("_idem/manifests/{hex}.json")).ok().flatten())
+    })
+    .await;
+    match got {
+        Err(r) => r,
+        Ok(None) => reply(404, json!({"error": "the manifest is gone from the table"})),
+        Ok(Some(bytes)) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+    }
+}
+
+/// GET /v1/log/{table}: the table's runs, as `idem log --json`.
+async fn log(State(svc): Svc, headers: HeaderMap, Path(table): Path<String>) -> Response {
+    let t = match tenant(&svc, &headers) {
+        Ok(t) => t,
+        Err(r) => return *r,
+    };
+    let full = match under(&t.cfg.root, &table, "table") {
+        Ok(f) => f,
+        Err(r) => return refuse(r),
+    };
+    match blocking(move || crate::run::run_log(&full)).await {
+        Err(r) => r,
+        Ok(Err(_)) => reply(
+            404,
+            json!({"error": format!("no table `{table}` with idem runs")}),
+        ),
+        Ok(Ok(runs)) => reply(200, json!({"table": table, "runs": runs})),
+    }
+}
+
+/// GET /v1/audit/{table}: every slice proven, as `idem audit --json`.
+async fn audit(State(svc): Svc, headers: HeaderMap, Path(table): Path<String>) -> Response {
+    let t = match tenant(&svc, &headers) {
+        Ok(t) => t,
+        Err(r) => return *r,
+    };
+    let full = match under(&t.cfg.root, &table, "table") {
+        Ok(f) => f,
+        Err(r) => return refuse(r),
+    };
+    let opts = crate::audit::AuditOptions {
+        slice: None,
+        replay: None,
+    };
+    match blocking(move || crate::audit::audit(&full, &opts)).await {
+        Err(r) => r,
+        Ok(Err(_)) => reply(
+            404,
+            json!({"error": format!("no table `{table}` with idem runs")}),
+        ),
+        Ok(Ok(report)) => {
+            let state = |p: &crate::audit::Proof| match p {
+                crate::audit::Proof::Proven => "proven",
+                crate::audit::Proof::ChainOnly => "chain-proven",
+                crate::audit::Proof::Failed => "failed",
+            };
+            let slices: Vec<Value> = report
+                .iter()
+                .map(|s| json!({"slice": s.slice, "version": s.version, "proof": state(&s.proof), "detail": s.detail}))
+                .collect();
+            let proven = report
+                .iter()
+                .all(|s| s.proof != crate::audit::Proof::Failed);
+            reply(
+                200,
+                json!({"table": table, "slices": slices, "proven": proven}),
+            )
+        }
+    }
+}
+
+/// Serve until SIGTERM or Ctrl-C: then take no new runs, let the workers
+/// finish the runs they hold, and return. Prints `listening on ADDR`.
+pub async fn serve(svc: Arc<Service>, listen: &str) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    println!("listening on {}", listener.local_addr()?);
+    let stop = {
+        let svc = svc.clone();
+        async move {
+            #[cfg(unix)]
+            {
+                let mut term =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                        .expect("installing the SIGTERM handler");
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            #[cfg(not(unix))]
+            let _ = tokio::signal::ctrl_c().await;
+            eprintln!("stopping: no new runs; waiting for the running ones");
+            svc.queue.stop();
+        }
+    };
+    axum::serve(listener, router(svc))
+        .with_graceful_shutdown(stop)
+        .await
+}

@@ -1,0 +1,154 @@
+//! `serve.toml`: where the service listens, where it keeps its state, and
+//! its tenants (token hash, storage root, quotas).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::sandbox::Limits;
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ServeConfig {
+    /// `host:port` (default 127.0.0.1:8787).
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// Where runs are persisted (relative to the file).
+    pub state_dir: PathBuf,
+    /// Runs executed at once, over all tenants.
+    #[serde(default = "default_workers")]
+    pub workers: usize,
+    /// The tenants.
+    #[serde(rename = "tenant", default)]
+    pub tenants: Vec<TenantConfig>,
+}
+
+/// One `[[tenant]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TenantConfig {
+    /// Its name (metrics, logs; never part of a path a tenant gives).
+    pub name: String,
+    /// sha256 of its API token, hex (`idem serve --hash-token`).
+    pub token_sha256: String,
+    /// Its storage root (a path or an object-store URL): its modules,
+    /// inputs and tables live below it and nowhere else.
+    pub root: String,
+    /// Runs of this tenant executing at once.
+    #[serde(default = "one")]
+    pub max_concurrent: usize,
+    /// Runs of this tenant waiting; more are refused (429).
+    #[serde(default = "hundred")]
+    pub max_queued: usize,
+    /// Guest memory per run, MiB.
+    #[serde(default = "default_memory")]
+    pub max_memory_mb: usize,
+    /// Wall-clock budget per run, ms.
+    #[serde(default = "default_deadline")]
+    pub deadline_ms: u64,
+    /// Fuel per run (deterministic CPU budget); unmetered when absent.
+    pub fuel: Option<u64>,
+    /// Output per run, MiB.
+    #[serde(default = "default_output")]
+    pub max_output_mb: usize,
+    /// Largest module accepted, MiB.
+    #[serde(default = "default_module")]
+    pub max_module_mb: usize,
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:8787".into()
+}
+fn default_workers() -> usize {
+    2
+}
+fn one() -> usize {
+    1
+}
+fn hundred() -> usize {
+    100
+}
+fn default_memory() -> usize {
+    256
+}
+fn default_deadline() -> u64 {
+    60_000
+}
+fn default_output() -> usize {
+    256
+}
+fn default_module() -> usize {
+    16
+}
+
+impl TenantConfig {
+    /// The sandbox limits of one run of this tenant.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_memory_bytes: self.max_memory_mb << 20,
+            max_output_bytes: self.max_output_mb << 20,
+            deadline_ms: self.deadline_ms,
+            fuel: self.fuel,
+            max_module_bytes: self.max_module_mb << 20,
+            ..Limits::default()
+        }
+    }
+}
+
+impl ServeConfig {
+    /// Read and check `path`; relative paths start at its folder.
+    pub fn load(path: &Path) -> Result<ServeConfig, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let mut c: ServeConfig =
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        if c.state_dir.is_relative() {
+            c.state_dir = dir.join(&c.state_dir);
+        }
+        if c.tenants.is_empty() {
+            return Err(format!("{}: no [[tenant]]", path.display()));
+        }
+        if !(1..=64).contains(&c.workers) {
+            return Err("workers must be from 1 to 64".into());
+        }
+        for (i, t) in c.tenants.iter_mut().enumerate() {
+            let bad = |why: &str| format!("{}: tenant `{}`: {why}", path.display(), t.name);
+            if t.token_sha256.len() != 64 || hex::decode(&t.token_sha256).is_err() {
+                return Err(bad(
+                    "token-sha256 must be 64 hex digits (idem serve --hash-token prints it)",
+                ));
+            }
+            if t.max_concurrent == 0 || t.max_queued == 0 {
+                return Err(bad("max-concurrent and max-queued must be at least 1"));
+            }
+            if !t.root.contains("://") && Path::new(&t.root).is_relative() {
+                t.root = dir.join(&t.root).to_string_lossy().into_owned();
+            }
+            t.root = t.root.trim_end_matches('/').to_string();
+            let _ = i;
+        }
+        for (i, t) in c.tenants.iter().enumerate() {
+            for u in &c.tenants[..i] {
+                if u.name == t.name {
+                    return Err(format!("two tenants are named `{}`", t.name));
+                }
+                if u.token_sha256.eq_ignore_ascii_case(&t.token_sha256) {
+                    return Err(format!(
+                        "tenants `{}` and `{}` share a token",
+                        u.name, t.name
+                    ));
+                }
+                let (a, b) = (format!("{}/", u.root), format!("{}/", t.root));
+                if a.starts_with(&b) || b.starts_with(&a) {
+                    return Err(format!(
+                        "the roots of tenants `{}` and `{}` overlap: each tenant needs its own",
+                        u.name, t.name
+                    ));
+                }
+            }
+        }
+        Ok(c)
+    }
+}

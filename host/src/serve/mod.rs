@@ -1,0 +1,296 @@
+//! `idem serve`: idem as a multi-tenant HTTP service. Tenants (declared in
+//! `serve.toml`, each with a hashed token, a storage root and quotas)
+//! upload modules and submit runs; runs execute on a bounded pool of worker
+//! threads (never on the async executor), one shared wasmtime engine and
+//! compiled-code cache, each with its tenant's limits. A run through the
+//! service is the same run as through the CLI: same run key, same manifest.
+//!
+//! Isolation: a tenant names modules by digest and paths relative to its
+//! root; `..`, absolute paths, schemes and anything outside the root are
+//! refused, and errors are worded relative to the root, so nothing about
+//! the host or other tenants shows.
+
+pub mod api;
+pub mod config;
+pub mod queue;
+
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::run::{Run, RunOutcome, SliceSpec};
+use crate::sandbox::{Sandbox, SandboxConfig};
+use crate::table::Mode;
+use config::{ServeConfig, TenantConfig};
+use queue::{Queue, RunRequest};
+
+/// Where a tenant's uploaded modules live, below its root.
+pub const MODULES_DIR: &str = "_modules";
+
+/// A tenant at run time.
+pub struct Tenant {
+    /// Its settings.
+    pub cfg: TenantConfig,
+    /// Its sandbox: the shared engine with its limits.
+    pub sandbox: Sandbox,
+    /// sha256 of its token.
+    token: [u8; 32],
+}
+
+/// The service: tenants and the queue.
+pub struct Service {
+    /// The tenants, in config order.
+    pub tenants: Vec<Tenant>,
+    /// The runs.
+    pub queue: Queue,
+}
+
+/// A refused request: HTTP status and a message for the caller.
+#[derive(Debug)]
+pub struct Refusal(pub u16, pub String);
+
+impl Service {
+    /// Build the service from its config (engine, tenants, persisted runs).
+    pub fn new(cfg: &ServeConfig, cache_dir: Option<PathBuf>) -> Result<Service, String> {
+        let base = Sandbox::new(SandboxConfig {
+            cache_dir,
+            ..SandboxConfig::default()
+        })
+        .map_err(|e| e.to_string())?;
+        let mut tenants = Vec::new();
+        for t in &cfg.tenants {
+            let mut token = [0u8; 32];
+            hex::decode_to_slice(&t.token_sha256, &mut token).map_err(|e| e.to_string())?;
+            tenants.push(Tenant {
+                sandbox: base.with_limits(t.limits()).map_err(|e| e.to_string())?,
+                cfg: t.clone(),
+                token,
+            });
+        }
+        let queue = Queue::open(
+            &cfg.state_dir,
+            cfg.tenants
+                .iter()
+                .map(|t| (t.name.clone(), t.max_concurrent, t.max_queued))
+                .collect(),
+        )
+        .map_err(|e| format!("state dir {}: {e}", cfg.state_dir.display()))?;
+        Ok(Service { tenants, queue })
+    }
+
+    /// The tenant whose token this is. Every tenant's hash is compared, in
+    /// constant time, so timing says nothing about which one matched.
+    pub fn tenant(&self, token: &str) -> Option<&Tenant> {
+        use sha2::Digest as _;
+        use subtle::ConstantTimeEq as _;
+        let h: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+        let mut found = None;
+        for t in &self.tenants {
+            if bool::from(t.token.ct_eq(&h)) {
+                found = Some(t);
+            }
+        }
+        found
+    }
+
+    /// Run worker threads until the queue stops; returns their handles.
+    pub fn start_workers(self: &Arc<Self>, n: usize) -> Vec<std::thread::JoinHandle<()>> {
+        (0..n)
+            .map(|i| {
+                let svc = self.clone();
+                std::thread::Builder::new()
+                    .name(format!("idem-worker-{i}"))
+                    .spawn(move || {
+                        while let Some(r) = svc.queue.take() {
+                            let result = match svc.tenants.iter().find(|t| t.cfg.name == r.tenant) {
+                                Some(t) => execute(t, &r.request),
+                                None => Err(json!({"kind": "input", "message": "unknown tenant"})),
+                            };
+                            svc.queue.finish(&r.id, result);
+                        }
+                    })
+                    .expect("spawning a worker thread")
+            })
+            .collect()
+    }
+}
+
+/// `rel` below `root`: a plain relative path (no `..`, not absolute, no
+/// scheme, no backslash, no NUL), else refused without echoing where it
+/// would lead.
+pub fn under(root: &str, rel: &str, what: &str) -> Result<String, Refusal> {
+    let bad = || {
+        Refusal(
+            400,
+            format!(
+                "{what} `{rel}` is refused: give a path relative to your root, without `..`, a scheme or a leading `/`"
+            ),
+        )
+    };
+    if rel.contains("://") || rel.contains('\\') || rel.starts_with('/') {
+        return Err(bad());
+    }
+    crate::slice::validate_relative_path(rel).map_err(|_| bad())?;
+    Ok(format!("{root}/{rel}"))
+}
+
+/// The stored module of `digest` (`sha256:<hex>`), relative to the root.
+pub fn module_rel(digest: &str) -> Result<String, Refusal> {
+    let hex = digest
+        .strip_prefix("sha256:")
+        .filter(|h| h.len() == 64 && h.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()))
+        .ok_or_else(|| Refusal(400, format!("module `{digest}` must be sha256:<64 lowercase hex digits>, as the upload returned")))?;
+    Ok(format!("{MODULES_DIR}/{hex}.wasm"))
+}
+
+/// Check a request against the tenant before it is queued: paths inside
+/// the root, the module uploaded, a known mode.
+pub fn check(t: &Tenant, r: &RunRequest) -> Result<(), Refusal> {
+    let rel = module_rel(&r.module)?;
+    let store = crate::storage::Store::at(&t.cfg.root)
+        .map_err(|_| Refusal(500, "the tenant's storage is not reachable".into()))?;
+    match store.size(&rel) {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return Err(Refusal(
+                404,
+                format!(
+                    "no module {} was uploaded by this tenant: POST it to /v1/modules first",
+                    r.module
+                ),
+            ));
+        }
+        Err(_) => return Err(Refusal(503, "the tenant's storage is not reachable".into())),
+    }
+    for p in r
+        .input
+        .iter()
+        .chain(&r.files)
+        .chain(std::iter::once(&r.table))
+    {
+        under(&t.cfg.root, p, "path")?;
+        let first = p.split('/').next().unwrap_or_default();
+        if first == MODULES_DIR {
+            return Err(Refusal(
+                400,
+                format!("path `{p}` is inside {MODULES_DIR}/, which the service keeps for modules"),
+            ));
+        }
+    }
+    if r.input.is_some() != r.files.is_empty() {
+        return Err(Refusal(
+            400,
+            "give one slice: `input` with `partition`, or `files`".into(),
+        ));
+    }
+    if r.input.is_some() && r.partition.is_none() {
+        return Err(Refusal(
+            400,
+            "`input` needs `partition` (column=value)".into(),
+        ));
+    }
+    mode_of(r)?;
+    for e in &r.expect {
+        e.parse::<crate::expect::Expectation>()
+            .map_err(|err| Refusal(400, format!("expect `{e}`: {err}")))?;
+    }
+    Ok(())
+}
+
+fn mode_of(r: &RunRequest) -> Result<Option<Mode>, Refusal> {
+    Ok(match r.mode.as_deref() {
+        None => None,
+        Some("overwrite-partition") => Some(Mode::OverwritePartition {
+            column: String::new(),
+            value: String::new(),
+        }),
+        Some("merge") if r.key.is_empty() => {
+            return Err(Refusal(400, "mode merge needs `key`".into()));
+        }
+        Some("merge") => Some(Mode::Merge {
+            keys: r.key.clone(),
+        }),
+        Some("append") => Some(Mode::Append),
+        Some(other) => {
+            return Err(Refusal(
+                400,
+                format!("unknown mode `{other}`: overwrite-partition, merge or append"),
+            ));
+        }
+    })
+}
+
+/// Execute one run for tenant `t`: `Ok({kind, version, runKey, manifest,
+/// rowsIn, rowsOut})` or `Err({kind, message})`. A panic in the run's work
+/// fails the run, never the service.
+pub fn execute(t: &Tenant, r: &RunRequest) -> Result<Value, Value> {
+    let root = &t.cfg.root;
+    // Messages name objects relative to the root: the host's layout and
+    // other tenants stay out of them.
+    let scrub = |m: String| {
+        m.replace(&format!("file://{root}/"), "")
+            .replace(&format!("{root}/"), "")
+            .replace(root.as_str(), "<root>")
+    };
+    let fail = |kind: &str, m: String| json!({"kind": kind, "message": scrub(m)});
+    let build = || -> Result<Run, Refusal> {
+        check(t, r)?;
+        let module = under(root, &module_rel(&r.module)?, "module")?;
+        let slice = match (&r.input, &r.partition) {
+            (Some(input), Some(p)) => {
+                let (column, value) =
+                    crate::run::parse_partition(p).map_err(|e| Refusal(400, e.to_string()))?;
+                SliceSpec::Partition {
+                    root: PathBuf::from(under(root, input, "input")?),
+                    column,
+                    value,
+                }
+            }
+            _ => SliceSpec::Files {
+                files: r
+                    .files
+                    .iter()
+                    .map(|f| under(root, f, "file").map(PathBuf::from))
+                    .collect::<Result<_, _>>()?,
+                id: r.partition.clone(),
+            },
+        };
+        let mut run = Run::new(module, slice, under(root, &r.table, "table")?)
+            .params(r.params.to_string())
+            .logical_date(r.logical_date.clone())
+            .batch_rows(r.batch_rows.unwrap_or(8192))
+            .expect(r.expect.iter().filter_map(|e| e.parse().ok()).collect());
+        if let Some(m) = mode_of(r)? {
+            run = run.mode(m);
+        }
+        Ok(run)
+    };
+    let run = build().map_err(|Refusal(_, m)| fail("input", m))?;
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| run.execute(&t.sandbox)));
+    match outcome {
+        Err(_) => Err(fail(
+            "bug",
+            "the run panicked inside idem (a bug; the service goes on): nothing was committed"
+                .into(),
+        )),
+        Ok(Err(e)) => Err(fail(e.kind().name(), e.to_string())),
+        Ok(Ok(report)) => {
+            let (kind, version) = match &report.outcome {
+                RunOutcome::Committed { version, .. } => ("committed", Some(*version)),
+                RunOutcome::Unchanged { since, .. } => ("unchanged", *since),
+                RunOutcome::Memo { since } => ("memo", *since),
+            };
+            Ok(json!({
+                "kind": kind,
+                "version": version,
+                "runKey": report.manifest.run_key.to_string(),
+                "manifest": report.manifest_digest.to_string(),
+                "rowsIn": report.manifest.result.rows_in,
+                "rowsOut": report.manifest.result.rows_out,
+                "outputDigest": report.manifest.result.output_digest.to_string(),
+            }))
+        }
+    }
+}

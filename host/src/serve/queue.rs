@@ -1,0 +1,449 @@
+//! The run queue: per-tenant FIFO queues served round-robin (a flood from
+//! one tenant waits behind its own quota, never in front of others), a
+//! bounded worker pool, identical submissions joined, every state change
+//! persisted under the state dir so a restarted service finishes what was
+//! queued or running (runs are idempotent: re-running one is safe).
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A run's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// Waiting for a worker.
+    Queued,
+    /// Executing.
+    Running,
+    /// Ended: committed, unchanged or memo.
+    Succeeded,
+    /// Ended with an error (nothing committed).
+    Failed,
+}
+
+impl State {
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Queued => "queued",
+            State::Running => "running",
+            State::Succeeded => "succeeded",
+            State::Failed => "failed",
+        }
+    }
+}
+
+/// What a tenant submits (JSON, camelCase). Paths are relative to the
+/// tenant's root.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RunRequest {
+    /// `sha256:<hex>` of a module this tenant uploaded.
+    pub module: String,
+    /// A Parquet dataset root (with `partition`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
+    /// `column=value`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// Or explicit Parquet files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+    /// The target table.
+    pub table: String,
+    /// overwrite-partition (default with a partition), merge or append.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Merge keys.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key: Vec<String>,
+    /// Transform params.
+    #[serde(default = "empty_object")]
+    pub params: Value,
+    /// The scheduler's logical date.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logical_date: Option<String>,
+    /// Rows per input batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_rows: Option<u32>,
+    /// Expectations (as `--expect`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expect: Vec<String>,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+/// A run as stored and reported.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRecord {
+    /// Its id.
+    pub id: String,
+    /// The tenant's name.
+    pub tenant: String,
+    /// What was asked.
+    pub request: RunRequest,
+    /// Where it is.
+    pub state: State,
+    /// Unix ms.
+    pub submitted_ms: u64,
+    /// Unix ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_ms: Option<u64>,
+    /// How it ended (`{kind, version, runKey, manifest, rowsIn, rowsOut}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// Why it failed (`{kind, message}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
+    /// Times it was started (a restart re-runs a run that was running).
+    #[serde(default)]
+    pub attempts: u32,
+}
+
+/// Why a submission was refused.
+#[derive(Debug)]
+pub enum Refused {
+    /// The tenant's queue is full.
+    Full(usize),
+    /// The service is shutting down.
+    Stopping,
+}
+
+#[derive(Default)]
+struct Inner {
+    runs: HashMap<String, RunRecord>,
+    queued: HashMap<String, VecDeque<String>>,
+    running: HashMap<String, usize>,
+    /// (tenant, canonical request) -> id of a queued or running run.
+    active: HashMap<(String, String), String>,
+    /// Round-robin position over `order`.
+    next: usize,
+    stopping: bool,
+    /// Submit-to-done seconds of ended runs, per histogram bucket.
+    latency: Vec<u64>,
+    latency_sum: f64,
+    ended: HashMap<(String, State), u64>,
+}
+
+/// Histogram buckets (seconds) of submit-to-done latency.
+pub const BUCKETS: [f64; 10] = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 30.0, 120.0];
+
+/// The queue shared by the API and the workers.
+pub struct Queue {
+    inner: Mutex<Inner>,
+    wake: Condvar,
+    dir: PathBuf,
+    /// Tenants in config order, with their concurrency limit.
+    order: Vec<(String, usize, usize)>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn new_id() -> String {
+    let mut b = [0u8; 12];
+    // An id only names a run; uniqueness, not secrecy, matters.
+    let _ = getrandom::fill(&mut b);
+    format!("run-{}", hex::encode(b))
+}
+
+/// The canonical text of a request (keys sorted): equal texts are the
+/// same run.
+fn canonical(r: &RunRequest) -> String {
+    serde_json::to_value(r)
+        .map(|v| v.to_string())
+        .unwrap_or_default()
+}
+
+impl Queue {
+    /// A queue persisting under `dir/runs`, for tenants `(name,
+    /// max_concurrent, max_queued)`; runs found there that were queued or
+    /// running are queued again (in submission order).
+    pub fn open(dir: &Path, tenants: Vec<(String, usize, usize)>) -> std::io::Result<Queue> {
+        let runs_dir = dir.join("runs");
+        std::fs::create_dir_all(&runs_dir)?;
+        let mut inner = Inner {
+            latency: vec![0; BUCKETS.len() + 1],
+            ..Inner::default()
+        };
+        let mut found: Vec<RunRecord> = Vec::new();
+        for e in std::fs::read_dir(&runs_dir)? {
+            let path = e?.path();
+            if path.extension().is_none_or(|x| x != "json") {
+                continue;
+            }
+            match std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<RunRecord>(&b).ok())
+            {
+                Some(r) if tenants.iter().any(|(t, ..)| *t == r.tenant) => found.push(r),
+                _ => tracing::warn!(
+                    "ignoring unreadable or foreign run record {}",
+                    path.display()
+                ),
+            }
+        }
+        found.sort_by(|a, b| (a.submitted_ms, &a.id).cmp(&(b.submitted_ms, &b.id)));
+        let q = Queue {
+            inner: Mutex::new(Inner::default()),
+            wake: Condvar::new(),
+            dir: runs_dir,
+            order: tenants,
+        };
+        for mut r in found {
+            if matches!(r.state, State::Queued | State::Running) {
+                // A run that was running when the service stopped is run
+                // again: its commit either landed (the rerun finds it:
+                // memo or unchanged) or never did.
+                r.state = State::Queued;
+                q.persist(&r);
+                inner
+                    .active
+                    .insert((r.tenant.clone(), canonical(&r.request)), r.id.clone());
+                inner
+                    .queued
+                    .entry(r.tenant.clone())
+                    .or_default()
+                    .push_back(r.id.clone());
+            }
+            inner.runs.insert(r.id.clone(), r);
+        }
+        *q.inner.lock().unwrap_or_else(|e| e.into_inner()) = inner;
+        Ok(q)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Write a record (atomically: temp file, then rename).
+    fn persist(&self, r: &RunRecord) {
+        let path = self.dir.join(format!("{}.json", r.id));
+        let tmp = self.dir.join(format!(".{}.tmp", r.id));
+        let ok = serde_json::to_vec_pretty(r)
+            .ok()
+            .and_then(|b| std::fs::write(&tmp, b).ok())
+            .and_then(|_| std::fs::rename(&tmp, &path).ok());
+        if ok.is_none() {
+            tracing::error!("cannot persist run {} under {}", r.id, self.dir.display());
+        }
+    }
+
+    /// Queue `request` for `tenant`, or join the identical run already
+    /// queued or running. `(record, joined)`.
+    pub fn submit(&self, tenant: &str, request: RunRequest) -> Result<(RunRecord, bool), Refused> {
+        let mut inner = self.lock();
+        if inner.stopping {
+            return Err(Refused::Stopping);
+        }
+        let key = (tenant.to_string(), canonical(&request));
+        if let Some(id) = inner.active.get(&key)
+            && let Some(r) = inner.runs.get(id)
+        {
+            return Ok((r.clone(), true));
+        }
+        let max = self
+            .order
+            .iter()
+            .find(|(t, ..)| t == tenant)
+            .map(|(_, _, q)| *q)
+            .unwrap_or(0);
+        let waiting = inner.queued.get(tenant).map(VecDeque::len).unwrap_or(0);
+        if waiting >= max {
+            return Err(Refused::Full(max));
+        }
+        let r = RunRecord {
+            id: new_id(),
+            tenant: tenant.to_string(),
+            request,
+            state: State::Queued,
+            submitted_ms: now_ms(),
+            finished_ms: None,
+            result: None,
+            error: None,
+            attempts: 0,
+        };
+        self.persist(&r);
+        inner.active.insert(key, r.id.clone());
+        inner
+            .queued
+            .entry(tenant.to_string())
+            .or_default()
+            .push_back(r.id.clone());
+        inner.runs.insert(r.id.clone(), r.clone());
+        drop(inner);
+        self.wake.notify_one();
+        Ok((r, false))
+    }
+
+    /// The next run to execute (round-robin over tenants below their
+    /// concurrency limit); blocks; `None` once the queue stops.
+    pub fn take(&self) -> Option<RunRecord> {
+        let mut inner = self.lock();
+        loop {
+            if inner.stopping {
+                return None;
+            }
+            let n = self.order.len();
+            for k in 0..n {
+                let i = (inner.next + k) % n;
+                let (tenant, max_running, _) = &self.order[i];
+                let running = inner.running.get(tenant).copied().unwrap_or(0);
+                if running >= *max_running {
+                    continue;
+                }
+                let Some(id) = inner.queued.get_mut(tenant).and_then(VecDeque::pop_front) else {
+                    continue;
+                };
+                inner.next = (i + 1) % n;
+                *inner.running.entry(tenant.clone()).or_default() += 1;
+                let rec = inner.runs.get_mut(&id).map(|r| {
+                    r.state = State::Running;
+                    r.attempts += 1;
+                    r.clone()
+                });
+                if let Some(r) = rec {
+                    self.persist(&r);
+                    return Some(r);
+                }
+            }
+            inner = self.wake.wait(inner).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Record how run `id` ended.
+    pub fn finish(&self, id: &str, result: Result<Value, Value>) {
+        let mut inner = self.lock();
+        let Some(r) = inner.runs.get_mut(id) else {
+            return;
+        };
+        let (state, res, err) = match result {
+            Ok(v) => (State::Succeeded, Some(v), None),
+            Err(e) => (State::Failed, None, Some(e)),
+        };
+        r.state = state;
+        r.result = res;
+        r.error = err;
+        r.finished_ms = Some(now_ms());
+        let r = r.clone();
+        let secs = r.finished_ms.unwrap_or(0).saturating_sub(r.submitted_ms) as f64 / 1000.0;
+        let bucket = BUCKETS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(BUCKETS.len());
+        inner.latency[bucket] += 1;
+        inner.latency_sum += secs;
+        *inner.ended.entry((r.tenant.clone(), state)).or_default() += 1;
+        if let Some(n) = inner.running.get_mut(&r.tenant) {
+            *n = n.saturating_sub(1);
+        }
+        inner
+            .active
+            .remove(&(r.tenant.clone(), canonical(&r.request)));
+        self.persist(&r);
+        drop(inner);
+        self.wake.notify_all();
+    }
+
+    /// Stop: refuse new runs and hand out no more; queued runs stay
+    /// persisted as queued (a restart runs them).
+    pub fn stop(&self) {
+        self.lock().stopping = true;
+        self.wake.notify_all();
+    }
+
+    /// Whether the queue stopped.
+    pub fn stopping(&self) -> bool {
+        self.lock().stopping
+    }
+
+    /// One run, if it is `tenant`'s.
+    pub fn get(&self, tenant: &str, id: &str) -> Option<RunRecord> {
+        self.lock()
+            .runs
+            .get(id)
+            .filter(|r| r.tenant == tenant)
+            .cloned()
+    }
+
+    /// The tenant's runs, newest first.
+    pub fn list(&self, tenant: &str) -> Vec<RunRecord> {
+        let mut v: Vec<RunRecord> = self
+            .lock()
+            .runs
+            .values()
+            .filter(|r| r.tenant == tenant)
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| (b.submitted_ms, &b.id).cmp(&(a.submitted_ms, &a.id)));
+        v
+    }
+
+    /// Prometheus text: runs by tenant and state, queue depth per tenant,
+    /// submit-to-done latency histogram.
+    pub fn metrics(&self) -> String {
+        let inner = self.lock();
+        let mut out = String::new();
+        out.push_str("# HELP idem_runs Runs by tenant and state (queued and running now; succeeded and failed since start).\n# TYPE idem_runs gauge\n");
+        for (tenant, ..) in &self.order {
+            let queued = inner.queued.get(tenant).map(VecDeque::len).unwrap_or(0) as u64;
+            let running = inner.running.get(tenant).copied().unwrap_or(0) as u64;
+            for (state, n) in [
+                ("queued", queued),
+                ("running", running),
+                (
+                    "succeeded",
+                    inner
+                        .ended
+                        .get(&(tenant.clone(), State::Succeeded))
+                        .copied()
+                        .unwrap_or(0),
+                ),
+                (
+                    "failed",
+                    inner
+                        .ended
+                        .get(&(tenant.clone(), State::Failed))
+                        .copied()
+                        .unwrap_or(0),
+                ),
+            ] {
+                out.push_str(&format!(
+                    "idem_runs{{tenant=\"{tenant}\",state=\"{state}\"}} {n}\n"
+                ));
+            }
+        }
+        out.push_str("# HELP idem_queue_depth Runs waiting for a worker, per tenant.\n# TYPE idem_queue_depth gauge\n");
+        for (tenant, ..) in &self.order {
+            let q = inner.queued.get(tenant).map(VecDeque::len).unwrap_or(0);
+            out.push_str(&format!("idem_queue_depth{{tenant=\"{tenant}\"}} {q}\n"));
+        }
+        out.push_str("# HELP idem_run_seconds Submit-to-done latency of ended runs.\n# TYPE idem_run_seconds histogram\n");
+        let mut cumulative = 0;
+        for (i, b) in BUCKETS.iter().enumerate() {
+            cumulative += inner.latency[i];
+            out.push_str(&format!(
+                "idem_run_seconds_bucket{{le=\"{b}\"}} {cumulative}\n"
+            ));
+        }
+        cumulative += inner.latency[BUCKETS.len()];
+        out.push_str(&format!(
+            "idem_run_seconds_bucket{{le=\"+Inf\"}} {cumulative}\n"
+        ));
+        out.push_str(&format!("idem_run_seconds_sum {}\n", inner.latency_sum));
+        out.push_str(&format!("idem_run_seconds_count {cumulative}\n"));
+        out
+    }
+}

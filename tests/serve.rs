@@ -1,0 +1,492 @@
+//! `idem serve`: the service as tenants use it, over real HTTP (curl, as
+//! the README shows), with real modules, data and Delta tables.
+
+mod common;
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const TOKEN_A: &str = "token-of-tenant-a";
+const TOKEN_B: &str = "token-of-tenant-b";
+
+fn sha(token: &str) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(token.as_bytes()))
+}
+
+/// A running `idem serve`, killed when dropped.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The config for tenants a and b under `dir` (limits small enough for
+/// hostile modules to hit them fast).
+fn config(dir: &Path, extra_a: &str) -> PathBuf {
+    let text = format!(
+        r#"listen = "127.0.0.1:0"
+state-dir = "state"
+workers = 2
+
+[[tenant]]
+name = "a"
+token-sha256 = "{a}"
+root = "a"
+max-concurrent = 2
+max-queued = 50
+max-memory-mb = 64
+deadline-ms = 3000
+max-output-mb = 8
+{extra_a}
+
+[[tenant]]
+name = "b"
+token-sha256 = "{b}"
+root = "b"
+max-concurrent = 2
+"#,
+        a = sha(TOKEN_A),
+        b = sha(TOKEN_B),
+    );
+    std::fs::create_dir_all(dir.join("a")).unwrap();
+    std::fs::create_dir_all(dir.join("b")).unwrap();
+    let path = dir.join("serve.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn start(config: &Path, env: &[(&str, &str)]) -> Server {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_idem"));
+    cmd.args(["serve", "--config", config.to_str().unwrap()])
+        .env("IDEM_CACHE_DIR", common::test_cache())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("no address: {line}"))
+        .to_string();
+    Server {
+        child,
+        url: format!("http://{addr}"),
+    }
+}
+
+/// `curl -X METHOD URL [-H token] [--data-binary body]`: (status, body).
+fn curl(method: &str, url: &str, token: Option<&str>, body: Option<&[u8]>) -> (u16, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new("curl");
+    cmd.args(["-s", "-S", "-X", method, "-w", "\n%{http_code}", url]);
+    if let Some(t) = token {
+        cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
+    }
+    if let Some(b) = body {
+        let f = dir.path().join("body");
+        std::fs::write(&f, b).unwrap();
+        cmd.args(["--data-binary", &format!("@{}", f.display())]);
+    }
+    let out = cmd.output().expect("running curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+fn json_of(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+}
+
+fn upload(s: &Server, token: &str, module: &Path) -> (u16, Value) {
+    let (code, body) = curl(
+        "POST",
+        &format!("{}/v1/modules", s.url),
+        Some(token),
+        Some(&std::fs::read(module).unwrap()),
+    );
+    (code, json_of(&body))
+}
+
+fn submit(s: &Server, token: &str, req: &Value) -> (u16, Value) {
+    let (code, body) = curl(
+        "POST",
+        &format!("{}/v1/runs", s.url),
+        Some(token),
+        Some(req.to_string().as_bytes()),
+    );
+    (code, json_of(&body))
+}
+
+/// Poll a run until it has ended.
+fn wait(s: &Server, token: &str, id: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let (code, body) = curl("GET", &format!("{}/v1/runs/{id}", s.url), Some(token), None);
+        assert_eq!(code, 200, "{body}");
+        let v = json_of(&body);
+        if matches!(v["state"].as_str(), Some("succeeded" | "failed")) {
+            return v;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "run {id} never ended: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn day_request(module: &str, table: &str, date: &str) -> Value {
+    json!({
+        "module": module,
+        "input": "orders",
+        "partition": format!("date={date}"),
+        "table": table,
+        "logicalDate": date,
+        "batchRows": 1000,
+    })
+}
+
+/// Tokens, uploads, runs, joins, isolation; a service run is the CLI's run.
+#[test]
+fn tenants_run_through_the_service_as_through_the_cli_and_see_only_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    let root_a = dir.path().join("a");
+    common::orders(&root_a.join("orders"), "2026-10-01", 2_000, 2);
+    common::orders(&dir.path().join("b/orders"), "2026-10-01", 500, 1);
+    let s = start(&cfg, &[]);
+
+    assert_eq!(curl("GET", &format!("{}/health", s.url), None, None).0, 200);
+    // No token, a wrong token: 401, and no hint of what exists.
+    for token in [None, Some("nope")] {
+        let (code, body) = curl("GET", &format!("{}/v1/runs", s.url), token, None);
+        assert_eq!(code, 401, "{body}");
+    }
+
+    let revenue = common::guest("examples/daily_revenue");
+    let (code, up) = upload(&s, TOKEN_A, &revenue);
+    assert_eq!(code, 201, "{up}");
+    let module = up["module"].as_str().unwrap().to_string();
+    assert!(
+        root_a
+            .join("_modules")
+            .join(format!("{}.wasm", &module[7..]))
+            .exists()
+    );
+
+    // B cannot run A's module, nor see A's run, log or manifest.
+    let req = day_request(&module, "tables/revenue", "2026-10-01");
+    let (code, v) = submit(&s, TOKEN_B, &req);
+    assert_eq!(code, 404, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("no module"), "{v}");
+
+    let (code, v) = submit(&s, TOKEN_A, &req);
+    assert_eq!(code, 202, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    // The same request while it is queued or running joins it.
+    let (code, again) = submit(&s, TOKEN_A, &req);
+    assert_eq!(code, 202);
+    if again["joined"] == true {
+        assert_eq!(again["id"], v["id"]);
+    }
+    let done = wait(&s, TOKEN_A, &id);
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["result"]["kind"], "committed", "{done}");
+    for path in [format!("/v1/runs/{id}"), format!("/v1/runs/{id}/manifest")] {
+        let (code, body) = curl("GET", &format!("{}{path}", s.url), Some(TOKEN_B), None);
+        assert_eq!(code, 404, "{path}: {body}");
+    }
+
+    // The CLI sees the same run: same run key (a memo hit), the same
+    // manifest bytes.
+    let table = root_a.join("tables/revenue");
+    let (code, manifest) = curl(
+        "GET",
+        &format!("{}/v1/runs/{id}/manifest", s.url),
+        Some(TOKEN_A),
+        None,
+    );
+    assert_eq!(code, 200);
+    let (code, shown, err) = common::idem(&[
+        "show",
+        &format!("{}#date=2026-10-01", table.display()),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(manifest.trim_end(), shown.trim_end());
+    let args = common::day_args(
+        revenue.to_str().unwrap(),
+        root_a.join("orders").to_str().unwrap(),
+        "2026-10-01",
+        table.to_str().unwrap(),
+        &["--logical-date", "2026-10-01", "--json"],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = common::idem(&args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json_of(&out)["outcome"]["kind"], "memo", "{out}");
+    assert_eq!(json_of(&out)["runKey"], done["result"]["runKey"], "{out}");
+
+    // A second submission after the first ended is a memo hit.
+    let (_, v) = submit(&s, TOKEN_A, &req);
+    let memo = wait(&s, TOKEN_A, v["id"].as_str().unwrap());
+    assert_eq!(memo["result"]["kind"], "memo", "{memo}");
+
+    // Paths outside the root, however spelled, are refused, and the
+    // refusal does not say what is there.
+    let b_root = dir.path().join("b").display().to_string();
+    for (field, value) in [
+        ("table", "../b/tables/x"),
+        ("table", "/tmp/x"),
+        ("table", "s3://bucket/x"),
+        ("table", "tables/../../b/x"),
+        ("table", "_modules/x"),
+        ("input", "../b/orders"),
+        ("input", "orders/../../b/orders"),
+    ] {
+        let mut r = req.clone();
+        r[field] = json!(value);
+        let (code, v) = submit(&s, TOKEN_A, &r);
+        assert_eq!(code, 400, "{field}={value}: {v}");
+        assert!(!v.to_string().contains(&b_root), "{v}");
+    }
+    let (code, body) = curl(
+        "GET",
+        &format!("{}/v1/log/..%2Fb%2Ftables", s.url),
+        Some(TOKEN_A),
+        None,
+    );
+    assert!(code == 400 || code == 404, "{code} {body}");
+    assert!(!body.contains(&b_root), "{body}");
+
+    // Log and audit of the tenant's own table, as the CLI prints them.
+    let (code, body) = curl(
+        "GET",
+        &format!("{}/v1/log/tables/revenue", s.url),
+        Some(TOKEN_A),
+        None,
+    );
+    assert_eq!(code, 200, "{body}");
+    // The service's run, the CLI's memo hit, the service's memo hit.
+    assert_eq!(
+        json_of(&body)["runs"].as_array().unwrap().len(),
+        3,
+        "{body}"
+    );
+    let (code, body) = curl(
+        "GET",
+        &format!("{}/v1/audit/tables/revenue", s.url),
+        Some(TOKEN_A),
+        None,
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(json_of(&body)["proven"], true, "{body}");
+
+    // Metrics: Prometheus text with A's two succeeded runs.
+    let (code, m) = curl("GET", &format!("{}/metrics", s.url), None, None);
+    assert_eq!(code, 200);
+    assert!(
+        m.contains("idem_runs{tenant=\"a\",state=\"succeeded\"} 2"),
+        "{m}"
+    );
+    assert!(m.contains("idem_queue_depth{tenant=\"b\"} 0"), "{m}");
+    assert!(m.contains("idem_run_seconds_count 2"), "{m}");
+}
+
+/// Hostile modules fail only their own runs; the other tenant's run at the
+/// same time completes; a forbidden import is refused at upload, named.
+#[test]
+fn hostile_modules_fail_their_own_runs_and_the_service_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    common::orders(&dir.path().join("a/orders"), "2026-10-01", 2_000, 1);
+    common::orders(&dir.path().join("b/orders"), "2026-10-01", 2_000, 1);
+    let s = start(&cfg, &[]);
+
+    let (code, v) = upload(
+        &s,
+        TOKEN_A,
+        &common::root().join("tests/wat/import-wall-clock.wat"),
+    );
+    assert_eq!(code, 422, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("wasi:clocks/wall-clock"),
+        "{v}"
+    );
+
+    let (code, up) = upload(&s, TOKEN_A, &common::guest("tests/guests/hostile"));
+    assert_eq!(code, 201, "{up}");
+    let hostile = up["module"].as_str().unwrap().to_string();
+    let (_, up) = upload(&s, TOKEN_B, &common::guest("examples/daily_revenue"));
+    let good = up["module"].as_str().unwrap().to_string();
+
+    let mut ids = Vec::new();
+    for (mode, extra) in [
+        ("spin", json!({})),
+        ("oom", json!({})),
+        ("big", json!({"bytes": 16 << 20})),
+        ("garbage", json!({})),
+        ("union", json!({})),
+        ("panic", json!({})),
+    ] {
+        let mut params = extra.clone();
+        params["mode"] = json!(mode);
+        let mut req = day_request(&hostile, &format!("tables/{mode}"), "2026-10-01");
+        req["params"] = params;
+        req["mode"] = json!("append");
+        let (code, v) = submit(&s, TOKEN_A, &req);
+        assert_eq!(code, 202, "{v}");
+        ids.push((mode, v["id"].as_str().unwrap().to_string()));
+    }
+    let (_, v) = submit(
+        &s,
+        TOKEN_B,
+        &day_request(&good, "tables/revenue", "2026-10-01"),
+    );
+    let b_id = v["id"].as_str().unwrap().to_string();
+
+    let b = wait(&s, TOKEN_B, &b_id);
+    assert_eq!(b["state"], "succeeded", "{b}");
+    assert_eq!(b["result"]["kind"], "committed", "{b}");
+    for (mode, id) in ids {
+        let r = wait(&s, TOKEN_A, &id);
+        assert_eq!(r["state"], "failed", "{mode}: {r}");
+        let msg = r["error"]["message"].as_str().unwrap();
+        let want = match mode {
+            "spin" => "deadline",
+            "oom" => "memory",
+            "big" => "output",
+            "panic" => "panicked",
+            _ => "",
+        };
+        assert!(msg.contains(want), "{mode}: {msg}");
+        assert_eq!(r["error"]["kind"], "guest", "{mode}: {r}");
+        assert!(
+            !dir.path()
+                .join("a/tables")
+                .join(mode)
+                .join("_delta_log")
+                .exists()
+                || common::read_table(&dir.path().join("a/tables").join(mode), None)
+                    .rows
+                    .is_empty()
+        );
+    }
+    assert_eq!(curl("GET", &format!("{}/health", s.url), None, None).0, 200);
+}
+
+/// kill -9 in the middle of a run, restart: the run is run again and ends
+/// succeeded; SIGTERM lets the running run finish and keeps the queued one
+/// for the next start. Tables equal one clean CLI run.
+#[test]
+fn a_killed_or_stopped_service_finishes_its_runs_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    for d in ["2026-10-01", "2026-10-02"] {
+        common::orders(&dir.path().join("a/orders"), d, 2_000, 1);
+    }
+    let revenue = common::guest("examples/daily_revenue");
+    // Every run pauses 2 s inside its execution.
+    let slow = [("IDEM_FAULT_SLEEP_MS", "before-commit:2000")];
+    let s = start(&cfg, &slow);
+    let (_, up) = upload(&s, TOKEN_A, &revenue);
+    let module = up["module"].as_str().unwrap().to_string();
+    let (_, v) = submit(
+        &s,
+        TOKEN_A,
+        &day_request(&module, "tables/revenue", "2026-10-01"),
+    );
+    let id1 = v["id"].as_str().unwrap().to_string();
+    let start_t = Instant::now();
+    loop {
+        let (_, body) = curl(
+            "GET",
+            &format!("{}/v1/runs/{id1}", s.url),
+            Some(TOKEN_A),
+            None,
+        );
+        if json_of(&body)["state"] == "running" {
+            break;
+        }
+        assert!(start_t.elapsed() < Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(s); // SIGKILL mid-run
+
+    // Restarted (still slow): the run is queued again and finishes.
+    let mut s = start(&cfg, &slow);
+    let r = wait(&s, TOKEN_A, &id1);
+    assert_eq!(r["state"], "succeeded", "{r}");
+    assert_eq!(r["attempts"], 2, "{r}");
+
+    // SIGTERM with two runs running and one queued.
+    let (_, v) = submit(
+        &s,
+        TOKEN_A,
+        &day_request(&module, "tables/revenue", "2026-10-02"),
+    );
+    let id2 = v["id"].as_str().unwrap().to_string();
+    let mut req3 = day_request(&module, "tables/other", "2026-10-02");
+    req3["batchRows"] = json!(500);
+    let (_, v) = submit(&s, TOKEN_A, &req3);
+    let id3 = v["id"].as_str().unwrap().to_string();
+    let mut req4 = day_request(&module, "tables/third", "2026-10-02");
+    req4["batchRows"] = json!(250);
+    let (_, v) = submit(&s, TOKEN_A, &req4);
+    let id4 = v["id"].as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe {
+        libc::kill(s.child.id() as i32, libc::SIGTERM);
+    }
+    let status = s.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let persisted = |id: &str| -> Value {
+        json_of(&std::fs::read_to_string(dir.path().join(format!("state/runs/{id}.json"))).unwrap())
+    };
+    // Two ran to the end (tenant a runs two at once); the third waited and
+    // is still queued on disk.
+    let ended = [persisted(&id2), persisted(&id3), persisted(&id4)];
+    let states: Vec<&str> = ended.iter().map(|r| r["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["succeeded", "succeeded", "queued"], "{ended:?}");
+    let s = start(&cfg, &[]);
+    for id in [&id2, &id3, &id4] {
+        assert_eq!(wait(&s, TOKEN_A, id)["state"], "succeeded");
+    }
+    // The tables equal clean CLI runs.
+    let clean = dir.path().join("clean");
+    for d in ["2026-10-01", "2026-10-02"] {
+        let args = common::day_args(
+            revenue.to_str().unwrap(),
+            dir.path().join("a/orders").to_str().unwrap(),
+            d,
+            clean.to_str().unwrap(),
+            &["--logical-date", d],
+        );
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_eq!(common::idem(&args).0, 0);
+    }
+    assert_eq!(
+        common::read_table(&dir.path().join("a/tables/revenue"), None).rows,
+        common::read_table(&clean, None).rows
+    );
+}
