@@ -95,7 +95,16 @@ fn start(config: &Path, env: &[(&str, &str)]) -> Server {
 fn curl(method: &str, url: &str, token: Option<&str>, body: Option<&[u8]>) -> (u16, String) {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new("curl");
-    cmd.args(["-s", "-S", "-X", method, "-w", "\n%{http_code}", url]);
+    cmd.args([
+        "-s",
+        "-S",
+        "--path-as-is",
+        "-X",
+        method,
+        "-w",
+        "\n%{http_code}",
+        url,
+    ]);
     if let Some(t) = token {
         cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
     }
@@ -171,7 +180,8 @@ fn tenants_run_through_the_service_as_through_the_cli_and_see_only_their_own() {
     let root_a = dir.path().join("a");
     common::orders(&root_a.join("orders"), "2026-10-01", 2_000, 2);
     common::orders(&dir.path().join("b/orders"), "2026-10-01", 500, 1);
-    let s = start(&cfg, &[]);
+    // Runs pause 1 s before committing: a resubmission finds them running.
+    let s = start(&cfg, &[("IDEM_FAULT_SLEEP_MS", "before-commit:1000")]);
 
     assert_eq!(curl("GET", &format!("{}/health", s.url), None, None).0, 200);
     // No token, a wrong token: 401, and no hint of what exists.
@@ -203,9 +213,8 @@ fn tenants_run_through_the_service_as_through_the_cli_and_see_only_their_own() {
     // The same request while it is queued or running joins it.
     let (code, again) = submit(&s, TOKEN_A, &req);
     assert_eq!(code, 202);
-    if again["joined"] == true {
-        assert_eq!(again["id"], v["id"]);
-    }
+    assert_eq!(again["joined"], true, "{again}");
+    assert_eq!(again["id"], v["id"]);
     let done = wait(&s, TOKEN_A, &id);
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(done["result"]["kind"], "committed", "{done}");
@@ -267,14 +276,73 @@ fn tenants_run_through_the_service_as_through_the_cli_and_see_only_their_own() {
         assert_eq!(code, 400, "{field}={value}: {v}");
         assert!(!v.to_string().contains(&b_root), "{v}");
     }
-    let (code, body) = curl(
-        "GET",
-        &format!("{}/v1/log/..%2Fb%2Ftables", s.url),
-        Some(TOKEN_A),
-        None,
+    // B has a table; A names it through encodings, dots and a symlink
+    // inside its own root: refused (400), never B's log.
+    let (_, up) = upload(&s, TOKEN_B, &revenue);
+    let (_, v) = submit(
+        &s,
+        TOKEN_B,
+        &day_request(
+            up["module"].as_str().unwrap(),
+            "tables/revenue",
+            "2026-10-01",
+        ),
     );
-    assert!(code == 400 || code == 404, "{code} {body}");
-    assert!(!body.contains(&b_root), "{body}");
+    assert_eq!(
+        wait(&s, TOKEN_B, v["id"].as_str().unwrap())["state"],
+        "succeeded"
+    );
+    std::os::unix::fs::symlink(dir.path().join("b"), root_a.join("link")).unwrap();
+    for path in [
+        "..%2Fb%2Ftables%2Frevenue",
+        "%252e%252e/b/tables/revenue",
+        "tables/%252e%252e/%252e%252e/b/tables/revenue",
+        "./../b/tables/revenue",
+        "link/tables/revenue",
+    ] {
+        let (code, body) = curl(
+            "GET",
+            &format!("{}/v1/log/{path}", s.url),
+            Some(TOKEN_A),
+            None,
+        );
+        assert_eq!(code, 400, "{path}: {body}");
+        assert!(!body.contains(&b_root), "{body}");
+    }
+    for (field, value) in [
+        ("table", "link/tables/revenue"),
+        ("input", "link/orders"),
+        ("table", "%2e%2e/b/tables/x"),
+        ("table", "./_modules/x"),
+        ("table", "."),
+    ] {
+        let mut r = req.clone();
+        r[field] = json!(value);
+        let (code, v) = submit(&s, TOKEN_A, &r);
+        assert_eq!(code, 400, "{field}={value}: {v}");
+    }
+    let mut r = req.clone();
+    r["batchRows"] = json!(4_294_967_295u64);
+    assert_eq!(submit(&s, TOKEN_A, &r).0, 400);
+    let mut r = req.clone();
+    r["params"] = json!({"big": 0});
+    let text = r
+        .to_string()
+        .replace("\"big\":0", "\"big\":123456789012345678901");
+    let (code, body) = curl(
+        "POST",
+        &format!("{}/v1/runs", s.url),
+        Some(TOKEN_A),
+        Some(text.as_bytes()),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("params.big"), "{body}");
+    // No token: refused before the body is read.
+    let big = vec![b'x'; 8 << 20];
+    assert_eq!(
+        curl("POST", &format!("{}/v1/modules", s.url), None, Some(&big)).0,
+        401
+    );
 
     // Log and audit of the tenant's own table, as the CLI prints them.
     let (code, body) = curl(
@@ -307,7 +375,11 @@ fn tenants_run_through_the_service_as_through_the_cli_and_see_only_their_own() {
         "{m}"
     );
     assert!(m.contains("idem_queue_depth{tenant=\"b\"} 0"), "{m}");
-    assert!(m.contains("idem_run_seconds_count 2"), "{m}");
+    assert!(
+        m.contains("idem_runs{tenant=\"b\",state=\"succeeded\"} 1"),
+        "{m}"
+    );
+    assert!(m.contains("idem_run_seconds_count 3"), "{m}");
 }
 
 /// Hostile modules fail only their own runs; the other tenant's run at the
@@ -377,7 +449,9 @@ fn hostile_modules_fail_their_own_runs_and_the_service_goes_on() {
             "oom" => "memory",
             "big" => "output",
             "panic" => "panicked",
-            _ => "",
+            "garbage" => "not an Arrow IPC stream",
+            "union" => "Union",
+            other => panic!("no expectation for {other}"),
         };
         assert!(msg.contains(want), "{mode}: {msg}");
         assert_eq!(r["error"]["kind"], "guest", "{mode}: {r}");
@@ -489,4 +563,127 @@ fn a_killed_or_stopped_service_finishes_its_runs_after_a_restart() {
         common::read_table(&dir.path().join("a/tables/revenue"), None).rows,
         common::read_table(&clean, None).rows
     );
+}
+
+/// One tenant's flood does not starve another: tenant a queues 16 runs,
+/// then b one; workers take tenants in turn, so b's run ends while most
+/// of a's still wait.
+#[test]
+fn a_tenants_flood_does_not_starve_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    common::orders(&dir.path().join("a/orders"), "2026-10-01", 500, 1);
+    common::orders(&dir.path().join("b/orders"), "2026-10-01", 500, 1);
+    let revenue = common::guest("examples/daily_revenue");
+    let s = start(&cfg, &[("IDEM_FAULT_SLEEP_MS", "before-commit:300")]);
+    let (_, up) = upload(&s, TOKEN_A, &revenue);
+    let module = up["module"].as_str().unwrap().to_string();
+    let (_, up) = upload(&s, TOKEN_B, &revenue);
+    assert_eq!(up["module"].as_str().unwrap(), module);
+    let mut a_ids = Vec::new();
+    for i in 0..16 {
+        let (code, v) = submit(
+            &s,
+            TOKEN_A,
+            &day_request(&module, &format!("tables/t{i}"), "2026-10-01"),
+        );
+        assert_eq!(code, 202, "{v}");
+        a_ids.push(v["id"].as_str().unwrap().to_string());
+    }
+    let (_, v) = submit(&s, TOKEN_B, &day_request(&module, "tables/t", "2026-10-01"));
+    let b = wait(&s, TOKEN_B, v["id"].as_str().unwrap());
+    assert_eq!(b["state"], "succeeded", "{b}");
+    let b_done = b["finishedMs"].as_u64().unwrap();
+    let mut later = 0;
+    for id in &a_ids {
+        let r = wait(&s, TOKEN_A, id);
+        assert_eq!(r["state"], "succeeded", "{r}");
+        if r["finishedMs"].as_u64().unwrap() > b_done {
+            later += 1;
+        }
+    }
+    assert!(
+        later >= 10,
+        "only {later} of a's 16 runs ended after b's one"
+    );
+    // Beyond its queue quota a tenant is told to come back later.
+    let small = config(dir.path(), "");
+    let text =
+        std::fs::read_to_string(&small)
+            .unwrap()
+            .replacen("max-queued = 50", "max-queued = 2", 1);
+    std::fs::write(&small, text).unwrap();
+    drop(s);
+    let s = start(&small, &[("IDEM_FAULT_SLEEP_MS", "before-commit:1000")]);
+    let codes: Vec<u16> = (0..6)
+        .map(|i| {
+            submit(
+                &s,
+                TOKEN_A,
+                &day_request(&module, &format!("tables/q{i}"), "2026-10-01"),
+            )
+            .0
+        })
+        .collect();
+    // At most 2 running and 2 waiting: the rest is refused.
+    let accepted = codes.iter().filter(|c| **c == 202).count();
+    assert!(
+        codes.contains(&429) && (2..=4).contains(&accepted),
+        "{codes:?}"
+    );
+}
+
+/// A panic inside idem during a run fails that run (kind "bug") and the
+/// service goes on; a run that was running through 3 service stops is
+/// failed on the next start, not run a fourth time.
+#[test]
+fn a_host_panic_fails_its_run_and_a_poison_run_is_not_retried_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    common::orders(&dir.path().join("a/orders"), "2026-10-01", 500, 1);
+    let revenue = common::guest("examples/daily_revenue");
+    let s = start(&cfg, &[("IDEM_FAULT_PANIC", "before-commit")]);
+    let (_, up) = upload(&s, TOKEN_A, &revenue);
+    let module = up["module"].as_str().unwrap().to_string();
+    let req = day_request(&module, "tables/revenue", "2026-10-01");
+    let (_, v) = submit(&s, TOKEN_A, &req);
+    let r = wait(&s, TOKEN_A, v["id"].as_str().unwrap());
+    assert_eq!(r["state"], "failed", "{r}");
+    assert_eq!(r["error"]["kind"], "bug", "{r}");
+    // The slot is free and the join entry gone: the same request runs anew.
+    let (_, again) = submit(&s, TOKEN_A, &req);
+    assert_ne!(again["id"], v["id"]);
+    assert_eq!(
+        wait(&s, TOKEN_A, again["id"].as_str().unwrap())["state"],
+        "failed"
+    );
+    assert_eq!(curl("GET", &format!("{}/health", s.url), None, None).0, 200);
+    assert!(!dir.path().join("a/tables/revenue/_delta_log").exists());
+    drop(s);
+
+    // A record left running by three stops.
+    let id = "run-000000000000000000000000";
+    let poison = json!({
+        "id": id, "tenant": "a", "request": req, "state": "running",
+        "submittedMs": 1, "attempts": 3,
+    });
+    std::fs::write(
+        dir.path().join(format!("state/runs/{id}.json")),
+        poison.to_string(),
+    )
+    .unwrap();
+    let s = start(&cfg, &[]);
+    let r = wait(&s, TOKEN_A, id);
+    assert_eq!(r["state"], "failed", "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("3 times"),
+        "{r}"
+    );
+    // A second service on the same state dir is refused.
+    let out = Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(["serve", "--config", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("another idem serve"));
 }

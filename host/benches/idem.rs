@@ -1,5 +1,6 @@
 //! idem's benchmark suite: `cargo bench -p idem [-- --rows N --e2e-rows N --samples N
-//! --backfill-rows N --only FIGURE]` (FIGURE: startup, sandbox, e2e, memory, s3, backfill).
+//! --backfill-rows N --serve-runs N --only FIGURE]` (FIGURE: startup, sandbox, e2e, memory,
+//! s3, backfill, serve).
 //!
 //! Every figure is printed next to a baseline measured in the same run and
 //! their ratio. Whole-pipeline figures run in child processes (this binary
@@ -642,6 +643,230 @@ fn backfill(rows: u64, out: &mut Vec<Row>) {
     });
 }
 
+/// `curl` against the service: (status, body).
+fn curl(method: &str, url: &str, token: &str, body: Option<&str>) -> (u16, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-s", "-S", "-X", method, "-w", "\n%{http_code}", url])
+        .args(["-H", &format!("Authorization: Bearer {token}")]);
+    if let Some(b) = body {
+        cmd.args(["--data-binary", b]);
+    }
+    let out = cmd.output().expect("running curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+fn sha_hex(token: &str) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(token.as_bytes()))
+}
+
+/// The current output digest of every slice of a table (`idem log`).
+fn current_outputs(table: &Path) -> std::collections::BTreeMap<String, (String, usize)> {
+    let out = Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(["log", table.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let mut m = std::collections::BTreeMap::new();
+    for r in v["runs"].as_array().cloned().unwrap_or_default() {
+        let slice = r["slice"].as_str().unwrap_or_default().to_string();
+        let e = m.entry(slice).or_insert((String::new(), 0));
+        if r["outcome"] == "committed" {
+            e.1 += 1;
+            e.0 = r["outputDigest"].as_str().unwrap_or_default().to_string();
+        }
+    }
+    m
+}
+
+/// Figure 8: `idem serve` under a bounded load: 3 tenants, `runs`
+/// submissions over 30 distinct slices (most are duplicates: joined or
+/// memo), a few hostile runs; against the same submissions as one `idem
+/// run` process each. Checks no lost run and no slice committed twice.
+fn serve_load(runs: u64, out: &mut Vec<Row>) {
+    let dir = work_dir().join("serve");
+    let _ = std::fs::remove_dir_all(&dir);
+    let tenants = ["t0", "t1", "t2"];
+    let dates: Vec<String> = (1..=10).map(|d| format!("2026-10-{d:02}")).collect();
+    let mut cfg = String::from("listen = \"127.0.0.1:0\"\nstate-dir = \"state\"\nworkers = 2\n");
+    for t in tenants {
+        for d in &dates {
+            idem::sample::write_day(&dir.join(t).join("orders"), d, 1_000, 1).unwrap();
+        }
+        cfg.push_str(&format!(
+            "[[tenant]]\nname = \"{t}\"\ntoken-sha256 = \"{}\"\nroot = \"{t}\"\nmax-concurrent = 2\nmax-queued = 100000\ndeadline-ms = 1000\n",
+            sha_hex(t)
+        ));
+    }
+    std::fs::write(dir.join("serve.toml"), cfg).unwrap();
+    let revenue = guest("examples/daily_revenue");
+    let hostile = guest("tests/guests/hostile");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args([
+            "serve",
+            "--config",
+            dir.join("serve.toml").to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let url = format!("http://{}", line.trim().trim_start_matches("listening on "));
+    let upload = |t: &str, m: &Path| -> String {
+        let (code, body) = curl(
+            "POST",
+            &format!("{url}/v1/modules"),
+            t,
+            Some(&format!("@{}", m.display())),
+        );
+        assert_eq!(code, 201, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["module"].as_str().unwrap().to_string()
+    };
+    let good = upload("t0", &revenue);
+    for t in &tenants[1..] {
+        upload(t, &revenue);
+    }
+    let bad = upload("t2", &hostile);
+    let request = |i: u64| -> (&str, String) {
+        let t = tenants[(i % 3) as usize];
+        let d = &dates[((i / 3) % 10) as usize];
+        let body = if t == "t2" && i % 25 == 2 {
+            serde_json::json!({"module": bad, "input": "orders", "partition": format!("date={d}"),
+                "table": "tables/hostile", "mode": "append", "params": {"mode": "spin"}})
+        } else {
+            serde_json::json!({"module": good, "input": "orders", "partition": format!("date={d}"),
+                "table": "tables/revenue", "logicalDate": d})
+        };
+        (t, body.to_string())
+    };
+    let t0 = Instant::now();
+    let mut ids = Vec::new();
+    for i in 0..runs {
+        let (t, body) = request(i);
+        let (code, resp) = curl("POST", &format!("{url}/v1/runs"), t, Some(&body));
+        assert_eq!(code, 202, "{resp}");
+        let v: serde_json::Value = serde_json::from_str(&resp).unwrap();
+        ids.push((
+            t,
+            v["id"].as_str().unwrap().to_string(),
+            body.contains("spin"),
+        ));
+    }
+    // Wait until every tenant's runs have ended.
+    let mut records: Vec<serde_json::Value> = Vec::new();
+    loop {
+        records.clear();
+        for t in tenants {
+            let (_, body) = curl("GET", &format!("{url}/v1/runs"), t, None);
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            records.extend(v["runs"].as_array().cloned().unwrap_or_default());
+        }
+        if records
+            .iter()
+            .all(|r| r["state"] == "succeeded" || r["state"] == "failed")
+        {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(1800),
+            "the load never drained"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let wall = t0.elapsed();
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN);
+    // SAFETY: a plain signal to the child we started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let _ = child.wait();
+    // No lost run: every submission's run ended as it should.
+    for (t, id, hostile) in &ids {
+        let r = records
+            .iter()
+            .find(|r| r["id"] == id.as_str())
+            .unwrap_or_else(|| panic!("run {id} of {t} lost"));
+        let want = if *hostile { "failed" } else { "succeeded" };
+        assert_eq!(r["state"], want, "{r}");
+    }
+    let mut lat: Vec<u64> = records
+        .iter()
+        .filter_map(|r| Some(r["finishedMs"].as_u64()? - r["submittedMs"].as_u64()?))
+        .collect();
+    lat.sort();
+    let pct = |p: f64| lat[((lat.len() as f64 - 1.0) * p).round() as usize];
+
+    // Baseline: the same submissions, one `idem run` process each.
+    let base = work_dir().join("serve-cli");
+    let _ = std::fs::remove_dir_all(&base);
+    let t1 = Instant::now();
+    for i in 0..runs {
+        let (t, body) = request(i);
+        if body.contains("spin") {
+            continue;
+        }
+        let d = &dates[((i / 3) % 10) as usize];
+        let st = Command::new(env!("CARGO_BIN_EXE_idem"))
+            .args(["run", "--module", revenue.to_str().unwrap(), "--input"])
+            .arg(dir.join(t).join("orders"))
+            .args(["--partition", &format!("date={d}"), "--table"])
+            .arg(base.join(t))
+            .args(["--logical-date", d, "-q"])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let cli = t1.elapsed();
+    // Each slice committed once, to the same output as the CLI's.
+    for t in tenants {
+        let served = current_outputs(&dir.join(t).join("tables/revenue"));
+        let clean = current_outputs(&base.join(t));
+        assert_eq!(served.len(), clean.len(), "{t}");
+        for (slice, (digest, commits)) in &served {
+            assert_eq!(*commits, 1, "{t} {slice} committed {commits} times");
+            assert_eq!(digest, &clean[slice].0, "{t} {slice}");
+        }
+    }
+    let n = runs as f64;
+    out.push(Row {
+        figure: format!("8. serve: {runs} submissions, 3 tenants vs idem run each"),
+        idem: format!("{:.1} runs/s", n / wall.as_secs_f64()),
+        baseline: format!("{:.1} runs/s", n / cli.as_secs_f64()),
+        ratio: wall.as_secs_f64() / cli.as_secs_f64(),
+        target: "report",
+    });
+    out.push(Row {
+        figure: "8. serve: submit-to-done latency p50 / p99".into(),
+        idem: format!("{} ms", pct(0.5)),
+        baseline: format!("{} ms", pct(0.99)),
+        ratio: pct(0.5) as f64 / pct(0.99).max(1) as f64,
+        target: "report",
+    });
+    out.push(Row {
+        figure: "8. serve: peak RSS of the service".into(),
+        idem: format!("{rss:.0} MiB"),
+        baseline: "-".into(),
+        ratio: f64::NAN,
+        target: "report",
+    });
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--upload") {
@@ -660,6 +885,7 @@ fn main() {
     let mem = arg(&args, "--mem-rows", 20_000_000);
     let samples = arg(&args, "--samples", 5);
     let backfill_rows = arg(&args, "--backfill-rows", 100_000);
+    let serve_runs = arg(&args, "--serve-runs", 300);
     let only = args
         .iter()
         .position(|a| a == "--only")
@@ -687,6 +913,9 @@ fn main() {
     }
     if want("backfill") {
         backfill(backfill_rows, &mut out);
+    }
+    if want("serve") {
+        serve_load(serve_runs, &mut out);
     }
     print(&out);
 }

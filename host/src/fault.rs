@@ -20,6 +20,11 @@ pub fn point(name: &str) {
             barrier(std::path::Path::new(dir), n);
         }
     }
+    // With `IDEM_FAULT_PANIC=<point>` idem panics there: a bug inside the
+    // host, for the tests of what contains one (`idem serve`).
+    if std::env::var("IDEM_FAULT_PANIC").is_ok_and(|p| p == name) {
+        panic!("IDEM_FAULT_PANIC at {name}");
+    }
     if let Ok(v) = std::env::var("IDEM_FAULT_SLEEP_MS")
         && let Some((p, ms)) = v.split_once(':')
         && p == name

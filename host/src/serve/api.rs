@@ -57,20 +57,55 @@ fn tenant<'a>(svc: &'a Service, headers: &HeaderMap) -> Result<&'a Tenant, Box<R
     }
 }
 
-/// The router of the service.
+/// Largest run request body.
+const MAX_REQUEST_BYTES: usize = 1 << 20;
+
+/// The router of the service. The token is checked before any body is
+/// read; bodies are capped per route (a run request at 1 MiB, a module at
+/// the largest tenant module limit).
 pub fn router(svc: Arc<Service>) -> Router {
-    Router::new()
-        .route("/health", get(|| async { "ok\n" }))
-        .route("/metrics", get(metrics))
-        .route("/v1/modules", post(upload))
-        .route("/v1/runs", post(submit).get(list))
+    let max_module = svc
+        .tenants
+        .iter()
+        .map(|t| t.cfg.max_module_mb << 20)
+        .max()
+        .unwrap_or(0)
+        // A core module grows a little when encoded as a component; the
+        // tenant's own limit is checked on the bytes.
+        + (1 << 20);
+    let v1 = Router::new()
+        .route(
+            "/v1/modules",
+            post(upload).layer(DefaultBodyLimit::max(max_module)),
+        )
+        .route(
+            "/v1/runs",
+            post(submit)
+                .get(list)
+                .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES)),
+        )
         .route("/v1/runs/{id}", get(status))
         .route("/v1/runs/{id}/manifest", get(manifest))
         .route("/v1/log/{*table}", get(log))
         .route("/v1/audit/{*table}", get(audit))
-        // Module uploads are checked against the tenant's own limit.
-        .layer(DefaultBodyLimit::max(1 << 30))
+        .route_layer(axum::middleware::from_fn_with_state(svc.clone(), authorize));
+    Router::new()
+        .route("/health", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics))
+        .merge(v1)
         .with_state(svc)
+}
+
+/// Refuse a request without a valid token before its body is read.
+async fn authorize(
+    State(svc): Svc,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match tenant(&svc, req.headers()) {
+        Ok(_) => next.run(req).await,
+        Err(r) => *r,
+    }
 }
 
 async fn metrics(State(svc): Svc) -> Response {
@@ -136,12 +171,15 @@ async fn submit(State(svc): Svc, headers: HeaderMap, body: Bytes) -> Response {
         Ok(t) => t.cfg.name.clone(),
         Err(r) => return *r,
     };
-    let request: RunRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(e) => return reply(400, json!({"error": format!("not a run request: {e}")})),
-    };
     let svc2 = svc.clone();
     let checked = blocking(move || {
+        let request: RunRequest = serde_json::from_slice(&body)
+            .map_err(|e| Refusal(400, format!("not a run request: {e}")))?;
+        // An integer too long for the JSON numbers the run key hashes is
+        // refused, as by the CLI (only the text shows it).
+        let text = String::from_utf8_lossy(&body);
+        crate::manifest::check_params_text(&text, &request.params)
+            .map_err(|e| Refusal(400, e.to_string()))?;
         let t = svc2
             .tenants
             .iter()
@@ -155,6 +193,10 @@ async fn submit(State(svc): Svc, headers: HeaderMap, body: Bytes) -> Response {
                 format!("your queue is full ({n} runs waiting): retry later"),
             )),
             Err(Refused::Stopping) => Err(Refusal(503, "the service is shutting down".into())),
+            Err(Refused::Persist) => Err(Refusal(
+                503,
+                "the service cannot record the run (its state dir refused the write): nothing was queued; retry later".into(),
+            )),
         }
     })
     .await;
@@ -213,7 +255,7 @@ async fn manifest(State(svc): Svc, headers: HeaderMap, Path(id): Path<String>) -
             json!({"error": format!("run `{id}` is {} and has no manifest", r.state.name())}),
         );
     };
-    let Ok(table) = under(&t.cfg.root, &r.request.table, "table") else {
+    let Ok(table) = under(t, &r.request.table, "table") else {
         return not_found(&id);
     };
     let got = blocking(move || {
@@ -235,7 +277,7 @@ async fn log(State(svc): Svc, headers: HeaderMap, Path(table): Path<String>) -> 
         Ok(t) => t,
         Err(r) => return *r,
     };
-    let full = match under(&t.cfg.root, &table, "table") {
+    let full = match under(t, &table, "table") {
         Ok(f) => f,
         Err(r) => return refuse(r),
     };
@@ -255,7 +297,7 @@ async fn audit(State(svc): Svc, headers: HeaderMap, Path(table): Path<String>) -
         Ok(t) => t,
         Err(r) => return *r,
     };
-    let full = match under(&t.cfg.root, &table, "table") {
+    let full = match under(t, &table, "table") {
         Ok(f) => f,
         Err(r) => return refuse(r),
     };
@@ -277,7 +319,7 @@ async fn audit(State(svc): Svc, headers: HeaderMap, Path(table): Path<String>) -
             };
             let slices: Vec<Value> = report
                 .iter()
-                .map(|s| json!({"slice": s.slice, "version": s.version, "proof": state(&s.proof), "detail": s.detail}))
+                .map(|s| json!({"slice": s.slice, "version": s.version, "proof": state(&s.proof), "detail": super::scrub(t, s.detail.clone())}))
                 .collect();
             let proven = report
                 .iter()

@@ -83,6 +83,11 @@ fn default_module() -> usize {
 }
 
 impl TenantConfig {
+    /// The root as configured (made absolute when the config was loaded).
+    pub fn cfg_root(&self) -> String {
+        self.root.clone()
+    }
+
     /// The sandbox limits of one run of this tenant.
     pub fn limits(&self) -> Limits {
         Limits {
@@ -122,6 +127,9 @@ impl ServeConfig {
             }
             if t.max_concurrent == 0 || t.max_queued == 0 {
                 return Err(bad("max-concurrent and max-queued must be at least 1"));
+            }
+            if t.max_concurrent > c.workers {
+                return Err(bad("max-concurrent cannot exceed the service's workers"));
             }
             if !t.root.contains("://") && Path::new(&t.root).is_relative() {
                 t.root = dir.join(&t.root).to_string_lossy().into_owned();

@@ -29,10 +29,17 @@ use queue::{Queue, RunRequest};
 /// Where a tenant's uploaded modules live, below its root.
 pub const MODULES_DIR: &str = "_modules";
 
+/// The largest `batchRows` a tenant may ask for (the host reserves a
+/// batch's buffers up front).
+pub const MAX_BATCH_ROWS: u32 = 1 << 20;
+
 /// A tenant at run time.
 pub struct Tenant {
     /// Its settings.
     pub cfg: TenantConfig,
+    /// Its root, resolved (symlinks followed), as a directory URL: every
+    /// location a request names must resolve inside it.
+    pub root_url: url::Url,
     /// Its sandbox: the shared engine with its limits.
     pub sandbox: Sandbox,
     /// sha256 of its token.
@@ -63,7 +70,11 @@ impl Service {
         for t in &cfg.tenants {
             let mut token = [0u8; 32];
             hex::decode_to_slice(&t.token_sha256, &mut token).map_err(|e| e.to_string())?;
+            let root_url = crate::storage::locate(&t.cfg_root())
+                .map(|u| crate::storage::as_dir(&u))
+                .map_err(|e| format!("tenant `{}`: root: {e}", t.name))?;
             tenants.push(Tenant {
+                root_url,
                 sandbox: base.with_limits(t.limits()).map_err(|e| e.to_string())?,
                 cfg: t.clone(),
                 token,
@@ -102,12 +113,24 @@ impl Service {
                 let svc = self.clone();
                 std::thread::Builder::new()
                     .name(format!("idem-worker-{i}"))
+                    // As deep as the CLI's main thread: a run's host side
+                    // (Parquet, DataFusion) never has less stack here.
+                    .stack_size(16 << 20)
                     .spawn(move || {
                         while let Some(r) = svc.queue.take() {
-                            let result = match svc.tenants.iter().find(|t| t.cfg.name == r.tenant) {
-                                Some(t) => execute(t, &r.request),
-                                None => Err(json!({"kind": "input", "message": "unknown tenant"})),
-                            };
+                            // Whatever happens in the run, it ends with a
+                            // state: a panic anywhere in it fails the run
+                            // (and frees its tenant's slot), not the worker.
+                            let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                                match svc.tenants.iter().find(|t| t.cfg.name == r.tenant) {
+                                    Some(t) => execute(t, &r.request),
+                                    None => Err(json!({"kind": "input", "message": "unknown tenant"})),
+                                }
+                            }))
+                            .unwrap_or_else(|_| Err(json!({
+                                "kind": "bug",
+                                "message": "the run panicked inside idem (a bug; the service goes on): nothing was committed",
+                            })));
                             svc.queue.finish(&r.id, result);
                         }
                     })
@@ -117,23 +140,40 @@ impl Service {
     }
 }
 
-/// `rel` below `root`: a plain relative path (no `..`, not absolute, no
-/// scheme, no backslash, no NUL), else refused without echoing where it
-/// would lead.
-pub fn under(root: &str, rel: &str, what: &str) -> Result<String, Refusal> {
+/// `rel` below the tenant's root: a plain relative path (no `..`, not
+/// absolute, no scheme, no backslash, no NUL, no `%`, `?` or `#` that a URL
+/// would decode), which must still lie inside the root once resolved
+/// (symlinks followed, dots removed) and outside `_modules/`. Refused
+/// without saying where it would lead.
+pub fn under(t: &Tenant, rel: &str, what: &str) -> Result<String, Refusal> {
     let bad = || {
         Refusal(
             400,
             format!(
-                "{what} `{rel}` is refused: give a path relative to your root, without `..`, a scheme or a leading `/`"
+                "{what} `{rel}` is refused: give a path relative to your root, without `..`, `%`, a scheme or a leading `/`, that stays inside your root"
             ),
         )
     };
-    if rel.contains("://") || rel.contains('\\') || rel.starts_with('/') {
+    if rel.contains("://")
+        || rel.contains(['\\', '%', '?', '#'])
+        || rel.starts_with('/')
+        || rel.split('/').any(|seg| seg == ".")
+    {
         return Err(bad());
     }
     crate::slice::validate_relative_path(rel).map_err(|_| bad())?;
-    Ok(format!("{root}/{rel}"))
+    let joined = format!("{}/{rel}", t.cfg.root);
+    let resolved = crate::storage::locate(&joined).map_err(|_| bad())?;
+    let reserved = t
+        .root_url
+        .join(&format!("{MODULES_DIR}/"))
+        .map_err(|_| bad())?;
+    let inside = crate::storage::contains(&t.root_url, &resolved)
+        && crate::storage::as_dir(&resolved) != t.root_url;
+    if !inside || crate::storage::contains(&reserved, &resolved) && what != "module" {
+        return Err(bad());
+    }
+    Ok(joined)
 }
 
 /// The stored module of `digest` (`sha256:<hex>`), relative to the root.
@@ -170,14 +210,13 @@ pub fn check(t: &Tenant, r: &RunRequest) -> Result<(), Refusal> {
         .chain(&r.files)
         .chain(std::iter::once(&r.table))
     {
-        under(&t.cfg.root, p, "path")?;
-        let first = p.split('/').next().unwrap_or_default();
-        if first == MODULES_DIR {
-            return Err(Refusal(
-                400,
-                format!("path `{p}` is inside {MODULES_DIR}/, which the service keeps for modules"),
-            ));
-        }
+        under(t, p, "path")?;
+    }
+    if r.batch_rows.is_some_and(|n| n == 0 || n > MAX_BATCH_ROWS) {
+        return Err(Refusal(
+            400,
+            format!("batchRows must be from 1 to {MAX_BATCH_ROWS}"),
+        ));
     }
     if r.input.is_some() != r.files.is_empty() {
         return Err(Refusal(
@@ -202,10 +241,16 @@ pub fn check(t: &Tenant, r: &RunRequest) -> Result<(), Refusal> {
 fn mode_of(r: &RunRequest) -> Result<Option<Mode>, Refusal> {
     Ok(match r.mode.as_deref() {
         None => None,
-        Some("overwrite-partition") => Some(Mode::OverwritePartition {
-            column: String::new(),
-            value: String::new(),
-        }),
+        Some("overwrite-partition") => {
+            // As the CLI: the slice's partition is the target's.
+            let (column, value) = match &r.partition {
+                Some(p) => {
+                    crate::run::parse_partition(p).map_err(|e| Refusal(400, e.to_string()))?
+                }
+                None => (String::new(), String::new()),
+            };
+            Some(Mode::OverwritePartition { column, value })
+        }
         Some("merge") if r.key.is_empty() => {
             return Err(Refusal(400, "mode merge needs `key`".into()));
         }
@@ -222,28 +267,39 @@ fn mode_of(r: &RunRequest) -> Result<Option<Mode>, Refusal> {
     })
 }
 
+/// `m` with the tenant's root (as configured, resolved, and as a URL)
+/// taken out: objects are named relative to it.
+pub fn scrub(t: &Tenant, m: String) -> String {
+    let url = t.root_url.as_str().to_string();
+    let path = t
+        .root_url
+        .to_file_path()
+        .ok()
+        .map(|p| format!("{}/", p.display()));
+    let mut m = m.replace(&url, "");
+    if let Some(p) = path {
+        m = m.replace(&p, "");
+    }
+    m.replace(&format!("{}/", t.cfg.root), "")
+}
+
 /// Execute one run for tenant `t`: `Ok({kind, version, runKey, manifest,
 /// rowsIn, rowsOut})` or `Err({kind, message})`. A panic in the run's work
 /// fails the run, never the service.
 pub fn execute(t: &Tenant, r: &RunRequest) -> Result<Value, Value> {
-    let root = &t.cfg.root;
     // Messages name objects relative to the root: the host's layout and
     // other tenants stay out of them.
-    let scrub = |m: String| {
-        m.replace(&format!("file://{root}/"), "")
-            .replace(&format!("{root}/"), "")
-            .replace(root.as_str(), "<root>")
-    };
+    let scrub = |m: String| scrub(t, m);
     let fail = |kind: &str, m: String| json!({"kind": kind, "message": scrub(m)});
     let build = || -> Result<Run, Refusal> {
         check(t, r)?;
-        let module = under(root, &module_rel(&r.module)?, "module")?;
+        let module = under(t, &module_rel(&r.module)?, "module")?;
         let slice = match (&r.input, &r.partition) {
             (Some(input), Some(p)) => {
                 let (column, value) =
                     crate::run::parse_partition(p).map_err(|e| Refusal(400, e.to_string()))?;
                 SliceSpec::Partition {
-                    root: PathBuf::from(under(root, input, "input")?),
+                    root: PathBuf::from(under(t, input, "input")?),
                     column,
                     value,
                 }
@@ -252,12 +308,12 @@ pub fn execute(t: &Tenant, r: &RunRequest) -> Result<Value, Value> {
                 files: r
                     .files
                     .iter()
-                    .map(|f| under(root, f, "file").map(PathBuf::from))
+                    .map(|f| under(t, f, "file").map(PathBuf::from))
                     .collect::<Result<_, _>>()?,
                 id: r.partition.clone(),
             },
         };
-        let mut run = Run::new(module, slice, under(root, &r.table, "table")?)
+        let mut run = Run::new(module, slice, under(t, &r.table, "table")?)
             .params(r.params.to_string())
             .logical_date(r.logical_date.clone())
             .batch_rows(r.batch_rows.unwrap_or(8192))

@@ -115,7 +115,13 @@ pub enum Refused {
     Full(usize),
     /// The service is shutting down.
     Stopping,
+    /// The run could not be recorded (nothing was queued).
+    Persist,
 }
+
+/// Runs interrupted by this many service stops are failed, not retried
+/// (a run that takes the service down with it must not do so forever).
+pub const MAX_ATTEMPTS: u32 = 3;
 
 #[derive(Default)]
 struct Inner {
@@ -138,6 +144,8 @@ pub const BUCKETS: [f64; 10] = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 30.0,
 
 /// The queue shared by the API and the workers.
 pub struct Queue {
+    /// Held for the life of the queue: one service per state dir.
+    _lock: std::fs::File,
     inner: Mutex<Inner>,
     wake: Condvar,
     dir: PathBuf,
@@ -174,6 +182,17 @@ impl Queue {
     pub fn open(dir: &Path, tenants: Vec<(String, usize, usize)>) -> std::io::Result<Queue> {
         let runs_dir = dir.join("runs");
         std::fs::create_dir_all(&runs_dir)?;
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("lock"))?;
+        if lock.try_lock().is_err() {
+            return Err(std::io::Error::other(format!(
+                "another idem serve uses the state dir {}: one service per state dir",
+                dir.display()
+            )));
+        }
         let mut inner = Inner {
             latency: vec![0; BUCKETS.len() + 1],
             ..Inner::default()
@@ -189,26 +208,38 @@ impl Queue {
                 .and_then(|b| serde_json::from_slice::<RunRecord>(&b).ok())
             {
                 Some(r) if tenants.iter().any(|(t, ..)| *t == r.tenant) => found.push(r),
-                _ => tracing::warn!(
-                    "ignoring unreadable or foreign run record {}",
-                    path.display()
+                Some(r) => tracing::warn!(
+                    "run {} belongs to tenant `{}`, which the config no longer has: left alone",
+                    r.id,
+                    r.tenant
                 ),
+                None => tracing::warn!("ignoring unreadable run record {}", path.display()),
             }
         }
         found.sort_by(|a, b| (a.submitted_ms, &a.id).cmp(&(b.submitted_ms, &b.id)));
         let q = Queue {
+            _lock: lock,
             inner: Mutex::new(Inner::default()),
             wake: Condvar::new(),
             dir: runs_dir,
             order: tenants,
         };
         for mut r in found {
+            if r.state == State::Running && r.attempts >= MAX_ATTEMPTS {
+                r.state = State::Failed;
+                r.error = Some(serde_json::json!({
+                    "kind": "bug",
+                    "message": format!("the service stopped during this run {} times: it is not run again", r.attempts),
+                }));
+                r.finished_ms = Some(now_ms());
+                let _ = q.persist(&r);
+            }
             if matches!(r.state, State::Queued | State::Running) {
                 // A run that was running when the service stopped is run
                 // again: its commit either landed (the rerun finds it:
                 // memo or unchanged) or never did.
                 r.state = State::Queued;
-                q.persist(&r);
+                let _ = q.persist(&r);
                 inner
                     .active
                     .insert((r.tenant.clone(), canonical(&r.request)), r.id.clone());
@@ -228,17 +259,26 @@ impl Queue {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Write a record (atomically: temp file, then rename).
-    fn persist(&self, r: &RunRecord) {
+    /// Write a record durably and atomically (temp file, fsync, rename).
+    fn persist(&self, r: &RunRecord) -> std::io::Result<()> {
+        use std::io::Write as _;
         let path = self.dir.join(format!("{}.json", r.id));
         let tmp = self.dir.join(format!(".{}.tmp", r.id));
-        let ok = serde_json::to_vec_pretty(r)
-            .ok()
-            .and_then(|b| std::fs::write(&tmp, b).ok())
-            .and_then(|_| std::fs::rename(&tmp, &path).ok());
-        if ok.is_none() {
-            tracing::error!("cannot persist run {} under {}", r.id, self.dir.display());
+        let done = (|| {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&serde_json::to_vec_pretty(r).map_err(std::io::Error::other)?)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            std::fs::File::open(&self.dir)?.sync_all()
+        })();
+        if let Err(e) = &done {
+            tracing::error!(
+                "cannot persist run {} under {}: {e}",
+                r.id,
+                self.dir.display()
+            );
         }
+        done
     }
 
     /// Queue `request` for `tenant`, or join the identical run already
@@ -275,7 +315,9 @@ impl Queue {
             error: None,
             attempts: 0,
         };
-        self.persist(&r);
+        if self.persist(&r).is_err() {
+            return Err(Refused::Persist);
+        }
         inner.active.insert(key, r.id.clone());
         inner
             .queued
@@ -315,7 +357,7 @@ impl Queue {
                     r.clone()
                 });
                 if let Some(r) = rec {
-                    self.persist(&r);
+                    let _ = self.persist(&r);
                     return Some(r);
                 }
             }
@@ -352,7 +394,7 @@ impl Queue {
         inner
             .active
             .remove(&(r.tenant.clone(), canonical(&r.request)));
-        self.persist(&r);
+        let _ = self.persist(&r);
         drop(inner);
         self.wake.notify_all();
     }
