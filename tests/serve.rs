@@ -687,3 +687,66 @@ fn a_host_panic_fails_its_run_and_a_poison_run_is_not_retried_forever() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("another idem serve"));
 }
+
+/// The web page in a real headless browser: a wrong token is refused, the
+/// tenant logs in, sees its run appear and finish (the page refreshes
+/// itself), its table's slice proven, and the run's manifest; another
+/// tenant's session does not list the run.
+#[test]
+fn the_web_page_shows_a_run_appear_and_finish_in_a_browser() {
+    let Some(python) = common::browser_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    common::orders(&dir.path().join("a/orders"), "2026-10-01", 1_000, 1);
+    let s = start(&cfg, &[("IDEM_FAULT_SLEEP_MS", "before-commit:3000")]);
+    let (_, up) = upload(&s, TOKEN_A, &common::guest("examples/daily_revenue"));
+    let module = up["module"].as_str().unwrap().to_string();
+    let (_, v) = submit(
+        &s,
+        TOKEN_A,
+        &day_request(&module, "tables/revenue", "2026-10-01"),
+    );
+    let id = v["id"].as_str().unwrap().to_string();
+    let out = Command::new(&python)
+        .arg(common::root().join("tests/browser.py"))
+        .args([&s.url, TOKEN_A, &id])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = json_of(String::from_utf8_lossy(&out.stdout).trim());
+    assert_eq!(seen["wrong_token_refused"], true, "{seen}");
+    let states: Vec<&str> = seen["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(states.last(), Some(&"succeeded"), "{seen}");
+    assert!(
+        states.len() >= 2 && matches!(states[0], "queued" | "running"),
+        "the run was seen before it finished: {seen}"
+    );
+    assert_eq!(seen["audit"], "proven", "{seen}");
+    let run = wait(&s, TOKEN_A, &id);
+    let key = run["result"]["runKey"].as_str().unwrap();
+    assert!(seen["manifest"].as_str().unwrap().contains(key), "{seen}");
+    // Tenant b's session lists none of a's runs.
+    let page = Command::new("curl")
+        .args([
+            "-s",
+            "-H",
+            &format!("Cookie: idem_token={TOKEN_B}"),
+            &format!("{}/", s.url),
+        ])
+        .output()
+        .unwrap();
+    let page = String::from_utf8_lossy(&page.stdout);
+    assert!(page.contains("tenant b") && !page.contains(&id), "{page}");
+}

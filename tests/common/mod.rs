@@ -388,3 +388,24 @@ pub fn airflow() -> Option<PathBuf> {
         path.display()
     );
 }
+
+/// The Python with Playwright for the browser test (`IDEM_BROWSER_PYTHON`,
+/// else scripts/test's default place), when Debian's chromium is there
+/// too. `None` only when scripts/test could not install them and said why
+/// in `IDEM_BROWSER_SKIP`; otherwise their absence fails the test.
+pub fn browser_python() -> Option<PathBuf> {
+    let py = std::env::var_os("IDEM_BROWSER_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/idem-browser/bin/python"));
+    if py.exists() && Path::new("/usr/bin/chromium").exists() {
+        return Some(py);
+    }
+    if let Ok(why) = std::env::var("IDEM_BROWSER_SKIP") {
+        eprintln!("SKIPPED: no browser: {why}");
+        return None;
+    }
+    panic!(
+        "no Playwright at {} or no /usr/bin/chromium: run the suite with scripts/test (it installs Debian's chromium and Playwright from tests/browser-requirements.txt into /var/tmp/idem-browser)",
+        py.display()
+    );
+}

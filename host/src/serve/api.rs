@@ -90,6 +90,13 @@ pub fn router(svc: Arc<Service>) -> Router {
         .route("/v1/audit/{*table}", get(audit))
         .route_layer(axum::middleware::from_fn_with_state(svc.clone(), authorize));
     Router::new()
+        .route("/", get(super::page::index))
+        .route(
+            "/login",
+            post(super::page::login).layer(DefaultBodyLimit::max(16 << 10)),
+        )
+        .route("/logout", get(super::page::logout))
+        .route("/runs/{id}", get(super::page::run))
         .route("/health", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .merge(v1)

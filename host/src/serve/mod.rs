@@ -12,6 +12,7 @@
 
 pub mod api;
 pub mod config;
+pub mod page;
 pub mod queue;
 
 use std::panic::AssertUnwindSafe;

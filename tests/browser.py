@@ -1,0 +1,62 @@
+"""Drives idem serve's web page in headless Chromium (Debian's chromium,
+through Playwright from PyPI), as a tenant would: a wrong token is refused,
+the right one logs in, the run appears and finishes (the page refreshes
+itself), and its page shows the manifest. Prints what it saw as JSON.
+
+usage: browser.py URL TOKEN RUN_ID
+"""
+import json
+import sys
+import time
+
+from playwright.sync_api import sync_playwright
+
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def state_of(page, run_id):
+    cell = page.locator(f'tr.run[data-id="{run_id}"] .state')
+    try:
+        return cell.inner_text(timeout=2000)
+    except Exception:  # the page is reloading itself
+        return None
+
+
+def main() -> None:
+    url, token, run_id = sys.argv[1:4]
+    seen = {"states": []}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+        page = browser.new_page()
+        page.goto(url + "/")
+        page.fill("#token", "not-a-token")
+        page.click("#login")
+        seen["wrong_token_refused"] = "not valid" in page.content()
+        page.fill("#token", token)
+        page.click("#login")
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            s = state_of(page, run_id)
+            if s and (not seen["states"] or seen["states"][-1] != s):
+                seen["states"].append(s)
+            if s in ("succeeded", "failed"):
+                break
+            time.sleep(0.3)
+        page.reload()
+        seen["audit"] = page.locator("td.audit").first.inner_text()
+        page.click(f'a[href="/runs/{run_id}"]')
+        seen["manifest"] = page.locator("#manifest").inner_text()
+        browser.close()
+    print(json.dumps(seen))
+
+
+if __name__ == "__main__":
+    main()
