@@ -750,3 +750,122 @@ fn the_web_page_shows_a_run_appear_and_finish_in_a_browser() {
     let page = String::from_utf8_lossy(&page.stdout);
     assert!(page.contains("tenant b") && !page.contains(&id), "{page}");
 }
+
+/// A bounded load (3 tenants, many duplicate submissions, a few hostile)
+/// with the service SIGKILLed partway, restarted and everything submitted
+/// again: every table converges to one clean CLI run per slice, no slice
+/// committed twice for one output, every resubmission ends.
+#[test]
+fn a_load_killed_partway_and_resubmitted_converges_to_clean_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = [TOKEN_A, TOKEN_B];
+    let cfg = config(dir.path(), "");
+    let dates = ["2026-10-01", "2026-10-02", "2026-10-03", "2026-10-04"];
+    for t in ["a", "b"] {
+        for d in dates {
+            common::orders(&dir.path().join(t).join("orders"), d, 1_000, 1);
+        }
+    }
+    let revenue = common::guest("examples/daily_revenue");
+    let hostile = common::guest("tests/guests/hostile");
+    let slow = [("IDEM_FAULT_SLEEP_MS", "before-commit:150")];
+    let s = start(&cfg, &slow);
+    let good = upload(&s, TOKEN_A, &revenue).1["module"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    upload(&s, TOKEN_B, &revenue);
+    // Hostile runs on tenant a (3 s deadline).
+    let bad = upload(&s, TOKEN_A, &hostile).1["module"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let requests: Vec<(&str, Value)> = (0..40)
+        .map(|i| {
+            let token = tokens[i % 2];
+            let d = dates[(i / 2) % dates.len()];
+            let mut r = day_request(&good, "tables/revenue", d);
+            if token == TOKEN_A && i % 10 == 4 {
+                r = day_request(&bad, "tables/hostile", d);
+                r["params"] = json!({"mode": "spin"});
+                r["mode"] = json!("append");
+            }
+            (token, r)
+        })
+        .collect();
+    for (token, r) in &requests[..20] {
+        assert_eq!(submit(&s, token, r).0, 202);
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    drop(s); // SIGKILL with runs queued and running
+
+    let s = start(&cfg, &slow);
+    let mut ids = Vec::new();
+    for (token, r) in &requests {
+        let (code, v) = submit(&s, token, r);
+        assert_eq!(code, 202, "{v}");
+        ids.push((
+            *token,
+            v["id"].as_str().unwrap().to_string(),
+            r["params"]["mode"] == "spin",
+        ));
+    }
+    for (token, id, spin) in &ids {
+        let r = wait(&s, token, id);
+        assert_eq!(
+            r["state"],
+            if *spin { "failed" } else { "succeeded" },
+            "{r}"
+        );
+    }
+    // Every run the killed service had accepted ended too.
+    for token in tokens {
+        let (_, body) = curl("GET", &format!("{}/v1/runs", s.url), Some(token), None);
+        for r in json_of(&body)["runs"].as_array().unwrap() {
+            let id = r["id"].as_str().unwrap();
+            let end = wait(&s, token, id);
+            assert!(
+                end["state"] == "succeeded" || end["state"] == "failed",
+                "{end}"
+            );
+        }
+    }
+    for t in ["a", "b"] {
+        let table = dir.path().join(t).join("tables/revenue");
+        let clean = dir.path().join(format!("clean-{t}"));
+        for d in dates {
+            let args = common::day_args(
+                revenue.to_str().unwrap(),
+                dir.path().join(t).join("orders").to_str().unwrap(),
+                d,
+                clean.to_str().unwrap(),
+                &["--logical-date", d],
+            );
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            assert_eq!(common::idem(&args).0, 0);
+        }
+        assert_eq!(
+            common::read_table(&table, None).rows,
+            common::read_table(&clean, None).rows,
+            "{t}"
+        );
+        // One commit per slice, read from the Delta log itself (a run
+        // killed after its commit but before its run-log line is not lost
+        // from this count).
+        let mut commits = std::collections::BTreeMap::new();
+        for e in std::fs::read_dir(table.join("_delta_log")).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_none_or(|x| x != "json") {
+                continue;
+            }
+            for line in std::fs::read_to_string(&path).unwrap().lines() {
+                let v: Value = serde_json::from_str(line).unwrap();
+                if let Some(slice) = v["commitInfo"]["idem.slice"].as_str() {
+                    *commits.entry(slice.to_string()).or_insert(0) += 1;
+                }
+            }
+        }
+        assert_eq!(commits.len(), dates.len(), "{t}: {commits:?}");
+        assert!(commits.values().all(|n| *n == 1), "{t}: {commits:?}");
+    }
+}
