@@ -3,8 +3,12 @@ through Playwright from PyPI), as a tenant would: a wrong token is refused,
 the right one logs in, the run appears and finishes (the page refreshes
 itself), and its page shows the manifest. Prints what it saw as JSON.
 
-usage: browser.py URL TOKEN RUN_ID
+usage: browser.py URL TOKEN RUN_ID [RELEASE_DIR]
+
+With RELEASE_DIR, the run is held (a fault barrier) until the page has
+shown it pending: the script then writes a file there, which lets it go.
 """
+import os
 import json
 import sys
 import time
@@ -32,6 +36,7 @@ def state_of(page, run_id):
 
 def main() -> None:
     url, token, run_id = sys.argv[1:4]
+    release = sys.argv[4] if len(sys.argv) > 4 else None
     seen = {"states": []}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
@@ -47,6 +52,10 @@ def main() -> None:
             s = state_of(page, run_id)
             if s and (not seen["states"] or seen["states"][-1] != s):
                 seen["states"].append(s)
+            if s in ("queued", "running") and release:
+                os.makedirs(release, exist_ok=True)
+                open(os.path.join(release, "browser"), "w").close()
+                release = None
             if s in ("succeeded", "failed"):
                 break
             time.sleep(0.3)

@@ -661,6 +661,17 @@ fn a_host_panic_fails_its_run_and_a_poison_run_is_not_retried_forever() {
     assert!(!dir.path().join("a/tables/revenue/_delta_log").exists());
     drop(s);
 
+    // With a metrics token, /metrics asks for it.
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        format!(
+            "metrics-token-sha256 = \"{}\"\n{text}",
+            sha("metrics-secret")
+        ),
+    )
+    .unwrap();
+
     // A record left running by three stops.
     let id = "run-000000000000000000000000";
     let poison = json!({
@@ -678,6 +689,15 @@ fn a_host_panic_fails_its_run_and_a_poison_run_is_not_retried_forever() {
     assert!(
         r["error"]["message"].as_str().unwrap().contains("3 times"),
         "{r}"
+    );
+    let metrics = format!("{}/metrics", s.url);
+    assert_eq!(curl("GET", &metrics, None, None).0, 401);
+    assert_eq!(curl("GET", &metrics, Some(TOKEN_A), None).0, 401);
+    let (code, m) = curl("GET", &metrics, Some("metrics-secret"), None);
+    assert_eq!(code, 200);
+    assert!(
+        m.contains("idem_runs{tenant=\"a\",state=\"failed\"}"),
+        "{m}"
     );
     // A second service on the same state dir is refused.
     let out = Command::new(env!("CARGO_BIN_EXE_idem"))
@@ -700,7 +720,11 @@ fn the_web_page_shows_a_run_appear_and_finish_in_a_browser() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "");
     common::orders(&dir.path().join("a/orders"), "2026-10-01", 1_000, 1);
-    let s = start(&cfg, &[("IDEM_FAULT_SLEEP_MS", "before-commit:3000")]);
+    // The run waits before its commit until the browser has seen it
+    // pending (it then adds itself to the barrier).
+    let barrier = dir.path().join("barrier");
+    let held = format!("before-commit:2:{}", barrier.display());
+    let s = start(&cfg, &[("IDEM_FAULT_BARRIER", held.as_str())]);
     let (_, up) = upload(&s, TOKEN_A, &common::guest("examples/daily_revenue"));
     let module = up["module"].as_str().unwrap().to_string();
     let (_, v) = submit(
@@ -712,6 +736,7 @@ fn the_web_page_shows_a_run_appear_and_finish_in_a_browser() {
     let out = Command::new(&python)
         .arg(common::root().join("tests/browser.py"))
         .args([&s.url, TOKEN_A, &id])
+        .arg(&barrier)
         .output()
         .unwrap();
     assert!(

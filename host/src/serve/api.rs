@@ -28,6 +28,15 @@ fn reply(status: u16, v: Value) -> Response {
         .into_response()
 }
 
+/// A tenant's second heavy request (upload, log, audit) while its first
+/// runs.
+fn too_busy() -> Response {
+    reply(
+        429,
+        json!({"error": "one upload, log or audit at a time per tenant: retry when the last one has answered"}),
+    )
+}
+
 fn refuse(Refusal(status, message): Refusal) -> Response {
     reply(status, json!({"error": message}))
 }
@@ -115,7 +124,14 @@ async fn authorize(
     }
 }
 
-async fn metrics(State(svc): Svc) -> Response {
+async fn metrics(State(svc): Svc, headers: HeaderMap) -> Response {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if !svc.metrics_allowed(token) {
+        return reply(401, json!({"error": "/metrics needs the metrics token"}));
+    }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         svc.queue.metrics(),
@@ -141,6 +157,12 @@ async fn upload(State(svc): Svc, headers: HeaderMap, body: Bytes) -> Response {
     let name = match tenant(&svc, &headers) {
         Ok(t) => t.cfg.name.clone(),
         Err(r) => return *r,
+    };
+    let Some(_busy) = svc.start_heavy(&name) else {
+        return too_busy();
+    };
+    let Ok(_permit) = svc.heavy.acquire().await else {
+        return too_busy();
     };
     let svc2 = svc.clone();
     let done = blocking(move || {
@@ -288,6 +310,12 @@ async fn log(State(svc): Svc, headers: HeaderMap, Path(table): Path<String>) -> 
         Ok(f) => f,
         Err(r) => return refuse(r),
     };
+    let Some(_busy) = svc.start_heavy(&t.cfg.name) else {
+        return too_busy();
+    };
+    let Ok(_permit) = svc.heavy.acquire().await else {
+        return too_busy();
+    };
     match blocking(move || crate::run::run_log(&full)).await {
         Err(r) => r,
         Ok(Err(_)) => reply(
@@ -311,6 +339,12 @@ async fn audit(State(svc): Svc, headers: HeaderMap, Path(table): Path<String>) -
     let opts = crate::audit::AuditOptions {
         slice: None,
         replay: None,
+    };
+    let Some(_busy) = svc.start_heavy(&t.cfg.name) else {
+        return too_busy();
+    };
+    let Ok(_permit) = svc.heavy.acquire().await else {
+        return too_busy();
     };
     match blocking(move || crate::audit::audit(&full, &opts)).await {
         Err(r) => r,

@@ -19,6 +19,9 @@ pub struct ServeConfig {
     /// Runs executed at once, over all tenants.
     #[serde(default = "default_workers")]
     pub workers: usize,
+    /// sha256 of the token that /metrics asks for (`Authorization:
+    /// Bearer`); without it /metrics is open (it names tenants).
+    pub metrics_token_sha256: Option<String>,
     /// The tenants.
     #[serde(rename = "tenant", default)]
     pub tenants: Vec<TenantConfig>,

@@ -53,6 +53,27 @@ pub struct Service {
     pub tenants: Vec<Tenant>,
     /// The runs.
     pub queue: Queue,
+    /// Heavy requests outside the run queue (module compiles, logs,
+    /// audits): at most `workers` at once over all tenants...
+    pub heavy: tokio::sync::Semaphore,
+    /// ...and one at a time per tenant (a second is refused, 429).
+    busy: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// sha256 of the token /metrics asks for, if any.
+    metrics_token: Option<[u8; 32]>,
+}
+
+/// One tenant's heavy request in progress; ends it when dropped.
+pub struct Busy<'a> {
+    svc: &'a Service,
+    tenant: String,
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut b) = self.svc.busy.lock() {
+            b.remove(&self.tenant);
+        }
+    }
 }
 
 /// A refused request: HTTP status and a message for the caller.
@@ -89,7 +110,22 @@ impl Service {
                 .collect(),
         )
         .map_err(|e| format!("state dir {}: {e}", cfg.state_dir.display()))?;
-        Ok(Service { tenants, queue })
+        let metrics_token = match &cfg.metrics_token_sha256 {
+            None => None,
+            Some(h) => {
+                let mut b = [0u8; 32];
+                hex::decode_to_slice(h, &mut b)
+                    .map_err(|_| "metrics-token-sha256 must be 64 hex digits".to_string())?;
+                Some(b)
+            }
+        };
+        Ok(Service {
+            tenants,
+            queue,
+            heavy: tokio::sync::Semaphore::new(cfg.workers),
+            busy: Default::default(),
+            metrics_token,
+        })
     }
 
     /// The tenant whose token this is. Every tenant's hash is compared, in
@@ -105,6 +141,31 @@ impl Service {
             }
         }
         found
+    }
+
+    /// Start a heavy request of `tenant`, or `None` when it has one
+    /// running already.
+    pub fn start_heavy(&self, tenant: &str) -> Option<Busy<'_>> {
+        let mut b = self.busy.lock().ok()?;
+        b.insert(tenant.to_string()).then(|| Busy {
+            svc: self,
+            tenant: tenant.to_string(),
+        })
+    }
+
+    /// Whether `token` may read /metrics (anyone, unless the config sets
+    /// `metrics-token-sha256`).
+    pub fn metrics_allowed(&self, token: Option<&str>) -> bool {
+        use sha2::Digest as _;
+        use subtle::ConstantTimeEq as _;
+        match (&self.metrics_token, token) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(want), Some(t)) => {
+                let h: [u8; 32] = sha2::Sha256::digest(t.as_bytes()).into();
+                bool::from(want.ct_eq(&h))
+            }
+        }
     }
 
     /// Run worker threads until the queue stops; returns their handles.

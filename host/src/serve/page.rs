@@ -123,6 +123,16 @@ pub async fn index(State(svc): State<Arc<Service>>, headers: HeaderMap) -> Respo
         .collect();
     tables.sort();
     tables.dedup();
+    // Reading tables is heavy work: shared with uploads, logs and audits.
+    let busy = svc.start_heavy(&t.cfg.name);
+    let permit = match &busy {
+        Some(_) => svc.heavy.acquire().await.ok(),
+        None => None,
+    };
+    if permit.is_none() {
+        tables.clear();
+        body.push_str("<p>(shown when no upload, log or audit of yours is running)</p>");
+    }
     for table in tables {
         let Ok(full) = under(t, &table, "table") else {
             continue;
