@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -40,24 +39,6 @@ fn idem_json(args: &[&str]) -> (i32, Value, String, String) {
     let (code, out, err) = common::idem(&all);
     let v = serde_json::from_str(&out).unwrap_or_else(|e| panic!("no JSON ({e}):\n{out}\n{err}"));
     (code, v, out, err)
-}
-
-/// How many commits of the Delta log name each idem slice.
-fn commits_per_slice(table: &Path) -> BTreeMap<String, usize> {
-    let mut out = BTreeMap::new();
-    for e in std::fs::read_dir(table.join("_delta_log")).unwrap() {
-        let path = e.unwrap().path();
-        if path.extension().is_none_or(|x| x != "json") {
-            continue;
-        }
-        for line in std::fs::read_to_string(&path).unwrap().lines() {
-            let v: Value = serde_json::from_str(line).unwrap();
-            if let Some(slice) = v["commitInfo"]["idem.slice"].as_str() {
-                *out.entry(slice.to_string()).or_default() += 1;
-            }
-        }
-    }
-    out
 }
 
 fn ten_days(dir: &Path) -> std::path::PathBuf {
@@ -117,7 +98,7 @@ fn a_killed_backfill_restarted_equals_an_uninterrupted_one() {
     // Slices with a run-log entry have their memo entry too (it is written
     // first): those must be memo hits, not executed again.
     let logged = committed();
-    let before = commits_per_slice(&killed);
+    let before = common::commits_per_slice(&killed);
     assert!(
         before.len() >= 3 && before.len() < 10,
         "the kill was not partway: {before:?}"
@@ -142,7 +123,7 @@ fn a_killed_backfill_restarted_equals_an_uninterrupted_one() {
         "redid committed slices: {raw}"
     );
     // Every slice committed once, and nothing else.
-    let after = commits_per_slice(&killed);
+    let after = common::commits_per_slice(&killed);
     assert_eq!(after.len(), 10, "{after:?}");
     assert!(
         after.values().all(|n| *n == 1),
@@ -558,7 +539,7 @@ fn a_parallel_merge_backfill_commits_every_slice() {
     let (code, v, raw, err) = idem_json(&args);
     assert_eq!(code, 0, "{raw}{err}");
     assert_eq!(v["counts"]["committed"], 6, "{raw}");
-    let per_slice = commits_per_slice(&table);
+    let per_slice = common::commits_per_slice(&table);
     assert_eq!(per_slice.len(), 6);
     assert!(per_slice.values().all(|n| *n == 1), "{per_slice:?}");
     let rows = common::read_table(&table, None).rows.len();
@@ -871,6 +852,19 @@ expect = ["not_null(customer)", "unique(customer)"{gold_expect}]
     path
 }
 
+/// `idem pipeline backfill FILE --from 2026-10-01 --to TO --json`.
+fn pipeline_backfill(file: &str, to: &str) -> (i32, Value, String, String) {
+    idem_json(&[
+        "pipeline",
+        "backfill",
+        file,
+        "--from",
+        "2026-10-01",
+        "--to",
+        to,
+    ])
+}
+
 /// `(date, stage, status, version, input version)`.
 type StageRow = (String, String, String, Option<u64>, Option<u64>);
 
@@ -1003,15 +997,7 @@ fn a_pipeline_rerun_is_a_no_op_and_a_changed_row_moves_only_what_depends_on_it()
     let tables = ["bronze", "silver", "gold"];
     let f = s(&file);
 
-    let (code, v, raw, err) = idem_json(&[
-        "pipeline",
-        "backfill",
-        f,
-        "--from",
-        "2026-10-01",
-        "--to",
-        "2026-10-03",
-    ]);
+    let (code, v, raw, err) = pipeline_backfill(f, "2026-10-03");
     assert_eq!(code, 0, "{raw}\n{err}");
     common::check_schemas(&[("pipeline", &raw)]).unwrap_or_else(|e| panic!("{e}"));
     let first = stages(&v);
@@ -1058,15 +1044,7 @@ fn a_pipeline_rerun_is_a_no_op_and_a_changed_row_moves_only_what_depends_on_it()
     let (code, v, raw, err) = idem_json(&["pipeline", "run", f, "--logical-date", "2026-10-02"]);
     assert_eq!(code, 0, "{raw}\n{err}");
     assert!(stages(&v).iter().all(|r| r.2 == "memo"), "{raw}");
-    let (code, v, raw, _) = idem_json(&[
-        "pipeline",
-        "backfill",
-        f,
-        "--from",
-        "2026-10-01",
-        "--to",
-        "2026-10-03",
-    ]);
+    let (code, v, raw, _) = pipeline_backfill(f, "2026-10-03");
     assert_eq!(code, 0);
     assert!(stages(&v).iter().all(|r| r.2 == "memo"), "{raw}");
     for (t, b) in tables.iter().zip(&before) {
@@ -1076,15 +1054,7 @@ fn a_pipeline_rerun_is_a_no_op_and_a_changed_row_moves_only_what_depends_on_it()
     // Change one bronze row of 2026-10-02.
     let changed = raise_one(&data.join("date=2026-10-02"));
 
-    let (code, v, raw, err) = idem_json(&[
-        "pipeline",
-        "backfill",
-        f,
-        "--from",
-        "2026-10-01",
-        "--to",
-        "2026-10-03",
-    ]);
+    let (code, v, raw, err) = pipeline_backfill(f, "2026-10-03");
     assert_eq!(code, 0, "{raw}\n{err}");
     for r in stages(&v) {
         let want = if r.0 == "2026-10-02" {
@@ -1100,8 +1070,16 @@ fn a_pipeline_rerun_is_a_no_op_and_a_changed_row_moves_only_what_depends_on_it()
         .collect();
     for ((t, b), a) in tables.iter().zip(&before).zip(&after) {
         assert_eq!(a.version, b.version + 1, "{t}: one new version");
-        assert_eq!(commits_per_slice(&lake(t))["date=2026-10-02"], 2, "{t}");
-        assert_eq!(commits_per_slice(&lake(t))["date=2026-10-01"], 1, "{t}");
+        assert_eq!(
+            common::commits_per_slice(&lake(t))["date=2026-10-02"],
+            2,
+            "{t}"
+        );
+        assert_eq!(
+            common::commits_per_slice(&lake(t))["date=2026-10-01"],
+            1,
+            "{t}"
+        );
     }
     // Bronze and silver: exactly the changed event's row moved.
     for (i, t) in ["bronze", "silver"].iter().enumerate() {
@@ -1175,15 +1153,7 @@ fn a_failing_stage_stops_its_date_only() {
     // Gold refuses more than 5 customers a day: every date fails there.
     let file = pipeline_file(dir.path(), &data, ", \"rows(0..5)\"");
     let f = s(&file);
-    let (code, v, raw, err) = idem_json(&[
-        "pipeline",
-        "backfill",
-        f,
-        "--from",
-        "2026-10-01",
-        "--to",
-        "2026-10-03",
-    ]);
+    let (code, v, raw, err) = pipeline_backfill(f, "2026-10-03");
     // 2026-10-02 has no partition (exit 2) and outranks the failed gold
     // expectations (1).
     assert_eq!(code, 2, "{raw}\n{err}");
@@ -1364,15 +1334,7 @@ fn delta_slice_reads_one_slices_rows_of_a_merge_table() {
         common::orders(&data, &format!("2026-10-{d:02}"), 1_000, 1);
     }
     let file = pipeline_file(dir.path(), &data, "");
-    let (code, v, raw, _) = idem_json(&[
-        "pipeline",
-        "backfill",
-        s(&file),
-        "--from",
-        "2026-10-01",
-        "--to",
-        "2026-10-02",
-    ]);
+    let (code, v, raw, _) = pipeline_backfill(s(&file), "2026-10-02");
     assert_eq!(code, 0, "{raw}");
     let silver = dir.path().join("lake/silver");
     let version = stages(&v)

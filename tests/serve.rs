@@ -877,19 +877,7 @@ fn a_load_killed_partway_and_resubmitted_converges_to_clean_runs() {
         // One commit per slice, read from the Delta log itself (a run
         // killed after its commit but before its run-log line is not lost
         // from this count).
-        let mut commits = std::collections::BTreeMap::new();
-        for e in std::fs::read_dir(table.join("_delta_log")).unwrap() {
-            let path = e.unwrap().path();
-            if path.extension().is_none_or(|x| x != "json") {
-                continue;
-            }
-            for line in std::fs::read_to_string(&path).unwrap().lines() {
-                let v: Value = serde_json::from_str(line).unwrap();
-                if let Some(slice) = v["commitInfo"]["idem.slice"].as_str() {
-                    *commits.entry(slice.to_string()).or_insert(0) += 1;
-                }
-            }
-        }
+        let commits = common::commits_per_slice(&table);
         assert_eq!(commits.len(), dates.len(), "{t}: {commits:?}");
         assert!(commits.values().all(|n| *n == 1), "{t}: {commits:?}");
     }

@@ -409,3 +409,21 @@ pub fn browser_python() -> Option<PathBuf> {
         py.display()
     );
 }
+
+/// How many commits of the Delta log name each idem slice.
+pub fn commits_per_slice(table: &Path) -> std::collections::BTreeMap<String, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(table.join("_delta_log")).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(slice) = v["commitInfo"]["idem.slice"].as_str() {
+                *out.entry(slice.to_string()).or_default() += 1;
+            }
+        }
+    }
+    out
+}

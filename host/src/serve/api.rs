@@ -37,6 +37,22 @@ fn too_busy() -> Response {
     )
 }
 
+/// Start a heavy request of `tenant`: one per tenant, `workers` in all.
+async fn heavy<'a>(
+    svc: &'a Service,
+    tenant: &str,
+) -> Result<(super::Busy<'a>, tokio::sync::SemaphorePermit<'a>), Box<Response>> {
+    let busy = svc
+        .start_heavy(tenant)
+        .ok_or_else(|| Box::new(too_busy()))?;
+    let permit = svc
+        .heavy
+        .acquire()
+        .await
+        .map_err(|_| Box::new(too_busy()))?;
+    Ok((busy, permit))
+}
+
 fn refuse(Refusal(status, message): Refusal) -> Response {
     reply(status, json!({"error": message}))
 }
@@ -158,11 +174,9 @@ async fn upload(State(svc): Svc, headers: HeaderMap, body: Bytes) -> Response {
         Ok(t) => t.cfg.name.clone(),
         Err(r) => return *r,
     };
-    let Some(_busy) = svc.start_heavy(&name) else {
-        return too_busy();
-    };
-    let Ok(_permit) = svc.heavy.acquire().await else {
-        return too_busy();
+    let _heavy = match heavy(&svc, &name).await {
+        Ok(h) => h,
+        Err(r) => return *r,
     };
     let svc2 = svc.clone();
     let done = blocking(move || {
@@ -310,11 +324,9 @@ async fn log(State(svc): Svc, headers: HeaderMap, Path(table): Path<String>) -> 
         Ok(f) => f,
         Err(r) => return refuse(r),
     };
-    let Some(_busy) = svc.start_heavy(&t.cfg.name) else {
-        return too_busy();
-    };
-    let Ok(_permit) = svc.heavy.acquire().await else {
-        return too_busy();
+    let _heavy = match heavy(&svc, &t.cfg.name).await {
+        Ok(h) => h,
+        Err(r) => return *r,
     };
     match blocking(move || crate::run::run_log(&full)).await {
         Err(r) => r,
@@ -340,11 +352,9 @@ async fn audit(State(svc): Svc, headers: HeaderMap, Path(table): Path<String>) -
         slice: None,
         replay: None,
     };
-    let Some(_busy) = svc.start_heavy(&t.cfg.name) else {
-        return too_busy();
-    };
-    let Ok(_permit) = svc.heavy.acquire().await else {
-        return too_busy();
+    let _heavy = match heavy(&svc, &t.cfg.name).await {
+        Ok(h) => h,
+        Err(r) => return *r,
     };
     match blocking(move || crate::audit::audit(&full, &opts)).await {
         Err(r) => r,
