@@ -66,7 +66,12 @@ fn guest(rel: &str) -> PathBuf {
 }
 
 fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    peak_rss_mib_of("self")
+}
+
+/// Peak RSS of process `pid` (or `self`), MiB.
+fn peak_rss_mib_of(pid: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
@@ -782,14 +787,7 @@ fn serve_load(runs: u64, out: &mut Vec<Row>) {
         std::thread::sleep(Duration::from_millis(100));
     }
     let wall = t0.elapsed();
-    let status =
-        std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(f64::NAN);
+    let rss = peak_rss_mib_of(&child.id().to_string());
     // SAFETY: a plain signal to the child we started.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);

@@ -478,7 +478,7 @@ impl Pipeline {
                 });
                 continue;
             }
-            let run = self.run_stage(i, date, held.clone(), sandbox);
+            let run = self.run_stage(i, date, &held, sandbox);
             ok[i] = matches!(run.result.status, Status::Done(_));
             held[i] = run.version;
             out.push(run);
@@ -490,33 +490,36 @@ impl Pipeline {
     /// when, after its run, the upstream holds the date at another version
     /// (another process reran the upstream meanwhile), it runs again on
     /// that one, so the last commit is never of a stale upstream.
-    fn run_stage(
-        &self,
-        i: usize,
-        date: &str,
-        held: Vec<Option<u64>>,
-        sandbox: &Sandbox,
-    ) -> StageRun {
+    fn run_stage(&self, i: usize, date: &str, held: &[Option<u64>], sandbox: &Sandbox) -> StageRun {
         let s = &self.stages[i];
         let t = Instant::now();
-        let mut pinned = match s.source {
+        let ms = || t.elapsed().as_millis() as u64;
+        let upstream = match s.source {
             Source::Dataset { .. } => Ok(None),
             Source::Stage(j) => match held[j] {
                 Some(v) => Ok(Some(v)),
                 None => self.holding(j, date).map(Some),
             },
         };
+        let mut pinned = match upstream {
+            Ok(v) => v,
+            Err(e) => {
+                return StageRun {
+                    stage: s.name.clone(),
+                    input: None,
+                    result: crate::backfill::result(date, Err(e), ms()),
+                    version: None,
+                };
+            }
+        };
         let mut rounds = 0;
         loop {
             rounds += 1;
-            let input = match (&s.source, &pinned) {
-                (Source::Stage(j), Ok(Some(v))) => Some((self.stages[*j].table.clone(), *v)),
+            let input = match (&s.source, pinned) {
+                (Source::Stage(j), Some(v)) => Some((self.stages[*j].table.clone(), v)),
                 _ => None,
             };
-            let outcome = pinned
-                .as_ref()
-                .map_err(|e| RunError::Usage(e.to_string()))
-                .and_then(|v| self.run_of(i, date, *v).execute(sandbox));
+            let outcome = self.run_of(i, date, pinned).execute(sandbox);
             let version = match &outcome {
                 Ok(r) => match &r.outcome {
                     RunOutcome::Committed { version, .. } => Some(*version),
@@ -528,14 +531,7 @@ impl Pipeline {
                 },
                 Err(_) => None,
             };
-            let failed_kind = match &pinned {
-                Err(e) => Some(e.kind()),
-                Ok(_) => None,
-            };
-            let mut result = crate::backfill::result(date, outcome, t.elapsed().as_millis() as u64);
-            if let (Some(kind), Status::Failed(e, _)) = (failed_kind, &result.status) {
-                result.status = Status::Failed(e.clone(), kind);
-            }
+            let mut result = crate::backfill::result(date, outcome, ms());
             if matches!(result.status, Status::Done(_)) && version.is_none() {
                 result.status = Status::Failed(
                     format!(
@@ -548,11 +544,11 @@ impl Pipeline {
                 );
             }
             // Still the upstream's current output for the date?
-            if let (Source::Stage(j), Status::Done(_), Ok(Some(v))) =
-                (&s.source, &result.status, &pinned)
+            if let (Source::Stage(j), Status::Done(_), Some(v)) =
+                (&s.source, &result.status, pinned)
                 && rounds < 4
                 && let Ok(now) = self.holding(*j, date)
-                && now != *v
+                && now != v
             {
                 tracing::info!(
                     "stage `{}` {}: upstream `{}` moved from version {v} to {now} during the run; running again on {now}",
@@ -560,7 +556,7 @@ impl Pipeline {
                     self.slice_id(date),
                     self.stages[*j].name
                 );
-                pinned = Ok(Some(now));
+                pinned = Some(now);
                 continue;
             }
             return StageRun {

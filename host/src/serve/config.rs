@@ -86,11 +86,6 @@ fn default_module() -> usize {
 }
 
 impl TenantConfig {
-    /// The root as configured (made absolute when the config was loaded).
-    pub fn cfg_root(&self) -> String {
-        self.root.clone()
-    }
-
     /// The sandbox limits of one run of this tenant.
     pub fn limits(&self) -> Limits {
         Limits {
@@ -121,7 +116,7 @@ impl ServeConfig {
         if !(1..=64).contains(&c.workers) {
             return Err("workers must be from 1 to 64".into());
         }
-        for (i, t) in c.tenants.iter_mut().enumerate() {
+        for t in c.tenants.iter_mut() {
             let bad = |why: &str| format!("{}: tenant `{}`: {why}", path.display(), t.name);
             if t.token_sha256.len() != 64 || hex::decode(&t.token_sha256).is_err() {
                 return Err(bad(
@@ -138,7 +133,6 @@ impl ServeConfig {
                 t.root = dir.join(&t.root).to_string_lossy().into_owned();
             }
             t.root = t.root.trim_end_matches('/').to_string();
-            let _ = i;
         }
         for (i, t) in c.tenants.iter().enumerate() {
             for u in &c.tenants[..i] {

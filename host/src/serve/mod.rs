@@ -92,7 +92,7 @@ impl Service {
         for t in &cfg.tenants {
             let mut token = [0u8; 32];
             hex::decode_to_slice(&t.token_sha256, &mut token).map_err(|e| e.to_string())?;
-            let root_url = crate::storage::locate(&t.cfg_root())
+            let root_url = crate::storage::locate(&t.root)
                 .map(|u| crate::storage::as_dir(&u))
                 .map_err(|e| format!("tenant `{}`: root: {e}", t.name))?;
             tenants.push(Tenant {
