@@ -963,3 +963,105 @@ fn a_view_column_counts_its_logical_bytes_against_the_output_limit() {
         e => panic!("wrong error kind: {e}"),
     }
 }
+
+/// The service's engine (wasmtime's pooling allocator, `idem serve`) is the
+/// CLI's engine in every way a run can observe: the same digests, the same
+/// memory limit (the tenant's, not a slot's), the same memory-count
+/// bound (checked on load); and a pool with no free slot refuses an instance by naming the
+/// pool, until one is given back.
+#[test]
+fn a_pooled_engine_runs_and_refuses_exactly_as_the_plain_one() {
+    use idem::sandbox::Pool;
+    let pooled = |limits: Limits, instances: u32| {
+        Sandbox::new(SandboxConfig {
+            pool: Some(Pool {
+                instances,
+                max_memory_bytes: 256 << 20,
+            }),
+            limits,
+            cache_dir: Some(common::test_cache()),
+            ..SandboxConfig::default()
+        })
+        .unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let slice = sample_slice(dir.path());
+    let sandbox = pooled(Limits::default(), 2);
+    for (rel, params) in [
+        ("examples/clean_orders", r#"{"min_amount": 250}"#),
+        ("examples/daily_revenue", "{}"),
+    ] {
+        // Twice: the second instance reuses the first one's slot.
+        let a = wasm_run(&sandbox, rel, &slice, params);
+        let b = wasm_run(&sandbox, rel, &slice, params);
+        let plain = wasm_run(
+            &common::sandbox_with(Limits::default()),
+            rel,
+            &slice,
+            params,
+        );
+        assert_eq!(a.output_digest, plain.output_digest, "{rel}");
+        assert_eq!(b.output_digest, plain.output_digest, "{rel}");
+    }
+
+    // A tenant limit under the slot size: the tenant's limit fires, as a
+    // memory limit, both for one memory and for two together.
+    let tight = pooled(
+        Limits {
+            max_memory_bytes: 64 << 20,
+            ..Limits::default()
+        },
+        2,
+    );
+    let module = tight.load(&wat("two-memories.wat")).unwrap();
+    match tight.instantiate(&module).unwrap().open(&tiny_context()) {
+        Err(SandboxError::MemoryLimit { limit, .. }) => assert_eq!(limit, 64 << 20),
+        Err(e) => panic!("wrong error kind: {e}"),
+        Ok(()) => panic!("two memories held 80 MiB under a 64 MiB limit"),
+    }
+    let hostile = tight.load(&common::guest_bytes(HOSTILE)).unwrap();
+    let files = common::orders(dir.path(), "2026-10-02", 3_000, 1);
+    let bomb_slice = ResolvedSlice::from_files("s", &files).unwrap();
+    let reader = bomb_slice.reader(1000).unwrap();
+    let c = ctx(&bomb_slice, reader.schema(), r#"{"mode": "oom"}"#, 1000);
+    match execute(
+        &mut tight.instantiate(&hostile).unwrap(),
+        &c,
+        reader,
+        |_| Ok(()),
+    ) {
+        Err(ExecError::Sandbox(SandboxError::MemoryLimit { limit, requested })) => {
+            assert_eq!(limit, 64 << 20);
+            assert!(requested > limit);
+        }
+        Err(e) => panic!("not a memory limit: {e}"),
+        Ok(o) => panic!("a memory bomb finished: {o:?}"),
+    }
+    // Too many memories: refused earlier than by the plain engine, when the
+    // module is loaded (an upload to the service), never instantiated.
+    match tight.load(&wat("many-memories.wat")) {
+        Err(SandboxError::Compile(why)) => {
+            assert!(why.contains("14 Wasm linear memories"), "{why}")
+        }
+        Err(e) => panic!("wrong error kind: {e}"),
+        Ok(_) => panic!("a guest with 14 memories was admitted"),
+    }
+
+    // One slot: a second live guest is refused, naming the pool; the slot
+    // comes back when the first is dropped.
+    let one = pooled(Limits::default(), 1);
+    let m = one
+        .load(&common::guest_bytes("examples/clean_orders"))
+        .unwrap();
+    let first = one.instantiate(&m).unwrap();
+    match one.instantiate(&m) {
+        Err(SandboxError::Instantiate(why)) => {
+            assert!(why.contains("concurrent") || why.contains("pool"), "{why}")
+        }
+        Err(e) => panic!("wrong error kind: {e}"),
+        Ok(_) => panic!("two guests alive in a one-slot pool"),
+    }
+    drop(first);
+    let mut again = one.instantiate(&m).unwrap();
+    assert!(run_over(&mut again, &slice, "{}").0.rows_out > 0);
+}

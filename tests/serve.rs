@@ -383,7 +383,8 @@ fn tenants_run_through_the_service_as_through_the_cli_and_see_only_their_own() {
 }
 
 /// Hostile modules fail only their own runs; the other tenant's run at the
-/// same time completes; a forbidden import is refused at upload, named.
+/// same time completes; a forbidden import, and a guest too big for an
+/// instance slot, are refused at upload, named.
 #[test]
 fn hostile_modules_fail_their_own_runs_and_the_service_goes_on() {
     let dir = tempfile::tempdir().unwrap();
@@ -403,6 +404,22 @@ fn hostile_modules_fail_their_own_runs_and_the_service_goes_on() {
             .as_str()
             .unwrap()
             .contains("wasi:clocks/wall-clock"),
+        "{v}"
+    );
+    // The service's engine reserves its instance slots (the pooling
+    // allocator): a guest that would not fit one is refused at upload, not
+    // left to fail every run.
+    let (code, v) = upload(
+        &s,
+        TOKEN_A,
+        &common::root().join("tests/wat/many-memories.wat"),
+    );
+    assert_eq!(code, 422, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("14 Wasm linear memories"),
         "{v}"
     );
 

@@ -45,15 +45,15 @@ impl Default for Limits {
 /// Core instances one guest may create. A wit-bindgen component has a
 /// handful (the module, wit-component's shim and fixup); a component that
 /// needs dozens is not a transform.
-const MAX_INSTANCES: usize = 32;
+pub(super) const MAX_INSTANCES: usize = 32;
 /// Linear memories one guest may define. Each one reserves gigabytes of
 /// address space, so the count is bounded as well as their total size.
-const MAX_MEMORIES: usize = 8;
+pub(super) const MAX_MEMORIES: usize = 8;
 /// Tables one guest may define.
-const MAX_TABLES: usize = 16;
+pub(super) const MAX_TABLES: usize = 16;
 /// Table elements over all tables: they hold function references; a guest
 /// has no reason for more.
-const MAX_TABLE_ELEMENTS: usize = 100_000;
+pub(super) const MAX_TABLE_ELEMENTS: usize = 100_000;
 
 /// Enforces [`Limits::max_memory_bytes`] over all of a guest's memories
 /// together (a component may hold several core instances, each with its

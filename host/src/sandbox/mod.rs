@@ -40,6 +40,22 @@ pub struct SandboxConfig {
     pub limits: Limits,
     /// Where compiled code is cached; `None` compiles every time.
     pub cache_dir: Option<PathBuf>,
+    /// Instance slots reserved up front (wasmtime's pooling allocator), for
+    /// a long-running host that instantiates guest after guest; `None`
+    /// allocates each instance on its own (one run per process).
+    pub pool: Option<Pool>,
+}
+
+/// The pooling allocator's size: how many guests may be alive at once and
+/// the largest memory limit of any of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pool {
+    /// Guests (component instances) alive at once; one more fails to
+    /// instantiate with an error naming the pool.
+    pub instances: u32,
+    /// The largest [`Limits::max_memory_bytes`] of the runs that share the
+    /// engine: every memory slot is reserved this large.
+    pub max_memory_bytes: usize,
 }
 
 impl Default for SandboxConfig {
@@ -48,6 +64,7 @@ impl Default for SandboxConfig {
             profile: Profile::Strict,
             limits: Limits::default(),
             cache_dir: default_cache_dir(),
+            pool: None,
         }
     }
 }
@@ -112,8 +129,12 @@ impl Sandbox {
     /// Build the engine for `config.profile` and start the epoch ticker that
     /// enforces wall-clock deadlines.
     pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
-        let engine = Engine::new(&profile::engine_config(config.profile, &config.limits))
-            .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+        let engine = Engine::new(&profile::engine_config(
+            config.profile,
+            &config.limits,
+            config.pool,
+        ))
+        .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
         let fingerprint = profile::fingerprint(config.profile, config.limits.fuel.is_some());
         let ticker_stop = Arc::new(AtomicBool::new(false));
         let (weak, stop) = (engine.weak(), ticker_stop.clone());

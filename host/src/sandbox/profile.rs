@@ -3,7 +3,7 @@
 
 use wasmtime::{Config, OptLevel};
 
-use super::Limits;
+use super::{Limits, Pool, limits};
 
 /// Which imports a module may have and how the host answers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -42,7 +42,7 @@ pub fn fingerprint(profile: Profile, metered: bool) -> String {
 }
 
 /// Build the engine configuration for `profile`.
-pub fn engine_config(profile: Profile, limits: &Limits) -> Config {
+pub fn engine_config(profile: Profile, limits: &Limits, pool: Option<Pool>) -> Config {
     let Profile::Strict = profile;
     let mut c = Config::new();
     // Components only: the guest contract is a WIT world.
@@ -65,6 +65,27 @@ pub fn engine_config(profile: Profile, limits: &Limits) -> Config {
     c.max_wasm_stack(limits.max_stack_bytes);
     c.cranelift_opt_level(OptLevel::Speed);
     c.parallel_compilation(true);
+    // Allocation only (results are the same either way): slots for
+    // instances, memories and tables reserved once and reused, so a guest
+    // starts without mapping fresh memory. Sized to what the limiter admits
+    // anyway, so a guest that fits its limits always fits a slot.
+    if let Some(pool) = pool {
+        let mut p = wasmtime::PoolingAllocationConfig::new();
+        let per = limits::MAX_INSTANCES as u32;
+        p.total_component_instances(pool.instances)
+            .total_core_instances(pool.instances * per)
+            .max_core_instances_per_component(per)
+            .total_memories(pool.instances * limits::MAX_MEMORIES as u32)
+            .max_memories_per_component(limits::MAX_MEMORIES as u32)
+            .max_memories_per_module(limits::MAX_MEMORIES as u32)
+            .total_tables(pool.instances * limits::MAX_TABLES as u32)
+            .max_tables_per_component(limits::MAX_TABLES as u32)
+            .max_tables_per_module(limits::MAX_TABLES as u32)
+            .table_elements(limits::MAX_TABLE_ELEMENTS)
+            // wasm32 memories end at 4 GiB; the reservation is that large.
+            .max_memory_size(pool.max_memory_bytes.clamp(64 << 10, 4 << 30));
+        c.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(p));
+    }
     c
 }
 

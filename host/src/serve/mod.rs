@@ -22,7 +22,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::run::{Run, RunOutcome, SliceSpec};
-use crate::sandbox::{Sandbox, SandboxConfig};
+use crate::sandbox::{Pool, Sandbox, SandboxConfig};
 use crate::table::Mode;
 use config::{ServeConfig, TenantConfig};
 use queue::{Queue, RunRequest};
@@ -83,8 +83,20 @@ pub struct Refusal(pub u16, pub String);
 impl Service {
     /// Build the service from its config (engine, tenants, persisted runs).
     pub fn new(cfg: &ServeConfig, cache_dir: Option<PathBuf>) -> Result<Service, String> {
+        // One engine for every tenant (each run has its tenant's limits),
+        // its instance slots reserved once: a worker's run and its audit
+        // module are alive together, so two per worker.
+        let max_memory = cfg
+            .tenants
+            .iter()
+            .map(|t| t.limits().max_memory_bytes)
+            .max();
         let base = Sandbox::new(SandboxConfig {
             cache_dir,
+            pool: Some(Pool {
+                instances: 2 * cfg.workers as u32,
+                max_memory_bytes: max_memory.unwrap_or(0),
+            }),
             ..SandboxConfig::default()
         })
         .map_err(|e| e.to_string())?;
