@@ -725,6 +725,44 @@ fn a_host_panic_fails_its_run_and_a_poison_run_is_not_retried_forever() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("another idem serve"));
 }
 
+/// A run over its tenant's `run-timeout-ms` (held 3.5 s before its commit
+/// by a fault point, over a 3 s limit) fails, naming the limit, with
+/// nothing committed; the other tenant's same run (default limit) commits.
+#[test]
+fn a_run_over_its_time_limit_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "run-timeout-ms = 3000");
+    for t in ["a", "b"] {
+        common::orders(&dir.path().join(t).join("orders"), "2026-10-01", 500, 1);
+    }
+    let s = start(&cfg, &[("IDEM_FAULT_SLEEP_MS", "before-commit:3500")]);
+    let revenue = common::guest("examples/daily_revenue");
+    let mut ids = Vec::new();
+    for token in [TOKEN_A, TOKEN_B] {
+        let (_, up) = upload(&s, token, &revenue);
+        let req = day_request(
+            up["module"].as_str().unwrap(),
+            "tables/revenue",
+            "2026-10-01",
+        );
+        let (code, v) = submit(&s, token, &req);
+        assert_eq!(code, 202, "{v}");
+        ids.push(v["id"].as_str().unwrap().to_string());
+    }
+    let a = wait(&s, TOKEN_A, &ids[0]);
+    assert_eq!(a["state"], "failed", "{a}");
+    assert_eq!(a["error"]["kind"], "guest", "{a}");
+    let m = a["error"]["message"].as_str().unwrap();
+    assert!(
+        m.contains("time limit of 3000 ms") && m.contains("run-timeout-ms"),
+        "{m}"
+    );
+    assert!(!dir.path().join("a/tables/revenue/_delta_log").exists());
+    let b = wait(&s, TOKEN_B, &ids[1]);
+    assert_eq!(b["state"], "succeeded", "{b}");
+    assert_eq!(b["result"]["kind"], "committed", "{b}");
+}
+
 /// The web page in a real headless browser: a wrong token is refused, the
 /// tenant logs in, sees its run appear and finish (the page refreshes
 /// itself), its table's slice proven, and the run's manifest; another
@@ -898,4 +936,93 @@ fn a_load_killed_partway_and_resubmitted_converges_to_clean_runs() {
         assert_eq!(commits.len(), dates.len(), "{t}: {commits:?}");
         assert!(commits.values().all(|n| *n == 1), "{t}: {commits:?}");
     }
+}
+
+/// Read what the service sends on `t` until it closes the connection (or
+/// `limit` passes): (text, seconds it took).
+fn read_until_closed(t: &mut std::net::TcpStream, limit: Duration) -> (String, f64) {
+    use std::io::Read as _;
+    let start = Instant::now();
+    t.set_read_timeout(Some(limit)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match t.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("still open after {limit:?}: {e}"),
+        }
+    }
+    (
+        String::from_utf8_lossy(&got).into_owned(),
+        start.elapsed().as_secs_f64(),
+    )
+}
+
+/// Slow and surplus clients cannot hold the service: headers that never
+/// end and idle connections are cut at `header-timeout-ms`, a trickled
+/// body fails at `body-timeout-ms` (naming it), a connection past
+/// `max-connections` is closed on arrival; then the service answers as
+/// before.
+#[test]
+fn slow_and_surplus_connections_are_cut_off() {
+    use std::io::Write as _;
+    use std::net::TcpStream;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        format!("max-connections = 3\nheader-timeout-ms = 1500\nbody-timeout-ms = 1500\n{text}"),
+    )
+    .unwrap();
+    let s = start(&cfg, &[]);
+    let addr = s.url.strip_prefix("http://").unwrap().to_string();
+    assert_eq!(curl("GET", &format!("{}/health", s.url), None, None).0, 200);
+
+    // Three connections that never finish their headers fill the cap.
+    let opened = Instant::now();
+    let mut slow: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut t = TcpStream::connect(&addr).unwrap();
+            t.write_all(b"GET /health HTTP/1.1\r\nHost: idem\r\n")
+                .unwrap();
+            t
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // A fourth is closed on arrival, unanswered.
+    let mut fourth = TcpStream::connect(&addr).unwrap();
+    let _ = fourth.write_all(b"GET /health HTTP/1.1\r\nHost: idem\r\n\r\n");
+    let (answer, took) = read_until_closed(&mut fourth, Duration::from_secs(5));
+    assert!(!answer.contains("200"), "served past the cap: {answer}");
+    assert!(took < 1.0, "the surplus connection was held {took} s");
+    // The slow ones are cut at the header timeout, unanswered.
+    for t in slow.iter_mut() {
+        let (answer, _) = read_until_closed(t, Duration::from_secs(10));
+        assert!(!answer.contains("200 OK"), "{answer}");
+    }
+    let held = opened.elapsed().as_secs_f64();
+    assert!((1.4..6.0).contains(&held), "slow headers held for {held} s");
+
+    // A body trickled slower than body-timeout-ms: the request fails,
+    // naming the setting.
+    let mut t = TcpStream::connect(&addr).unwrap();
+    t.write_all(
+        format!(
+            "POST /v1/runs HTTP/1.1\r\nHost: idem\r\nAuthorization: Bearer {TOKEN_A}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let (answer, took) = read_until_closed(&mut t, Duration::from_secs(10));
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("body-timeout-ms"), "{answer}");
+    assert!((1.4..6.0).contains(&took), "body held for {took} s");
+
+    // And the service serves as before.
+    assert_eq!(curl("GET", &format!("{}/health", s.url), None, None).0, 200);
+    let (code, v) = curl("GET", &format!("{}/v1/runs", s.url), Some(TOKEN_A), None);
+    assert_eq!(code, 200, "{v}");
 }

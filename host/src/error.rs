@@ -132,6 +132,7 @@ impl RunError {
             RunError::Expect(crate::expect::ExpectError::Failed(_)) => Kind::Check,
             RunError::Expect(_) => Kind::Input,
             RunError::Io { .. } => Kind::Storage,
+            RunError::OverTime { .. } => Kind::Guest,
         }
     }
 }

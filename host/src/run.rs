@@ -67,6 +67,16 @@ pub enum RunError {
         /// The late objects.
         late: Vec<String>,
     },
+    /// The run went over its [`Run::time_limit`] (nothing committed).
+    #[error(
+        "the run went over its time limit of {limit_ms} ms while {step}; nothing was committed. Give it a smaller slice, or a larger limit (run-timeout-ms)"
+    )]
+    OverTime {
+        /// The limit.
+        limit_ms: u64,
+        /// The step that ended over it.
+        step: &'static str,
+    },
     /// Local I/O.
     #[error("{what}: {source}")]
     Io {
@@ -138,6 +148,7 @@ pub struct Run {
     expectations: Vec<crate::expect::Expectation>,
     audit: Option<(PathBuf, String)>,
     native: Option<TransformerFactory>,
+    time_limit: Option<std::time::Duration>,
 }
 
 /// How a run ended.
@@ -355,6 +366,7 @@ impl Run {
             expectations: Vec::new(),
             audit: None,
             native: None,
+            time_limit: None,
         }
     }
 
@@ -394,6 +406,16 @@ impl Run {
     /// commits only a new output digest).
     pub fn force(mut self, force: bool) -> Self {
         self.force = force;
+        self
+    }
+
+    /// A wall-clock limit on the whole run (hashing, executing, staging),
+    /// checked between its steps up to the commit, which is then never
+    /// started: a run over it fails with nothing committed. The guest's
+    /// own deadline ([`crate::sandbox::Limits::deadline_ms`]) bounds the
+    /// execution alone, precisely.
+    pub fn time_limit(mut self, limit: Option<std::time::Duration>) -> Self {
+        self.time_limit = limit;
         self
     }
 
@@ -629,6 +651,15 @@ impl Run {
 
     /// Run it: see the module docs for the steps.
     pub fn execute(mut self, sandbox: &Sandbox) -> Result<RunReport, RunError> {
+        let started = Instant::now();
+        let limit = self.time_limit;
+        let in_time = |step: &'static str| match limit {
+            Some(l) if started.elapsed() > l => Err(RunError::OverTime {
+                limit_ms: l.as_millis() as u64,
+                step,
+            }),
+            _ => Ok(()),
+        };
         let (params, mode) = self.check_args()?;
         let rt = runtime()?;
         let mut table = rt.block_on(Table::open(&self.table))?;
@@ -661,6 +692,7 @@ impl Run {
 
         // 4. Execute in the sandbox, digesting the output.
         crate::fault::point("execute");
+        in_time("reading and hashing the inputs")?;
         let t = Instant::now();
         let reader = slice.reader(self.batch_rows as usize)?;
         let ctx = GuestContext {
@@ -761,6 +793,7 @@ impl Run {
             }
         }
         timings.exec_ms = ms(t);
+        in_time("executing the transform")?;
 
         // 5. Manifest and module stored before the commit names them.
         let manifest = Manifest::new(
@@ -798,6 +831,7 @@ impl Run {
         // it retry; other processes and hosts still race safely.
         let lock = crate::table::commit_lock(table.url());
         let one_at_a_time = lock.lock().unwrap_or_else(|e| e.into_inner());
+        in_time("waiting to commit")?;
         let commit = rt.block_on(table.commit(CommitRequest {
             slice: &slice.id,
             mode: &mode,

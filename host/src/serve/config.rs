@@ -22,6 +22,21 @@ pub struct ServeConfig {
     /// sha256 of the token that /metrics asks for (`Authorization:
     /// Bearer`); without it /metrics is open (it names tenants).
     pub metrics_token_sha256: Option<String>,
+    /// Open connections at once; one more is closed on arrival.
+    #[serde(default = "default_connections")]
+    pub max_connections: usize,
+    /// A request's headers (and an idle connection's next request) must
+    /// arrive within this, ms; else the connection is closed.
+    #[serde(default = "default_header_timeout")]
+    pub header_timeout_ms: u64,
+    /// A request's body must arrive within this, ms, from its headers;
+    /// else the request fails (400) and the connection is closed.
+    #[serde(default = "default_body_timeout")]
+    pub body_timeout_ms: u64,
+    /// Ended runs kept per tenant (status, result, manifest link); older
+    /// ones are forgotten. Their tables keep what they committed.
+    #[serde(default = "default_keep")]
+    pub keep_ended_runs: usize,
     /// The tenants.
     #[serde(rename = "tenant", default)]
     pub tenants: Vec<TenantConfig>,
@@ -50,6 +65,11 @@ pub struct TenantConfig {
     /// Wall-clock budget per run, ms.
     #[serde(default = "default_deadline")]
     pub deadline_ms: u64,
+    /// Wall-clock limit on a whole run (reading and hashing the inputs,
+    /// executing, staging; a run over it commits nothing), ms; at least
+    /// `deadline-ms`.
+    #[serde(default = "default_run_timeout")]
+    pub run_timeout_ms: u64,
     /// Fuel per run (deterministic CPU budget); unmetered when absent.
     pub fuel: Option<u64>,
     /// Output per run, MiB.
@@ -66,6 +86,18 @@ fn default_listen() -> String {
 fn default_workers() -> usize {
     2
 }
+fn default_connections() -> usize {
+    256
+}
+fn default_header_timeout() -> u64 {
+    10_000
+}
+fn default_body_timeout() -> u64 {
+    60_000
+}
+fn default_keep() -> usize {
+    1000
+}
 fn one() -> usize {
     1
 }
@@ -77,6 +109,9 @@ fn default_memory() -> usize {
 }
 fn default_deadline() -> u64 {
     60_000
+}
+fn default_run_timeout() -> u64 {
+    600_000
 }
 fn default_output() -> usize {
     256
@@ -116,6 +151,16 @@ impl ServeConfig {
         if !(1..=64).contains(&c.workers) {
             return Err("workers must be from 1 to 64".into());
         }
+        if c.max_connections == 0
+            || c.header_timeout_ms == 0
+            || c.body_timeout_ms == 0
+            || c.keep_ended_runs == 0
+        {
+            return Err(format!(
+                "{}: max-connections, header-timeout-ms, body-timeout-ms and keep-ended-runs must be at least 1",
+                path.display()
+            ));
+        }
         for t in c.tenants.iter_mut() {
             let bad = |why: &str| format!("{}: tenant `{}`: {why}", path.display(), t.name);
             if t.token_sha256.len() != 64 || hex::decode(&t.token_sha256).is_err() {
@@ -125,6 +170,9 @@ impl ServeConfig {
             }
             if t.max_concurrent == 0 || t.max_queued == 0 {
                 return Err(bad("max-concurrent and max-queued must be at least 1"));
+            }
+            if t.run_timeout_ms < t.deadline_ms {
+                return Err(bad("run-timeout-ms cannot be less than deadline-ms"));
             }
             if t.max_concurrent > c.workers {
                 return Err(bad("max-concurrent cannot exceed the service's workers"));

@@ -120,6 +120,7 @@ impl Service {
                 .iter()
                 .map(|t| (t.name.clone(), t.max_concurrent, t.max_queued))
                 .collect(),
+            cfg.keep_ended_runs,
         )
         .map_err(|e| format!("state dir {}: {e}", cfg.state_dir.display()))?;
         let metrics_token = match &cfg.metrics_token_sha256 {
@@ -391,6 +392,7 @@ pub fn execute(t: &Tenant, r: &RunRequest) -> Result<Value, Value> {
             .params(r.params.to_string())
             .logical_date(r.logical_date.clone())
             .batch_rows(r.batch_rows.unwrap_or(8192))
+            .time_limit(Some(std::time::Duration::from_millis(t.cfg.run_timeout_ms)))
             .expect(r.expect.iter().filter_map(|e| e.parse().ok()).collect());
         if let Some(m) = mode_of(r)? {
             run = run.mode(m);

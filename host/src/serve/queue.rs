@@ -130,6 +130,8 @@ struct Inner {
     running: HashMap<String, usize>,
     /// (tenant, canonical request) -> id of a queued or running run.
     active: HashMap<(String, String), String>,
+    /// Each tenant's ended runs, oldest first: the records kept.
+    ended_order: HashMap<String, VecDeque<String>>,
     /// Round-robin position over `order`.
     next: usize,
     stopping: bool,
@@ -151,6 +153,9 @@ pub struct Queue {
     dir: PathBuf,
     /// Tenants in config order, with their concurrency limit.
     order: Vec<(String, usize, usize)>,
+    /// Ended runs kept per tenant; older ones are forgotten (record
+    /// deleted; their tables keep what they committed).
+    keep_ended: usize,
 }
 
 fn now_ms() -> u64 {
@@ -177,9 +182,14 @@ fn canonical(r: &RunRequest) -> String {
 
 impl Queue {
     /// A queue persisting under `dir/runs`, for tenants `(name,
-    /// max_concurrent, max_queued)`; runs found there that were queued or
-    /// running are queued again (in submission order).
-    pub fn open(dir: &Path, tenants: Vec<(String, usize, usize)>) -> std::io::Result<Queue> {
+    /// max_concurrent, max_queued)`, keeping the last `keep_ended` ended
+    /// runs of each; runs found there that were queued or running are
+    /// queued again (in submission order).
+    pub fn open(
+        dir: &Path,
+        tenants: Vec<(String, usize, usize)>,
+        keep_ended: usize,
+    ) -> std::io::Result<Queue> {
         let runs_dir = dir.join("runs");
         std::fs::create_dir_all(&runs_dir)?;
         let lock = std::fs::OpenOptions::new()
@@ -223,6 +233,7 @@ impl Queue {
             wake: Condvar::new(),
             dir: runs_dir,
             order: tenants,
+            keep_ended,
         };
         for mut r in found {
             if r.state == State::Running && r.attempts >= MAX_ATTEMPTS {
@@ -251,8 +262,43 @@ impl Queue {
             }
             inner.runs.insert(r.id.clone(), r);
         }
+        let mut ended: Vec<&RunRecord> = inner
+            .runs
+            .values()
+            .filter(|r| matches!(r.state, State::Succeeded | State::Failed))
+            .collect();
+        ended.sort_by_key(|r| (r.finished_ms, r.submitted_ms, r.id.clone()));
+        let mut order: HashMap<String, VecDeque<String>> = HashMap::new();
+        for r in ended {
+            order
+                .entry(r.tenant.clone())
+                .or_default()
+                .push_back(r.id.clone());
+        }
+        inner.ended_order = order;
+        for (tenant, ..) in &q.order {
+            q.forget_old(&mut inner, tenant);
+        }
         *q.inner.lock().unwrap_or_else(|e| e.into_inner()) = inner;
         Ok(q)
+    }
+
+    /// Forget `tenant`'s oldest ended runs beyond `keep_ended`: out of
+    /// memory and off disk.
+    fn forget_old(&self, inner: &mut Inner, tenant: &str) {
+        let Some(order) = inner.ended_order.get_mut(tenant) else {
+            return;
+        };
+        while order.len() > self.keep_ended {
+            let Some(id) = order.pop_front() else { break };
+            inner.runs.remove(&id);
+            let path = self.dir.join(format!("{id}.json"));
+            if let Err(e) = std::fs::remove_file(&path)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!("cannot remove the old run record {}: {e}", path.display());
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -395,6 +441,12 @@ impl Queue {
             .active
             .remove(&(r.tenant.clone(), canonical(&r.request)));
         let _ = self.persist(&r);
+        inner
+            .ended_order
+            .entry(r.tenant.clone())
+            .or_default()
+            .push_back(r.id.clone());
+        self.forget_old(&mut inner, &r.tenant);
         drop(inner);
         self.wake.notify_all();
     }
@@ -487,5 +539,70 @@ impl Queue {
         out.push_str(&format!("idem_run_seconds_sum {}\n", inner.latency_sum));
         out.push_str(&format!("idem_run_seconds_count {cumulative}\n"));
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(table: &str) -> RunRequest {
+        serde_json::from_value(serde_json::json!({"module": "sha256:00", "table": table})).unwrap()
+    }
+
+    fn records(dir: &Path) -> usize {
+        std::fs::read_dir(dir.join("runs"))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "json")
+            })
+            .count()
+    }
+
+    /// Ended runs beyond `keep-ended-runs` are forgotten, oldest first, in
+    /// memory and on disk, per tenant; runs still queued never are; a
+    /// restart with a smaller number forgets down to it.
+    #[test]
+    fn old_ended_runs_are_forgotten_per_tenant() {
+        let dir = tempfile::tempdir().unwrap();
+        let tenants = vec![("a".to_string(), 1, 10), ("b".to_string(), 1, 10)];
+        let q = Queue::open(dir.path(), tenants.clone(), 2).unwrap();
+        let (b_run, _) = q.submit("b", request("b0")).unwrap();
+        let mut ids = Vec::new();
+        for i in 0..4 {
+            let (r, _) = q.submit("a", request(&format!("t{i}"))).unwrap();
+            ids.push(r.id);
+        }
+        // Take a's four (and not b's) in order, ending each.
+        let mut ended = 0;
+        while ended < 4 {
+            let r = q.take().unwrap();
+            if r.tenant == "a" {
+                // Records order ended runs by their end, in ms.
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                q.finish(&r.id, Ok(serde_json::json!({})));
+                ended += 1;
+            } else {
+                // b's run stays running.
+                assert_eq!(r.id, b_run.id);
+            }
+        }
+        let kept: Vec<String> = q.list("a").into_iter().map(|r| r.id).collect();
+        assert_eq!(kept, vec![ids[3].clone(), ids[2].clone()]);
+        assert!(q.get("a", &ids[0]).is_none());
+        assert_eq!(q.get("b", &b_run.id).unwrap().state, State::Running);
+        assert_eq!(records(dir.path()), 3);
+        drop(q);
+
+        let q = Queue::open(dir.path(), tenants, 1).unwrap();
+        let kept: Vec<String> = q.list("a").into_iter().map(|r| r.id).collect();
+        assert_eq!(kept, vec![ids[3].clone()]);
+        // b's run, running when the service stopped, is queued again.
+        assert_eq!(q.get("b", &b_run.id).unwrap().state, State::Queued);
+        assert_eq!(records(dir.path()), 2);
     }
 }
