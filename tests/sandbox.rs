@@ -976,7 +976,7 @@ fn a_pooled_engine_runs_and_refuses_exactly_as_the_plain_one() {
         Sandbox::new(SandboxConfig {
             pool: Some(Pool {
                 instances,
-                max_memory_bytes: 256 << 20,
+                max_memory_bytes: 512 << 20,
             }),
             limits,
             cache_dir: Some(common::test_cache()),
@@ -1046,6 +1046,30 @@ fn a_pooled_engine_runs_and_refuses_exactly_as_the_plain_one() {
         Err(e) => panic!("wrong error kind: {e}"),
         Ok(_) => panic!("a guest with 14 memories was admitted"),
     }
+
+    // A memory limit larger than the slots is refused up front (a memory
+    // would otherwise grow past its slot and fail as a bare trap).
+    match Sandbox::new(SandboxConfig {
+        pool: Some(Pool {
+            instances: 1,
+            max_memory_bytes: 64 << 20,
+        }),
+        ..SandboxConfig::default()
+    }) {
+        Err(e) => assert!(
+            e.to_string().contains("instance pool's memory slots"),
+            "{e}"
+        ),
+        Ok(_) => panic!("a 512 MiB limit was accepted over 64 MiB slots"),
+    }
+    assert!(
+        tight
+            .with_limits(Limits {
+                max_memory_bytes: 1 << 30,
+                ..Limits::default()
+            })
+            .is_err()
+    );
 
     // One slot: a second live guest is refused, naming the pool; the slot
     // comes back when the first is dropped.

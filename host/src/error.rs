@@ -132,7 +132,10 @@ impl RunError {
             RunError::Expect(crate::expect::ExpectError::Failed(_)) => Kind::Check,
             RunError::Expect(_) => Kind::Input,
             RunError::Io { .. } => Kind::Storage,
-            RunError::OverTime { .. } => Kind::Guest,
+            // The guest's time, or the host's (inputs, storage, waiting
+            // for the table): a retry may find them faster.
+            RunError::OverTime { step, .. } if *step == crate::run::EXECUTING => Kind::Guest,
+            RunError::OverTime { .. } => Kind::Storage,
         }
     }
 }

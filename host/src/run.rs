@@ -87,6 +87,9 @@ pub enum RunError {
     },
 }
 
+/// The step of [`RunError::OverTime`] that is the guest's own time.
+pub const EXECUTING: &str = "executing the transform";
+
 /// Which inputs a run reads.
 #[derive(Debug, Clone)]
 pub enum SliceSpec {
@@ -793,7 +796,7 @@ impl Run {
             }
         }
         timings.exec_ms = ms(t);
-        in_time("executing the transform")?;
+        in_time(EXECUTING)?;
 
         // 5. Manifest and module stored before the commit names them.
         let manifest = Manifest::new(

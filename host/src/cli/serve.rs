@@ -45,7 +45,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    rt.block_on(idem::serve::api::serve(svc.clone(), &cfg))?;
+    rt.block_on(idem::serve::conn::serve(svc.clone(), &cfg))?;
     for w in workers {
         let _ = w.join();
     }

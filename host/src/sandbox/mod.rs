@@ -54,7 +54,9 @@ pub struct Pool {
     /// instantiate with an error naming the pool.
     pub instances: u32,
     /// The largest [`Limits::max_memory_bytes`] of the runs that share the
-    /// engine: every memory slot is reserved this large.
+    /// engine: no memory grows past it (each slot reserves 4 GiB of
+    /// address space regardless, see `profile::engine_config`). A sandbox
+    /// with a larger memory limit is refused.
     pub max_memory_bytes: usize,
 }
 
@@ -129,6 +131,7 @@ impl Sandbox {
     /// Build the engine for `config.profile` and start the epoch ticker that
     /// enforces wall-clock deadlines.
     pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
+        check_pool(&config)?;
         let engine = Engine::new(&profile::engine_config(
             config.profile,
             &config.limits,
@@ -172,6 +175,7 @@ impl Sandbox {
         if !same_code {
             return Sandbox::new(config);
         }
+        check_pool(&config)?;
         Ok(Sandbox {
             engine: self.engine.clone(),
             fingerprint: self.fingerprint.clone(),
@@ -285,6 +289,21 @@ impl Sandbox {
             &self.config.limits,
             EPOCH_TICK,
         )
+    }
+}
+
+/// A memory limit larger than the pool's memory slots would let a memory
+/// grow past its slot: the grow would fail as a bare trap instead of the
+/// limit's clear error. Refused up front.
+fn check_pool(config: &SandboxConfig) -> Result<(), SandboxError> {
+    match config.pool {
+        Some(p) if config.limits.max_memory_bytes > p.max_memory_bytes => {
+            Err(SandboxError::Engine(format!(
+                "a memory limit of {} bytes is larger than the instance pool's memory slots ({} bytes)",
+                config.limits.max_memory_bytes, p.max_memory_bytes
+            )))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -65,10 +65,14 @@ pub fn engine_config(profile: Profile, limits: &Limits, pool: Option<Pool>) -> C
     c.max_wasm_stack(limits.max_stack_bytes);
     c.cranelift_opt_level(OptLevel::Speed);
     c.parallel_compilation(true);
-    // Allocation only (results are the same either way): slots for
-    // instances, memories and tables reserved once and reused, so a guest
-    // starts without mapping fresh memory. Sized to what the limiter admits
-    // anyway, so a guest that fits its limits always fits a slot.
+    // Allocation only (results are the same either way, and so is the
+    // compiled code, so the compiled-code cache is shared with the plain
+    // engine): slots for instances, memories and tables reserved once and
+    // reused, so a guest starts without mapping fresh memory. Sized to what
+    // the limiter admits anyway, so a guest that fits its limits fits a
+    // slot. Each memory slot reserves the default 4 GiB of address space
+    // (+ guard), which lets compiled code skip bounds checks: address
+    // space, not memory; a pool of N instances reserves N x 8 x ~4 GiB.
     if let Some(pool) = pool {
         let mut p = wasmtime::PoolingAllocationConfig::new();
         let per = limits::MAX_INSTANCES as u32;
@@ -82,6 +86,11 @@ pub fn engine_config(profile: Profile, limits: &Limits, pool: Option<Pool>) -> C
             .max_tables_per_component(limits::MAX_TABLES as u32)
             .max_tables_per_module(limits::MAX_TABLES as u32)
             .table_elements(limits::MAX_TABLE_ELEMENTS)
+            // Bounds on an instance's context (which grows with its
+            // functions, globals and tables), only checked, never reserved:
+            // as large as the limits above can make it.
+            .max_core_instance_size(16 << 20)
+            .max_component_instance_size(16 << 20)
             // wasm32 memories end at 4 GiB; the reservation is that large.
             .max_memory_size(pool.max_memory_bytes.clamp(64 << 10, 4 << 30));
         c.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(p));

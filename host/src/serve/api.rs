@@ -13,7 +13,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-use super::config::ServeConfig;
 use super::queue::{Refused, RunRequest};
 use super::{MODULES_DIR, Refusal, Service, Tenant, check, under};
 
@@ -83,8 +82,9 @@ fn tenant<'a>(svc: &'a Service, headers: &HeaderMap) -> Result<&'a Tenant, Box<R
     }
 }
 
-/// Largest run request body.
-const MAX_REQUEST_BYTES: usize = 1 << 20;
+/// Largest run request body (kept with the run's record, so bounded
+/// tighter than a module: `keep-ended-runs` of them per tenant).
+const MAX_REQUEST_BYTES: usize = 256 << 10;
 
 /// The router of the service. The token is checked before any body is
 /// read; bodies are capped per route (a run request at 1 MiB, a module at
@@ -251,12 +251,27 @@ async fn submit(State(svc): Svc, headers: HeaderMap, body: Bytes) -> Response {
     }
 }
 
-async fn list(State(svc): Svc, headers: HeaderMap) -> Response {
+/// GET /v1/runs[?limit=N]: the tenant's newest runs (100 unless asked,
+/// at most 1000), newest first.
+async fn list(State(svc): Svc, headers: HeaderMap, uri: axum::http::Uri) -> Response {
     let t = match tenant(&svc, &headers) {
         Ok(t) => t,
         Err(r) => return *r,
     };
-    let runs = svc.queue.list(&t.cfg.name);
+    let asked = url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "limit")
+        .map(|(_, v)| v.parse::<usize>());
+    let limit = match asked {
+        None => 100,
+        Some(Ok(n)) if (1..=1000).contains(&n) => n,
+        Some(_) => {
+            return reply(
+                400,
+                json!({"error": "limit must be a number from 1 to 1000"}),
+            );
+        }
+    };
+    let runs = svc.queue.list(&t.cfg.name, limit);
     reply(200, json!({"runs": runs}))
 }
 
@@ -381,131 +396,5 @@ async fn audit(State(svc): Svc, headers: HeaderMap, Path(table): Path<String>) -
                 json!({"table": table, "slices": slices, "proven": proven}),
             )
         }
-    }
-}
-
-/// Serve until SIGTERM or Ctrl-C: then take no new runs or connections,
-/// let open requests and the workers' runs finish, and return. Prints
-/// `listening on ADDR`.
-///
-/// Connections are hyper's HTTP/1, driven here rather than by
-/// `axum::serve`, which has no timeouts: at most `max-connections` open
-/// (one more is closed at once), headers (and an idle connection's next
-/// request) within `header-timeout-ms`, a body within `body-timeout-ms`.
-pub async fn serve(svc: Arc<Service>, cfg: &ServeConfig) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioIo, TokioTimer};
-    let listener = tokio::net::TcpListener::bind(&cfg.listen).await?;
-    println!("listening on {}", listener.local_addr()?);
-    let body_timeout = std::time::Duration::from_millis(cfg.body_timeout_ms);
-    let app = router(svc.clone()).layer(axum::middleware::from_fn(
-        move |req: axum::extract::Request, next: axum::middleware::Next| {
-            next.run(req.map(|b| axum::body::Body::new(Deadline::new(b, body_timeout))))
-        },
-    ));
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(std::time::Duration::from_millis(cfg.header_timeout_ms));
-    let slots = Arc::new(tokio::sync::Semaphore::new(cfg.max_connections));
-    let (stopping, stop_rx) = tokio::sync::watch::channel(false);
-    let mut stop = std::pin::pin!(stop_signal());
-    loop {
-        let (tcp, _) = tokio::select! {
-            _ = &mut stop => break,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                // Out of file descriptors and the like: wait, go on.
-                Err(_) => {
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            drop(tcp);
-            continue;
-        };
-        let conn = http.serve_connection(
-            TokioIo::new(tcp),
-            hyper_util::service::TowerToHyperService::new(app.clone()),
-        );
-        let mut stop_rx = stop_rx.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = stop_rx.changed() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
-            }
-        });
-    }
-    drop(listener);
-    eprintln!("stopping: no new runs; waiting for the running ones");
-    svc.queue.stop();
-    let _ = stopping.send(true);
-    // Every connection gives its slot back when it ends.
-    let _ = slots.acquire_many(cfg.max_connections as u32).await;
-    Ok(())
-}
-
-/// SIGTERM or Ctrl-C.
-async fn stop_signal() {
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing the SIGTERM handler");
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
-}
-
-/// A request body that fails once its time is up: a client trickling a
-/// body holds a connection (and an upload slot) no longer than that.
-struct Deadline {
-    inner: axum::body::Body,
-    timeout: std::time::Duration,
-    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
-}
-
-impl Deadline {
-    fn new(inner: axum::body::Body, timeout: std::time::Duration) -> Self {
-        Deadline {
-            inner,
-            timeout,
-            sleep: Box::pin(tokio::time::sleep(timeout)),
-        }
-    }
-}
-
-impl http_body::Body for Deadline {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
-        use std::future::Future as _;
-        if self.sleep.as_mut().poll(cx).is_ready() {
-            let ms = self.timeout.as_millis();
-            return std::task::Poll::Ready(Some(Err(axum::Error::new(format!(
-                "the request body did not arrive within {ms} ms (body-timeout-ms): send it at once"
-            )))));
-        }
-        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
     }
 }

@@ -25,6 +25,13 @@ pub struct ServeConfig {
     /// Open connections at once; one more is closed on arrival.
     #[serde(default = "default_connections")]
     pub max_connections: usize,
+    /// Open connections from one peer address at once.
+    #[serde(default = "default_connections_per_peer")]
+    pub max_connections_per_peer: usize,
+    /// A response the client takes no bytes of for this long closes its
+    /// connection, ms.
+    #[serde(default = "default_write_timeout")]
+    pub write_timeout_ms: u64,
     /// A request's headers (and an idle connection's next request) must
     /// arrive within this, ms; else the connection is closed.
     #[serde(default = "default_header_timeout")]
@@ -80,6 +87,9 @@ pub struct TenantConfig {
     pub max_module_mb: usize,
 }
 
+/// The longest timeout a config may set.
+const DAY_MS: u64 = 86_400_000;
+
 fn default_listen() -> String {
     "127.0.0.1:8787".into()
 }
@@ -88,6 +98,12 @@ fn default_workers() -> usize {
 }
 fn default_connections() -> usize {
     256
+}
+fn default_connections_per_peer() -> usize {
+    64
+}
+fn default_write_timeout() -> u64 {
+    30_000
 }
 fn default_header_timeout() -> u64 {
     10_000
@@ -151,15 +167,21 @@ impl ServeConfig {
         if !(1..=64).contains(&c.workers) {
             return Err("workers must be from 1 to 64".into());
         }
-        if c.max_connections == 0
-            || c.header_timeout_ms == 0
-            || c.body_timeout_ms == 0
-            || c.keep_ended_runs == 0
-        {
-            return Err(format!(
-                "{}: max-connections, header-timeout-ms, body-timeout-ms and keep-ended-runs must be at least 1",
-                path.display()
-            ));
+        for (key, v, max) in [
+            ("max-connections", c.max_connections as u64, 65_536),
+            (
+                "max-connections-per-peer",
+                c.max_connections_per_peer as u64,
+                65_536,
+            ),
+            ("header-timeout-ms", c.header_timeout_ms, DAY_MS),
+            ("body-timeout-ms", c.body_timeout_ms, DAY_MS),
+            ("write-timeout-ms", c.write_timeout_ms, DAY_MS),
+            ("keep-ended-runs", c.keep_ended_runs as u64, 1_000_000),
+        ] {
+            if !(1..=max).contains(&v) {
+                return Err(format!("{}: {key} must be from 1 to {max}", path.display()));
+            }
         }
         for t in c.tenants.iter_mut() {
             let bad = |why: &str| format!("{}: tenant `{}`: {why}", path.display(), t.name);

@@ -12,6 +12,7 @@
 
 pub mod api;
 pub mod config;
+pub mod conn;
 pub mod page;
 pub mod queue;
 
@@ -22,7 +23,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::run::{Run, RunOutcome, SliceSpec};
-use crate::sandbox::{Pool, Sandbox, SandboxConfig};
+use crate::sandbox::{Limits, Pool, Sandbox, SandboxConfig};
 use crate::table::Mode;
 use config::{ServeConfig, TenantConfig};
 use queue::{Queue, RunRequest};
@@ -83,23 +84,36 @@ pub struct Refusal(pub u16, pub String);
 impl Service {
     /// Build the service from its config (engine, tenants, persisted runs).
     pub fn new(cfg: &ServeConfig, cache_dir: Option<PathBuf>) -> Result<Service, String> {
-        // One engine for every tenant (each run has its tenant's limits),
-        // its instance slots reserved once: a worker's run and its audit
-        // module are alive together, so two per worker.
+        // One engine for every tenant (each run has its tenant's limits;
+        // fuel metering is compiled in, so metered tenants share a second
+        // one), its instance slots reserved once: one per worker (a
+        // service run has no audit module).
         let max_memory = cfg
             .tenants
             .iter()
             .map(|t| t.limits().max_memory_bytes)
             .max();
-        let base = Sandbox::new(SandboxConfig {
-            cache_dir,
-            pool: Some(Pool {
-                instances: 2 * cfg.workers as u32,
-                max_memory_bytes: max_memory.unwrap_or(0),
-            }),
-            ..SandboxConfig::default()
-        })
-        .map_err(|e| e.to_string())?;
+        let engine = |fuel: Option<u64>| {
+            Sandbox::new(SandboxConfig {
+                cache_dir: cache_dir.clone(),
+                pool: Some(Pool {
+                    instances: cfg.workers as u32,
+                    max_memory_bytes: max_memory.unwrap_or(0),
+                }),
+                limits: Limits {
+                    fuel,
+                    max_memory_bytes: max_memory.unwrap_or(0),
+                    ..Limits::default()
+                },
+                ..SandboxConfig::default()
+            })
+            .map_err(|e| e.to_string())
+        };
+        let base = engine(None)?;
+        let metered = match cfg.tenants.iter().any(|t| t.fuel.is_some()) {
+            true => Some(engine(Some(1))?),
+            false => None,
+        };
         let mut tenants = Vec::new();
         for t in &cfg.tenants {
             let mut token = [0u8; 32];
@@ -109,7 +123,12 @@ impl Service {
                 .map_err(|e| format!("tenant `{}`: root: {e}", t.name))?;
             tenants.push(Tenant {
                 root_url,
-                sandbox: base.with_limits(t.limits()).map_err(|e| e.to_string())?,
+                sandbox: match (&metered, t.fuel) {
+                    (Some(m), Some(_)) => m,
+                    _ => &base,
+                }
+                .with_limits(t.limits())
+                .map_err(|e| e.to_string())?,
                 cfg: t.clone(),
                 token,
             });

@@ -77,7 +77,7 @@ pub async fn index(State(svc): State<Arc<Service>>, headers: HeaderMap) -> Respo
     let Some(t) = session(&svc, &headers) else {
         return login_form(StatusCode::OK, "Log in with your tenant's API token.");
     };
-    let runs = svc.queue.list(&t.cfg.name);
+    let runs = svc.queue.list(&t.cfg.name, 50);
     let pending = runs
         .iter()
         .any(|r| matches!(r.state, RunState::Queued | RunState::Running));

@@ -472,17 +472,13 @@ impl Queue {
             .cloned()
     }
 
-    /// The tenant's runs, newest first.
-    pub fn list(&self, tenant: &str) -> Vec<RunRecord> {
-        let mut v: Vec<RunRecord> = self
-            .lock()
-            .runs
-            .values()
-            .filter(|r| r.tenant == tenant)
-            .cloned()
-            .collect();
+    /// The tenant's newest `limit` runs, newest first (only those are
+    /// copied).
+    pub fn list(&self, tenant: &str, limit: usize) -> Vec<RunRecord> {
+        let inner = self.lock();
+        let mut v: Vec<&RunRecord> = inner.runs.values().filter(|r| r.tenant == tenant).collect();
         v.sort_by(|a, b| (b.submitted_ms, &b.id).cmp(&(a.submitted_ms, &a.id)));
-        v
+        v.into_iter().take(limit).cloned().collect()
     }
 
     /// Prometheus text: runs by tenant and state, queue depth per tenant,
@@ -569,7 +565,7 @@ mod tests {
     #[test]
     fn old_ended_runs_are_forgotten_per_tenant() {
         let dir = tempfile::tempdir().unwrap();
-        let tenants = vec![("a".to_string(), 1, 10), ("b".to_string(), 1, 10)];
+        let tenants = vec![("a".to_string(), 4, 10), ("b".to_string(), 2, 10)];
         let q = Queue::open(dir.path(), tenants.clone(), 2).unwrap();
         let (b_run, _) = q.submit("b", request("b0")).unwrap();
         let mut ids = Vec::new();
@@ -577,32 +573,36 @@ mod tests {
             let (r, _) = q.submit("a", request(&format!("t{i}"))).unwrap();
             ids.push(r.id);
         }
-        // Take a's four (and not b's) in order, ending each.
-        let mut ended = 0;
-        while ended < 4 {
+        let (b_ended, _) = q.submit("b", request("b1")).unwrap();
+        // a's four end in the order 3, 1, 0, 2 (not their submission
+        // order), b's second run ends among them, b's first stays running.
+        let mut taken = HashMap::new();
+        for _ in 0..6 {
             let r = q.take().unwrap();
-            if r.tenant == "a" {
-                // Records order ended runs by their end, in ms.
-                std::thread::sleep(std::time::Duration::from_millis(2));
-                q.finish(&r.id, Ok(serde_json::json!({})));
-                ended += 1;
-            } else {
-                // b's run stays running.
-                assert_eq!(r.id, b_run.id);
-            }
+            taken.insert(r.id.clone(), r);
         }
-        let kept: Vec<String> = q.list("a").into_iter().map(|r| r.id).collect();
-        assert_eq!(kept, vec![ids[3].clone(), ids[2].clone()]);
-        assert!(q.get("a", &ids[0]).is_none());
+        assert!(taken.contains_key(&b_run.id) && taken.contains_key(&b_ended.id));
+        for id in [&ids[3], &ids[1], &b_ended.id, &ids[0], &ids[2]] {
+            // Records order ended runs by their end, in ms.
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            q.finish(id, Ok(serde_json::json!({})));
+        }
+        // a keeps its last two to end; b's ended run is b's own to keep.
+        let kept: Vec<String> = q.list("a", 10).into_iter().map(|r| r.id).collect();
+        assert_eq!(kept.len(), 2);
+        assert!(kept.contains(&ids[0]) && kept.contains(&ids[2]), "{kept:?}");
+        assert!(q.get("a", &ids[3]).is_none() && q.get("a", &ids[1]).is_none());
+        assert_eq!(q.get("b", &b_ended.id).unwrap().state, State::Succeeded);
         assert_eq!(q.get("b", &b_run.id).unwrap().state, State::Running);
-        assert_eq!(records(dir.path()), 3);
+        assert_eq!(records(dir.path()), 4);
         drop(q);
 
         let q = Queue::open(dir.path(), tenants, 1).unwrap();
-        let kept: Vec<String> = q.list("a").into_iter().map(|r| r.id).collect();
-        assert_eq!(kept, vec![ids[3].clone()]);
+        let kept: Vec<String> = q.list("a", 10).into_iter().map(|r| r.id).collect();
+        assert_eq!(kept, vec![ids[2].clone()]);
+        assert!(q.get("b", &b_ended.id).is_some());
         // b's run, running when the service stopped, is queued again.
         assert_eq!(q.get("b", &b_run.id).unwrap().state, State::Queued);
-        assert_eq!(records(dir.path()), 2);
+        assert_eq!(records(dir.path()), 3);
     }
 }
