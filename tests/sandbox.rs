@@ -1071,6 +1071,36 @@ fn a_pooled_engine_runs_and_refuses_exactly_as_the_plain_one() {
             .is_err()
     );
 
+    // A guest with 34,000 functions in a table (its instance context
+    // ~1.1 MiB, over wasmtime's default 1 MiB bound for a pooled
+    // instance) runs in both engines, as the table-element limit allows.
+    let side = "(core module $Side\n    (memory (export \"memory\") 640))";
+    let text = String::from_utf8(wat("two-memories.wat")).unwrap();
+    assert!(text.contains(side));
+    let funcs: String = (0..34_000).map(|i| format!("(func $f{i})")).collect();
+    let refs: String = (0..34_000).map(|i| format!(" $f{i}")).collect();
+    let big = text.replace(
+        side,
+        &format!(
+            "(core module $Side (memory (export \"memory\") 640) (table 34000 funcref) {funcs} (elem (i32.const 0) func{refs}))"
+        ),
+    );
+    let roomy = Limits {
+        max_memory_bytes: 128 << 20,
+        ..Limits::default()
+    };
+    for engine in [
+        pooled(roomy.clone(), 1),
+        common::sandbox_with(roomy.clone()),
+    ] {
+        let m = engine.load(big.as_bytes()).unwrap();
+        engine
+            .instantiate(&m)
+            .unwrap()
+            .open(&tiny_context())
+            .unwrap();
+    }
+
     // One slot: a second live guest is refused, naming the pool; the slot
     // comes back when the first is dropped.
     let one = pooled(Limits::default(), 1);
