@@ -1,6 +1,6 @@
 //! idem's benchmark suite: `cargo bench -p idem [-- --rows N --e2e-rows N --samples N
-//! --backfill-rows N --serve-runs N --only FIGURE]` (FIGURE: startup, sandbox, e2e, memory,
-//! s3, backfill, serve).
+//! --backfill-rows N --serve-runs N --peer-rows N --only FIGURE]` (FIGURE: startup, sandbox,
+//! e2e, memory, s3, backfill, serve, peers).
 //!
 //! Every figure is printed next to a baseline measured in the same run and
 //! their ratio. Whole-pipeline figures run in child processes (this binary
@@ -889,8 +889,222 @@ fn serve_load(runs: u64, out: &mut Vec<Row>) {
     });
 }
 
+/// The peers' Python environment (`host/benches/peers-requirements.txt`),
+/// created under /var/tmp the first time and kept; `None`, saying why,
+/// when it cannot be.
+fn peers_python() -> Option<PathBuf> {
+    let venv = std::env::var_os("IDEM_BENCH_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/idem-bench-venv"));
+    let reqs = root().join("host/benches/peers-requirements.txt");
+    let want = idem::digest::Digest::of_bytes(&std::fs::read(&reqs).unwrap()).to_string();
+    let python = venv.join("bin/python");
+    let stamp = venv.join(".requirements.sha256");
+    if python.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(&want) {
+        return Some(python);
+    }
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "-r",
+            ])
+            .arg(&reqs)
+            .status()
+            .is_ok_and(|s| s.success());
+    if !made {
+        eprintln!(
+            "figure 9 skipped: could not create {} with {}",
+            venv.display(),
+            reqs.display()
+        );
+        return None;
+    }
+    std::fs::write(&stamp, &want).unwrap();
+    Some(python)
+}
+
+/// `program` run through this binary's `--measure` mode, which spawns it
+/// and reads its peak RSS with wait4 into `rss`. (Reaped directly by the
+/// harness, a child's peak RSS would include the harness's own: Linux
+/// carries the pre-exec peak of a forked or vforked child into it.)
+fn measured(program: impl AsRef<std::ffi::OsStr>, rss: &Path) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.arg("--measure").arg(rss).arg(program);
+    c
+}
+
+/// The `--measure RSS PROGRAM ARGS...` mode: run PROGRAM (stdio
+/// inherited), write its peak RSS in KiB to RSS, exit as it did.
+fn measure(rss: &Path, program: &str, args: &[String]) -> ! {
+    let child = Command::new(program).args(args).spawn().unwrap();
+    let pid = child.id() as i32;
+    let mut status = 0;
+    // SAFETY: rusage is plain data; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+    std::fs::write(rss, usage.ru_maxrss.to_string()).unwrap();
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        1
+    };
+    std::process::exit(code)
+}
+
+/// Run a [`measured`] command to its end: (wall seconds, peak RSS MiB,
+/// stdout).
+fn timed(cmd: &mut Command, rss: &Path) -> (f64, f64, String) {
+    let start = Instant::now();
+    let out = cmd.output().unwrap();
+    let secs = start.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kib: f64 = std::fs::read_to_string(rss)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (
+        secs,
+        kib / 1024.0,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// `5M rows`, `20k rows`.
+fn row_count(rows: u64) -> String {
+    match rows {
+        r if r >= 1_000_000 => format!("{}M rows", r / 1_000_000),
+        r => format!("{}k rows", r / 1000),
+    }
+}
+
+/// Figure 9: the three jobs of issue 12 as whole processes, idem against
+/// what a user would run instead (DuckDB, polars + deltalake), alternating,
+/// medians of `samples`, on the same files; the row counts must agree.
+fn peers(rows: u64, samples: u64, out: &mut Vec<Row>) {
+    let Some(python) = peers_python() else {
+        return;
+    };
+    let script = root().join("host/benches/peers.py");
+    let data = ensure_slice(rows);
+    let mut files: Vec<PathBuf> = walk(&data);
+    files.sort();
+    let idem = env!("CARGO_BIN_EXE_idem");
+    let cache = work_dir().join("compiled-cache");
+    let scratch = tempfile::tempdir_in(work_dir()).unwrap();
+    let rss = scratch.path().join("peak-rss-kib");
+    let jobs = [
+        (
+            "clean_orders -> Parquet",
+            "clean_orders",
+            "clean_orders_duckdb",
+            "DuckDB",
+        ),
+        (
+            "clean_orders -> Delta partition",
+            "clean_orders",
+            "clean_orders_polars_delta",
+            "polars+delta",
+        ),
+        (
+            "daily_revenue -> Parquet",
+            "daily_revenue",
+            "daily_revenue_duckdb",
+            "DuckDB",
+        ),
+    ];
+    for (name, example, peer, peer_name) in jobs {
+        let module = module(example);
+        let delta = peer.ends_with("_delta");
+        let mut n = 0;
+        let mut idem_cmd = || {
+            n += 1;
+            let target = scratch.path().join(format!("idem-{example}-{n}"));
+            let mut c = measured(idem, &rss);
+            c.env("IDEM_CACHE_DIR", &cache).arg("-q");
+            if delta {
+                c.args(["run", "--json", "--module"])
+                    .arg(&module)
+                    .arg("--input")
+                    .arg(&data)
+                    .args(["--partition", "date=2026-10-01", "--table"])
+                    .arg(&target);
+            } else {
+                c.args(["exec", "--json", "--module"])
+                    .arg(&module)
+                    .arg("--output")
+                    .arg(target.with_extension("parquet"))
+                    .arg("--input")
+                    .args(&files);
+            }
+            c.args(["--params", params(example)]);
+            c
+        };
+        let mut m = 0;
+        let mut peer_cmd = || {
+            m += 1;
+            let target = scratch.path().join(format!("{peer}-{m}"));
+            let target = if delta {
+                target
+            } else {
+                target.with_extension("parquet")
+            };
+            let mut c = measured(&python, &rss);
+            c.arg(&script).arg(peer).arg(target).args(&files);
+            c
+        };
+        // Warm the compiled-code cache and the page cache (not counted).
+        timed(&mut idem_cmd(), &rss);
+        let (mut is, mut ps) = (Vec::new(), Vec::new());
+        let (mut idem_rows, mut peer_rows) = (0, 0);
+        for _ in 0..samples.max(1) {
+            let (secs, mib, text) = timed(&mut idem_cmd(), &rss);
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            idem_rows = v["rowsOut"].as_u64().unwrap();
+            is.push((secs, mib));
+            let (secs, mib, text) = timed(&mut peer_cmd(), &rss);
+            let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+            peer_rows = v["rows"].as_u64().unwrap();
+            ps.push((secs, mib));
+        }
+        assert_eq!(
+            idem_rows, peer_rows,
+            "{name}: idem wrote {idem_rows} rows, {peer_name} {peer_rows}"
+        );
+        let med = |mut v: Vec<(f64, f64)>| {
+            v.sort_by(|a, b| a.0.total_cmp(&b.0));
+            v[v.len() / 2]
+        };
+        let (i, p) = (med(is), med(ps));
+        out.push(Row {
+            figure: format!("9. {name}, {} vs {peer_name}", row_count(rows)),
+            idem: format!("{:.2} s {:.0} MiB", i.0, i.1),
+            baseline: format!("{:.2} s {:.0} MiB", p.0, p.1),
+            ratio: i.0 / p.0,
+            target: "<= 0.9 (and RSS <=)",
+        });
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--measure") {
+        measure(Path::new(&args[i + 1]), &args[i + 2], &args[i + 3..]);
+    }
     if let Some(i) = args.iter().position(|a| a == "--upload") {
         upload(Path::new(&args[i + 1]), &args[i + 2]);
         return;
@@ -908,6 +1122,7 @@ fn main() {
     let samples = arg(&args, "--samples", 5);
     let backfill_rows = arg(&args, "--backfill-rows", 100_000);
     let serve_runs = arg(&args, "--serve-runs", 300);
+    let peer_rows = arg(&args, "--peer-rows", 5_000_000);
     let only = args
         .iter()
         .position(|a| a == "--only")
@@ -938,6 +1153,9 @@ fn main() {
     }
     if want("serve") {
         serve_load(serve_runs, &mut out);
+    }
+    if want("peers") {
+        peers(peer_rows, samples, &mut out);
     }
     print(&out);
 }
