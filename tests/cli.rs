@@ -42,10 +42,10 @@ fn inspect_reports_imports_exports_and_verdict() {
     let (code, out, err) = common::idem(&["inspect", s(&good)]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
-        out.contains("idem:transform/host@0.1.0  (allowed)"),
+        out.contains("idem:transform/host@0.2.0  (allowed)"),
         "{out}"
     );
-    assert!(out.contains("idem:transform/transform@0.1.0"), "{out}");
+    assert!(out.contains("idem:transform/transform@0.2.0"), "{out}");
     assert!(out.contains("verdict: admitted"), "{out}");
     let digest = field(&out, "digest:");
     assert_eq!(

@@ -118,6 +118,19 @@ fn changing_one_input_recommits_only_that_slice() {
     let table = fx.table("revenue");
     ok(run(&fx, &module, "2026-10-01", &table, &[]));
     ok(run(&fx, &module, "2026-10-02", &table, &[]));
+    // daily_revenue declares the 3 columns it reads: the manifest says so.
+    let (code, shown, err) = common::idem(&[
+        "show",
+        &format!("{}#date=2026-10-01", table.display()),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let m: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(
+        m["predicate"]["result"]["columns"],
+        serde_json::json!(["customer", "amount", "quantity"]),
+        "{m}"
+    );
     let before = read_table(&table, None);
     assert_eq!(before.version, 2);
     let day2 = |v: &common::TableView| {

@@ -38,10 +38,15 @@ fn run_over(
     let reader = slice.reader(1000).unwrap();
     let c = ctx(slice, reader.schema(), params, 1000);
     let mut out = Vec::new();
-    let o = execute(t, &c, reader, |b| {
-        out.push(b.clone());
-        Ok(())
-    })
+    let o = execute(
+        t,
+        &c,
+        |c| reader.narrow(c),
+        |b| {
+            out.push(b.clone());
+            Ok(())
+        },
+    )
     .unwrap();
     (o, out)
 }
@@ -272,7 +277,7 @@ fn hostile(mode: &str, extra: &str, limits: Limits) -> SandboxError {
         1000,
     );
     let mut inst = sandbox.instantiate(&module).unwrap();
-    let err = match execute(&mut inst, &c, reader, |_| Ok(())) {
+    let err = match execute(&mut inst, &c, |c| reader.narrow(c), |_| Ok(())) {
         Err(ExecError::Sandbox(e)) => e,
         Err(e) => panic!("{mode}: not a sandbox error: {e}"),
         Ok(o) => panic!("{mode}: run succeeded: {o:?}"),
@@ -310,7 +315,7 @@ fn the_deadline_stops_the_execution_within_a_small_margin() {
     let c = ctx(&slice, reader.schema(), r#"{"mode": "spin"}"#, 1000);
     let mut inst = sandbox.instantiate(&module).unwrap();
     let t = std::time::Instant::now();
-    let e = execute(&mut inst, &c, reader, |_| Ok(()));
+    let e = execute(&mut inst, &c, |c| reader.narrow(c), |_| Ok(()));
     let took = t.elapsed().as_millis();
     assert!(
         matches!(
@@ -557,7 +562,7 @@ fn the_memory_limit_covers_all_of_a_guests_memories_together() {
             assert_eq!(requested, (80 << 20) + (64 << 10));
         }
         Err(e) => panic!("wrong error kind: {e}"),
-        Ok(()) => panic!("two memories held 80 MiB under a 64 MiB limit"),
+        Ok(_) => panic!("two memories held 80 MiB under a 64 MiB limit"),
     }
 }
 
@@ -1017,7 +1022,7 @@ fn a_pooled_engine_runs_and_refuses_exactly_as_the_plain_one() {
     match tight.instantiate(&module).unwrap().open(&tiny_context()) {
         Err(SandboxError::MemoryLimit { limit, .. }) => assert_eq!(limit, 64 << 20),
         Err(e) => panic!("wrong error kind: {e}"),
-        Ok(()) => panic!("two memories held 80 MiB under a 64 MiB limit"),
+        Ok(_) => panic!("two memories held 80 MiB under a 64 MiB limit"),
     }
     let hostile = tight.load(&common::guest_bytes(HOSTILE)).unwrap();
     let files = common::orders(dir.path(), "2026-10-02", 3_000, 1);
@@ -1027,7 +1032,7 @@ fn a_pooled_engine_runs_and_refuses_exactly_as_the_plain_one() {
     match execute(
         &mut tight.instantiate(&hostile).unwrap(),
         &c,
-        reader,
+        |c| reader.narrow(c),
         |_| Ok(()),
     ) {
         Err(ExecError::Sandbox(SandboxError::MemoryLimit { limit, requested })) => {
@@ -1118,4 +1123,101 @@ fn a_pooled_engine_runs_and_refuses_exactly_as_the_plain_one() {
     drop(first);
     let mut again = one.instantiate(&m).unwrap();
     assert!(run_over(&mut again, &slice, "{}").0.rows_out > 0);
+}
+
+/// Run the hostile guest in echo mode declaring `columns`; the outcome and
+/// the batches it returned.
+fn echo_declaring(columns: serde_json::Value) -> Result<(Outcome, Vec<RecordBatch>), ExecError> {
+    let sandbox = common::sandbox_with(Limits::default());
+    let module = sandbox.load(&common::guest_bytes(HOSTILE)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let files = common::orders(dir.path(), "2026-10-01", 2_500, 2);
+    let slice = ResolvedSlice::from_files("s", &files).unwrap();
+    let reader = slice.reader(1000).unwrap();
+    let params = serde_json::json!({"mode": "echo", "columns": columns}).to_string();
+    let c = ctx(&slice, reader.schema(), &params, 1000);
+    let mut inst = sandbox.instantiate(&module).unwrap();
+    let mut out = Vec::new();
+    let o = execute(
+        &mut inst,
+        &c,
+        |c| reader.narrow(c),
+        |b| {
+            out.push(b.clone());
+            Ok(())
+        },
+    )?;
+    Ok((o, out))
+}
+
+/// A transform that declares the columns it reads gets exactly those, in
+/// its order, in every batch (the rest are never decoded), while
+/// `input-schema` still shows the whole input; the declaration is in the
+/// outcome (and so the manifest). Wrong declarations fail the run, naming
+/// the column.
+#[test]
+fn declared_columns_are_all_a_transform_gets_and_wrong_ones_fail() {
+    let (o, out) = echo_declaring(serde_json::json!(["quantity", "customer"])).unwrap();
+    assert_eq!(o.rows_in, 2_500);
+    assert_eq!(
+        o.columns.as_deref(),
+        Some(&["quantity".to_string(), "customer".to_string()][..])
+    );
+    let rows: usize = out.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 2_500);
+    for b in &out {
+        let schema = b.schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["quantity", "customer"]);
+    }
+    // Undeclared: everything, in the input's order.
+    let (o, out) = echo_declaring(serde_json::Value::Null).unwrap();
+    assert!(o.columns.is_none());
+    assert_eq!(out[0].num_columns(), 6);
+
+    for (declared, says) in [
+        (
+            serde_json::json!(["amount", "no_such_column"]),
+            "no column `no_such_column`",
+        ),
+        (
+            serde_json::json!(["amount", "amount"]),
+            "`amount` is declared twice",
+        ),
+        (serde_json::json!([]), "an empty list"),
+    ] {
+        match echo_declaring(declared.clone()) {
+            Err(e @ ExecError::Columns(_)) => {
+                let m = e.to_string();
+                assert!(m.contains(says), "{declared}: {m}");
+            }
+            Err(e) => panic!("{declared}: wrong error: {e}"),
+            Ok(_) => panic!("{declared} was accepted"),
+        }
+    }
+}
+
+/// A module built for the previous contract (idem:transform@0.1.0) is
+/// refused at load, saying to rebuild it.
+#[test]
+fn a_module_built_for_the_old_contract_is_refused_with_the_fix() {
+    let text = String::from_utf8(wat("two-memories.wat"))
+        .unwrap()
+        .replace("transform/transform@0.2.0", "transform/transform@0.1.0")
+        .replace(
+            "(result (result (option (list string)) (error string)))",
+            "(result (result (error string)))",
+        );
+    let sandbox = common::sandbox_with(Limits::default());
+    match sandbox.load(text.as_bytes()) {
+        Err(SandboxError::NotATransform(why)) => {
+            assert!(
+                why.contains("built for idem:transform/transform@0.1.0"),
+                "{why}"
+            );
+            assert!(why.contains("rebuild"), "{why}");
+        }
+        Err(e) => panic!("wrong error kind: {e}"),
+        Ok(_) => panic!("a 0.1.0 module was admitted"),
+    }
 }

@@ -27,7 +27,10 @@ mod wasm {
         e.0
     }
 
-    pub fn open<T: Transform>(state: &RefCell<Option<T>>, ctx: WitContext) -> Result<(), String> {
+    pub fn open<T: Transform>(
+        state: &RefCell<Option<T>>,
+        ctx: WitContext,
+    ) -> Result<Option<Vec<String>>, String> {
         install_panic_hook();
         let params = if ctx.params.trim().is_empty() {
             serde_json::Value::Object(Default::default())
@@ -45,8 +48,9 @@ mod wasm {
         };
         let mut t = T::default();
         t.open(&ctx).map_err(err)?;
+        let columns = t.columns();
         *state.borrow_mut() = Some(t);
-        Ok(())
+        Ok(columns)
     }
 
     pub fn push<T: Transform>(

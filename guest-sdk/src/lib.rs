@@ -58,6 +58,15 @@ pub trait Transform: Default + 'static {
     fn finish(&mut self) -> Result<Option<RecordBatch>> {
         Ok(None)
     }
+
+    /// The input columns this transform reads, by name, asked right after
+    /// [`Transform::open`]; `None` (the default) reads all of them. Batches
+    /// then hold exactly these columns, in this order, and the host decodes
+    /// nothing else: an aggregate over 3 of 20 columns reads 3. A column
+    /// the input lacks fails the run, naming it.
+    fn columns(&self) -> Option<Vec<String>> {
+        None
+    }
 }
 
 /// Severity of a [`log`] line.
@@ -130,7 +139,10 @@ macro_rules! export {
             impl __idem_world::Guest for __IdemGuest {
                 fn open(
                     ctx: __idem_world::Context,
-                ) -> ::core::result::Result<(), ::std::string::String> {
+                ) -> ::core::result::Result<
+                    ::core::option::Option<::std::vec::Vec<::std::string::String>>,
+                    ::std::string::String,
+                > {
                     __IDEM_STATE.with(|s| $crate::__private::open::<$t>(s, ctx))
                 }
                 fn push(

@@ -23,8 +23,24 @@ pub fn run<T: Transform>(
 ) -> Result<Vec<RecordBatch>> {
     let mut t = T::default();
     t.open(ctx)?;
+    let columns = t.columns();
     let mut out = Vec::new();
     for b in batches {
+        // As the host does: only the declared columns, in their order.
+        let b = match &columns {
+            None => b,
+            Some(names) => {
+                let at = names
+                    .iter()
+                    .map(|n| {
+                        b.schema()
+                            .index_of(n)
+                            .map_err(|_| crate::Error(format!("the input has no column `{n}`")))
+                    })
+                    .collect::<Result<Vec<usize>>>()?;
+                b.project(&at)?
+            }
+        };
         out.extend(t.push(b)?.filter(|o| o.num_rows() > 0));
     }
     out.extend(t.finish()?.filter(|o| o.num_rows() > 0));

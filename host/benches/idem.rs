@@ -141,7 +141,13 @@ fn sandbox_overhead(rows: u64, out: &mut Vec<Row>) {
         };
         let time = |t: &mut dyn Transformer| {
             let start = Instant::now();
-            let o = execute(t, &ctx, batches.iter().cloned().map(Ok), |_| Ok(())).unwrap();
+            let o = execute(
+                t,
+                &ctx,
+                idem::execute::batches(batches.iter().cloned().map(Ok)),
+                |_| Ok(()),
+            )
+            .unwrap();
             (start.elapsed(), o.output_digest)
         };
         // Fresh instance each time (as in a run); the best of 3 of each.
@@ -174,7 +180,13 @@ fn sandbox_overhead(rows: u64, out: &mut Vec<Row>) {
                 };
                 let mut t = sandbox.instantiate(&hostile).unwrap();
                 let start = Instant::now();
-                execute(&mut t, &c, batches.iter().cloned().map(Ok), |_| Ok(())).unwrap();
+                execute(
+                    &mut t,
+                    &c,
+                    idem::execute::batches(batches.iter().cloned().map(Ok)),
+                    |_| Ok(()),
+                )
+                .unwrap();
                 let d = start.elapsed();
                 out.push(Row {
                     figure: format!("1. boundary only ({mode}) vs native clean_orders"),

@@ -218,11 +218,13 @@ pub fn exec(a: ExecArgs, out: Out) -> Result<ExitCode> {
     let mut parquet = ParquetOutput::new(&a.output)?;
     let mut instance = sandbox.instantiate(&module)?;
     let progress = idem::progress::rows("running", None);
-    let batches = reader.prefetch(2).inspect(|b| {
-        if let Ok(b) = b {
-            progress.inc(b.num_rows() as u64);
-        }
-    });
+    let batches = |columns: Option<&[String]>| {
+        Ok(reader.narrow(columns)?.prefetch(2).inspect(|b| {
+            if let Ok(b) = b {
+                progress.inc(b.num_rows() as u64);
+            }
+        }))
+    };
     let executed = execute(&mut instance as &mut dyn Transformer, &ctx, batches, |b| {
         parquet
             .write(b)

@@ -179,7 +179,7 @@ impl ExecError {
         match self {
             ExecError::Slice(e) => e.kind(),
             ExecError::Sandbox(e) => e.kind(),
-            ExecError::Native(_) | ExecError::Digest(_) => Kind::Guest,
+            ExecError::Native(_) | ExecError::Digest(_) | ExecError::Columns(_) => Kind::Guest,
             ExecError::Sink(_) => Kind::Storage,
         }
     }

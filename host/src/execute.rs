@@ -28,6 +28,9 @@ pub enum ExecError {
     /// The output could not be digested (a type idem refuses).
     #[error(transparent)]
     Digest(#[from] DigestError),
+    /// The transform declared input columns it cannot have.
+    #[error("the transform's declared input columns: {0}")]
+    Columns(String),
 }
 
 /// Show a transform's log lines (`level: message`, from
@@ -48,8 +51,9 @@ pub fn show_guest_log(module: &str, lines: &[String]) {
 /// Something that transforms batches: a sandboxed [`Instance`] or a native
 /// [`Native`] build.
 pub trait Transformer {
-    /// Start the run.
-    fn open(&mut self, ctx: &GuestContext) -> Result<(), ExecError>;
+    /// Start the run; returns the input columns the transform reads
+    /// (`None`: all of them).
+    fn open(&mut self, ctx: &GuestContext) -> Result<Option<Vec<String>>, ExecError>;
     /// One input batch in, output rows (if any) out.
     fn push(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>, ExecError>;
     /// End of input.
@@ -65,7 +69,7 @@ pub trait Transformer {
 }
 
 impl Transformer for Instance {
-    fn open(&mut self, ctx: &GuestContext) -> Result<(), ExecError> {
+    fn open(&mut self, ctx: &GuestContext) -> Result<Option<Vec<String>>, ExecError> {
         Ok(Instance::open(self, ctx)?)
     }
     fn push(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>, ExecError> {
@@ -121,7 +125,7 @@ impl<T: idem_guest::Transform> Native<T> {
 }
 
 impl<T: idem_guest::Transform> Transformer for Native<T> {
-    fn open(&mut self, ctx: &GuestContext) -> Result<(), ExecError> {
+    fn open(&mut self, ctx: &GuestContext) -> Result<Option<Vec<String>>, ExecError> {
         let params = if ctx.params.trim().is_empty() {
             serde_json::json!({})
         } else {
@@ -135,7 +139,8 @@ impl<T: idem_guest::Transform> Transformer for Native<T> {
             input_schema: ctx.input_schema.clone(),
             batch_rows: ctx.batch_rows,
         };
-        self.inner.open(&c).map_err(|e| ExecError::Native(e.0))
+        self.inner.open(&c).map_err(|e| ExecError::Native(e.0))?;
+        Ok(self.inner.columns())
     }
     fn push(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>, ExecError> {
         let out = self
@@ -165,17 +170,87 @@ pub struct Outcome {
     pub output_schema: Option<SchemaRef>,
     /// Fuel consumed, when metered.
     pub fuel: Option<u64>,
+    /// The input columns the transform declared it reads (`None`: all).
+    pub columns: Option<Vec<String>>,
 }
 
-/// Run `t` over `input`: every output batch is digested, then given to
-/// `sink`. Any error stops the run; the caller commits nothing.
-pub fn execute<I, S>(
+/// Most columns a transform may declare.
+const MAX_DECLARED: usize = 10_000;
+
+/// Check a transform's declared columns against the whole input schema:
+/// each must exist, once; at least one.
+pub fn check_columns(declared: &[String], schema: &SchemaRef) -> Result<(), ExecError> {
+    if declared.is_empty() {
+        return Err(ExecError::Columns(
+            "an empty list (declare at least one column, or none for all of them)".into(),
+        ));
+    }
+    if declared.len() > MAX_DECLARED {
+        return Err(ExecError::Columns(format!(
+            "{} names, more than the input can have",
+            declared.len()
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for name in declared {
+        if !seen.insert(name.as_str()) {
+            return Err(ExecError::Columns(format!("`{name}` is declared twice")));
+        }
+        if schema.field_with_name(name).is_err() {
+            let have: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+            return Err(ExecError::Columns(format!(
+                "the input has no column `{name}` (it has: {})",
+                have.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Batches in memory, each read or failed.
+pub type Batches = Vec<Result<RecordBatch, SliceError>>;
+
+/// An input given as batches already in memory (tests, benchmarks): each
+/// is narrowed to the declared columns by name as it goes by. A slice is
+/// read narrowed from the start instead ([`crate::slice::SliceReader::narrow`]).
+pub fn batches<I>(input: I) -> impl FnOnce(Option<&[String]>) -> Result<Batches, SliceError>
+where
+    I: IntoIterator<Item = Result<RecordBatch, SliceError>>,
+{
+    move |columns| {
+        Ok(input
+            .into_iter()
+            .map(|b| match (b, columns) {
+                (Ok(b), Some(names)) => {
+                    let at = names
+                        .iter()
+                        .map(|n| b.schema().index_of(n))
+                        .collect::<Result<Vec<usize>, _>>()
+                        .and_then(|at| b.project(&at));
+                    at.map_err(|e| SliceError::Malformed {
+                        path: "(input batch)".into(),
+                        detail: e.to_string(),
+                    })
+                }
+                (b, _) => b,
+            })
+            .collect())
+    }
+}
+
+/// Run `t` over its input: `open`, then the input's batches narrowed to
+/// the columns the transform declared (`input` is given them, checked
+/// against `ctx.input_schema`, or `None` for all), each pushed in order,
+/// then `finish`. Every output batch is digested, then given to `sink`.
+/// Any error stops the run; the caller commits nothing.
+pub fn execute<F, I, S>(
     t: &mut dyn Transformer,
     ctx: &GuestContext,
-    input: I,
+    input: F,
     mut sink: S,
 ) -> Result<Outcome, ExecError>
 where
+    F: FnOnce(Option<&[String]>) -> Result<I, SliceError>,
     I: IntoIterator<Item = Result<RecordBatch, SliceError>>,
     S: FnMut(&RecordBatch) -> Result<(), ExecError>,
 {
@@ -194,8 +269,11 @@ where
             }
             Ok(())
         };
-    t.open(ctx)?;
-    for batch in input {
+    let columns = t.open(ctx)?;
+    if let Some(c) = &columns {
+        check_columns(c, &ctx.input_schema)?;
+    }
+    for batch in input(columns.as_deref())? {
         let batch = batch?;
         rows_in += batch.num_rows() as u64;
         batches_in += 1;
@@ -212,5 +290,6 @@ where
         batches_in,
         output_schema: schema,
         fuel: t.fuel_consumed(),
+        columns,
     })
 }

@@ -266,6 +266,11 @@ pub struct RunResult {
     /// Fuel consumed, when metered (deterministic).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub fuel: Option<u64>,
+    /// The input columns the transform declared it reads, when it
+    /// declared them (it read only those). A function of the module, the
+    /// params and the input schema, all in the run key already.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub columns: Option<Vec<String>>,
     /// The expectations' verdicts (all passed: a run that fails one
     /// publishes nothing).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -541,6 +546,7 @@ mod tests {
                 rows_out: 2,
                 output_digest: Digest::of_bytes(b"o"),
                 fuel: None,
+                columns: None,
                 audits: vec![],
             },
         );

@@ -733,11 +733,13 @@ impl Run {
             _ => None,
         };
         let progress = crate::progress::rows("running", None);
-        let batches = reader.prefetch(2).inspect(|b| {
-            if let Ok(b) = b {
-                progress.inc(b.num_rows() as u64);
-            }
-        });
+        let batches = |columns: Option<&[String]>| {
+            Ok(reader.narrow(columns)?.prefetch(2).inspect(|b| {
+                if let Ok(b) = b {
+                    progress.inc(b.num_rows() as u64);
+                }
+            }))
+        };
         // A key check's own error (a missing key column, a null key) is
         // kept to be reported as itself, not as a failed write.
         let mut sink_error: Option<RunError> = None;
@@ -806,6 +808,7 @@ impl Run {
                 rows_out: outcome.rows_out,
                 output_digest: outcome.output_digest.clone(),
                 fuel: outcome.fuel,
+                columns: outcome.columns.clone(),
                 audits,
             },
         );
@@ -925,7 +928,7 @@ fn audit_staged(
         execute(
             &mut instance,
             &ctx_for(empty),
-            std::iter::empty(),
+            crate::execute::batches(std::iter::empty()),
             &mut collect,
         )
     } else {
@@ -934,7 +937,7 @@ fn audit_staged(
         execute(
             &mut instance,
             &ctx_for(reader.schema()),
-            reader,
+            |c| reader.narrow(c),
             &mut collect,
         )
     };
@@ -1398,7 +1401,7 @@ pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
         batch_rows: m.spec.batch_rows,
     };
     let mut instance = sandbox.instantiate(&module)?;
-    let out = execute(&mut instance, &ctx, reader, |_| Ok(()))?;
+    let out = execute(&mut instance, &ctx, |c| reader.narrow(c), |_| Ok(()))?;
     if out.output_digest == m.result.output_digest && out.rows_out == m.result.rows_out {
         Ok(Verdict::Match {
             output_digest: out.output_digest,

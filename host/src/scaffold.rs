@@ -268,6 +268,13 @@ impl Transform for Template {
         Ok(())
     }
 
+    // A transform that reads only some input columns says so, and the
+    // host decodes only those (batches then hold exactly them, in order):
+    //
+    // fn columns(&self) -> Option<Vec<String>> {
+    //     Some(vec!["customer".into(), "amount".into()])
+    // }
+
     /// One input batch in; the rows to output (or `None`) out.
     fn push(&mut self, batch: RecordBatch) -> Result<Option<RecordBatch>> {
         self.rows_in += batch.num_rows() as u64;

@@ -610,6 +610,8 @@ impl ResolvedSlice {
             full,
             schema,
             file_schema,
+            decode: None,
+            narrowed: None,
             done: false,
         })
     }
@@ -751,10 +753,11 @@ impl ResolvedSlice {
         input: &InputObject,
         batch_rows: usize,
         schema: &SchemaRef,
+        decode: Option<&[usize]>,
     ) -> Result<ParquetRecordBatchReader, SliceError> {
         match self.private_copy(input)? {
-            PrivateCopy::Memory(b) => self.decoder(b, input, batch_rows, schema),
-            PrivateCopy::Disk(f) => self.decoder(f, input, batch_rows, schema),
+            PrivateCopy::Memory(b) => self.decoder(b, input, batch_rows, schema, decode),
+            PrivateCopy::Disk(f) => self.decoder(f, input, batch_rows, schema, decode),
         }
     }
 
@@ -764,6 +767,7 @@ impl ResolvedSlice {
         input: &InputObject,
         batch_rows: usize,
         schema: &SchemaRef,
+        decode: Option<&[usize]>,
     ) -> Result<ParquetRecordBatchReader, SliceError> {
         let malformed = |e: parquet::errors::ParquetError| SliceError::Malformed {
             path: input.path.clone(),
@@ -772,6 +776,17 @@ impl ResolvedSlice {
         let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(copy, reader_options())
             .map_err(malformed)?;
         self.same_schema(input, schema, builder.schema())?;
+        // Top-level fields are the Parquet schema's roots, in order.
+        let builder = match decode {
+            Some(at) => {
+                let mask = parquet::arrow::ProjectionMask::roots(
+                    builder.parquet_schema(),
+                    at.iter().copied(),
+                );
+                builder.with_projection(mask)
+            }
+            None => builder,
+        };
         builder
             .with_batch_size(batch_rows.max(1))
             .build()
@@ -821,6 +836,11 @@ pub struct SliceReader {
     schema: SchemaRef,
     /// What every file holds.
     file_schema: SchemaRef,
+    /// The files' columns decoded (indices into `file_schema`), when
+    /// [`SliceReader::narrow`]ed; all otherwise.
+    decode: Option<Vec<usize>>,
+    /// The guest's columns, in its order, when narrowed.
+    narrowed: Option<Vec<String>>,
     done: bool,
 }
 
@@ -828,6 +848,57 @@ impl SliceReader {
     /// The schema of every batch.
     pub fn schema(&self) -> SchemaRef {
         self.schema.clone()
+    }
+
+    /// Read only `columns` (names of [`SliceReader::schema`], checked by
+    /// the caller), in that order: the files' other columns are never
+    /// decoded. `None` reads everything. Call before the first batch.
+    pub fn narrow(mut self, columns: Option<&[String]>) -> Result<SliceReader, SliceError> {
+        let Some(columns) = columns else {
+            return Ok(self);
+        };
+        let fields = columns
+            .iter()
+            .map(|c| {
+                self.schema
+                    .field_with_name(c)
+                    .cloned()
+                    .map_err(|_| SliceError::Malformed {
+                        path: self.slice.root.to_string(),
+                        detail: format!("no column `{c}` to read"),
+                    })
+            })
+            .collect::<Result<Vec<Field>, SliceError>>()?;
+        // The file columns decoded: the declared ones and the one a row
+        // filter selects by.
+        let filter = self.slice.row_filter.as_ref().map(|(c, _)| c.as_str());
+        let decode: Vec<usize> = self
+            .file_schema
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| {
+                columns.iter().any(|c| c == f.name()) || Some(f.name().as_str()) == filter
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let mut full: Vec<Field> = decode
+            .iter()
+            .map(|&i| self.file_schema.field(i).clone())
+            .collect();
+        full.extend(self.slice.constant_fields.iter().cloned());
+        self.full = Arc::new(Schema::new_with_metadata(
+            full,
+            self.file_schema.metadata().clone(),
+        ));
+        self.schema = Arc::new(Schema::new_with_metadata(
+            fields,
+            self.file_schema.metadata().clone(),
+        ));
+        self.coalescer = BatchCoalescer::new(self.schema.clone(), self.batch_rows.max(1));
+        self.decode = Some(decode);
+        self.narrowed = Some(columns.to_vec());
+        Ok(self)
     }
 
     fn fill(&mut self) -> Result<(), SliceError> {
@@ -845,9 +916,12 @@ impl SliceReader {
                 }
                 let input = self.slice.inputs[self.next_input].clone();
                 self.next_input += 1;
-                let reader = self
-                    .slice
-                    .open(&input, self.batch_rows, &self.file_schema)?;
+                let reader = self.slice.open(
+                    &input,
+                    self.batch_rows,
+                    &self.file_schema,
+                    self.decode.as_deref(),
+                )?;
                 self.current = Some((input.path, reader));
             }
             let Some((path, reader)) = self.current.as_mut() else {
@@ -874,7 +948,19 @@ impl SliceReader {
                             detail: e.to_string(),
                         }
                     })?;
-                    let batch = self.slice.filter_rows(path, batch)?;
+                    let mut batch = self.slice.filter_rows(path, batch)?;
+                    if let Some(names) = &self.narrowed {
+                        let at = names
+                            .iter()
+                            .map(|n| batch.schema().index_of(n))
+                            .collect::<Result<Vec<usize>, _>>()
+                            .and_then(|at| batch.project(&at))
+                            .map_err(|e| SliceError::Malformed {
+                                path: path.clone(),
+                                detail: e.to_string(),
+                            })?;
+                        batch = at;
+                    }
                     self.coalescer
                         .push_batch(batch)
                         .map_err(|e| SliceError::Malformed {
@@ -1070,7 +1156,7 @@ mod tests {
         };
         let schema = slice.peek_schema(input).unwrap();
         let rows: usize = slice
-            .decoder(f, input, 7, &schema)
+            .decoder(f, input, 7, &schema, None)
             .unwrap()
             .map(|b| b.unwrap().num_rows())
             .sum();

@@ -223,10 +223,15 @@ pub fn native_output<T: idem_guest::Transform>(
     };
     let mut w = idem::output::ParquetOutput::new(out).unwrap();
     let mut t = Native::<T>::default();
-    let o = execute(&mut t, &ctx, reader, |b| {
-        w.write(b)
-            .map_err(|e| idem::execute::ExecError::Sink(e.to_string()))
-    })
+    let o = execute(
+        &mut t,
+        &ctx,
+        |c| reader.narrow(c),
+        |b| {
+            w.write(b)
+                .map_err(|e| idem::execute::ExecError::Sink(e.to_string()))
+        },
+    )
     .unwrap();
     w.commit().unwrap();
     o.output_digest

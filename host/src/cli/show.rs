@@ -101,6 +101,9 @@ fn print_manifest(f: &Found, holding: &Holding) {
             .map(|f| format!(", {f} fuel"))
             .unwrap_or_default()
     );
+    if let Some(c) = &m.result.columns {
+        println!("columns read: {}", c.join(", "));
+    }
     for v in &m.result.audits {
         println!(
             "  {} {}: {}",

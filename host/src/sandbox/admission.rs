@@ -9,9 +9,9 @@ use super::error::SandboxError;
 use super::profile::Profile;
 
 /// The export every transform must have.
-pub const TRANSFORM_EXPORT: &str = "idem:transform/transform@0.1.0";
+pub const TRANSFORM_EXPORT: &str = "idem:transform/transform@0.2.0";
 /// The only import the host itself answers.
-pub const HOST_IMPORT: &str = "idem:transform/host@0.1.0";
+pub const HOST_IMPORT: &str = "idem:transform/host@0.2.0";
 
 /// What the host does with one import.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,6 +155,10 @@ pub fn admit(engine: &Engine, component: &Component, profile: Profile) -> Admiss
             "it exports nothing (a core module without wit-bindgen's component-type section encodes to an empty component)"
                 .to_string(),
         ),
+        None if exports.iter().any(|e| e.starts_with("idem:transform/transform@")) => Err(format!(
+            "it was built for {} and this host speaks {TRANSFORM_EXPORT}: rebuild it with this idem's idem-guest (`idem build`)",
+            exports.join(", ")
+        )),
         None => Err(format!("it exports {} but not {TRANSFORM_EXPORT}", exports.join(", "))),
         Some(ext) => match ext.ty {
             ComponentItem::ComponentInstance(inst) => {
@@ -202,9 +206,9 @@ pub fn classify(name: &str, profile: Profile) -> ImportVerdict {
             "WASI: this host links no WASI (only idem:transform/host); build for wasm32-unknown-unknown with idem-guest",
         ),
         _ if bare == "idem:transform/host" => forbid(
-            "idem:transform/host at another version than 0.1.0: rebuild against this host's WIT",
+            "idem:transform/host at another version than 0.2.0: rebuild against this host's WIT (`idem build`)",
         ),
-        _ => forbid("unknown import: the host provides only idem:transform/host@0.1.0"),
+        _ => forbid("unknown import: the host provides only idem:transform/host@0.2.0"),
     }
 }
 
@@ -239,13 +243,13 @@ mod tests {
         let wat = br#"(component
             (import "wasi:clocks/wall-clock@0.2.0" (instance))
             (component $inner (import "acme:inner/thing" (instance)))
-            (import "idem:transform/host@0.1.0" (instance)))"#;
+            (import "idem:transform/host@0.2.0" (instance)))"#;
         let bytes = to_component(wat).unwrap();
         let names = declared_imports(&bytes).unwrap();
         // The nested component's import is not the host's business.
         assert_eq!(
             names,
-            ["wasi:clocks/wall-clock@0.2.0", "idem:transform/host@0.1.0"]
+            ["wasi:clocks/wall-clock@0.2.0", "idem:transform/host@0.2.0"]
         );
         assert!(matches!(
             check_imports(&names, Profile::Strict),

@@ -133,8 +133,10 @@ impl Instance {
         })
     }
 
-    /// Give the guest its context. Must be called once, first.
-    pub fn open(&mut self, ctx: &GuestContext) -> Result<(), SandboxError> {
+    /// Give the guest its context. Must be called once, first. Returns the
+    /// input columns the guest reads (`None`: all), as it declared them
+    /// (checked against the input by the caller).
+    pub fn open(&mut self, ctx: &GuestContext) -> Result<Option<Vec<String>>, SandboxError> {
         let input_schema = idem_guest::ipc::encode_schema(&ctx.input_schema)
             .map_err(|e| SandboxError::Host(format!("encoding input schema: {e}")))?;
         let wctx = wit::Context {

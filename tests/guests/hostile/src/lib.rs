@@ -21,6 +21,9 @@
 //!   point at the same `view_len` bytes (default 4,096): tiny on the wire,
 //!   huge in logical size;
 //! - anything else: echo the input.
+//!
+//! With `"columns": [...]` its `open` declares those input columns (any
+//! names: the host must check them).
 
 #[cfg(target_arch = "wasm32")]
 mod guest {
@@ -54,7 +57,7 @@ mod guest {
     }
 
     impl Guest for Hostile {
-        fn open(ctx: Context) -> Result<(), String> {
+        fn open(ctx: Context) -> Result<Option<Vec<String>>, String> {
             idem_guest::install_panic_hook();
             let params: idem_guest::serde_json::Value =
                 idem_guest::serde_json::from_str(&ctx.params).map_err(|e| e.to_string())?;
@@ -64,7 +67,13 @@ mod guest {
             let views = params["views"].as_u64().unwrap_or(20_000);
             let view_len = params["view_len"].as_u64().unwrap_or(4_096);
             VIEWS.with(|v| *v.borrow_mut() = (views, view_len));
-            Ok(())
+            // `"columns": [...]` declares the input columns it reads (any
+            // names, even wrong ones: the host must check them).
+            Ok(params["columns"].as_array().map(|a| {
+                a.iter()
+                    .map(|c| c.as_str().unwrap_or_default().to_string())
+                    .collect()
+            }))
         }
 
         fn push(batch: Vec<u8>) -> Result<Vec<u8>, String> {
