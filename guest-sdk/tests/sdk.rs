@@ -73,6 +73,36 @@ fn ipc_round_trips_batches_schemas_and_empty_outputs() {
     assert!(ipc::decode(b"definitely not arrow".to_vec()).is_err());
 }
 
+/// The guest's decoding of its input (trusted: no per-array validation)
+/// gives the same batches as the validating decoder, for what the host
+/// sends: batches with nulls and strings, zero-row batches, dictionary
+/// columns; and it still refuses a truncated stream instead of looping.
+#[test]
+fn the_guests_trusted_decode_reads_what_the_host_encodes() {
+    use idem_guest::arrow::array::DictionaryArray;
+    use idem_guest::arrow::datatypes::Int32Type;
+    let b = batch(&[1, 2, 3, 4, 5, 6]);
+    let bytes = ipc::encode(Some(&b)).unwrap();
+    assert_eq!(ipc::decode_trusted(bytes.clone()).unwrap().unwrap(), b);
+    let empty = RecordBatch::new_empty(schema());
+    let back = ipc::decode_trusted(ipc::encode(Some(&empty)).unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!((back.num_rows(), back.schema()), (0, schema()));
+    assert!(ipc::decode_trusted(Vec::new()).unwrap().is_none());
+    let dict: DictionaryArray<Int32Type> = vec![Some("a"), None, Some("b"), Some("a")]
+        .into_iter()
+        .collect();
+    let d = RecordBatch::try_from_iter([("d", Arc::new(dict) as _)]).unwrap();
+    let bytes = ipc::encode(Some(&d)).unwrap();
+    assert_eq!(
+        ipc::decode_trusted(bytes.clone()).unwrap(),
+        ipc::decode(bytes).unwrap()
+    );
+    let whole = ipc::encode(Some(&b)).unwrap();
+    assert!(ipc::decode_trusted(whole[..whole.len() - 20].to_vec()).is_err());
+}
+
 /// Keeps rows whose id is at least the `min` param; counts what it saw and
 /// emits the count in `finish`, tagged with the context's logical date.
 #[derive(Default)]
