@@ -170,6 +170,13 @@ fn exec_stops_a_runaway_guest_and_writes_nothing() {
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("wall-clock deadline of 300 ms"), "{err}");
     assert!(!out_path.exists());
+    // Nor any staging left beside it.
+    let left: Vec<_> = std::fs::read_dir(out_path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".idem-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 #[test]

@@ -215,7 +215,18 @@ pub fn exec(a: ExecArgs, out: Out) -> Result<ExitCode> {
         input_schema: reader.schema(),
         batch_rows: a.batch_rows,
     };
-    let mut parquet = ParquetOutput::new(&a.output)?;
+    // Encoded on a writer thread (overlapping the guest) into a staging
+    // dir beside the target; renamed into place only when the run succeeded.
+    let out_dir = a
+        .output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(out_dir)?;
+    let staging = tempfile::Builder::new()
+        .prefix(".idem-")
+        .tempdir_in(out_dir)?;
+    let stager = idem::output::Stager::spawn(staging.path().join("output.parquet"), 4)?;
     let mut instance = sandbox.instantiate(&module)?;
     let progress = idem::progress::rows("running", None);
     let batches = |columns: Option<&[String]>| {
@@ -226,10 +237,11 @@ pub fn exec(a: ExecArgs, out: Out) -> Result<ExitCode> {
         }))
     };
     let executed = execute(&mut instance as &mut dyn Transformer, &ctx, batches, |b| {
-        parquet
-            .write(b)
+        stager
+            .send(b)
             .map_err(|e| idem::execute::ExecError::Sink(e.to_string()))
     });
+    let staged = stager.finish();
     progress.finish();
     let name = a
         .module
@@ -238,7 +250,14 @@ pub fn exec(a: ExecArgs, out: Out) -> Result<ExitCode> {
         .unwrap_or_default();
     idem::execute::show_guest_log(&name, &instance.log_lines());
     let outcome = executed?;
-    let path = parquet.commit()?;
+    let path = match staged? {
+        Some(file) => {
+            std::fs::rename(&file, &a.output)?;
+            a.output.clone()
+        }
+        // No batch at all: a file with the empty schema.
+        None => ParquetOutput::new(&a.output)?.commit()?,
+    };
     out.emit(
         json!({
             "module": module.digest.as_str(),
