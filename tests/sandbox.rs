@@ -1220,4 +1220,19 @@ fn a_module_built_for_the_old_contract_is_refused_with_the_fix() {
         Err(e) => panic!("wrong error kind: {e}"),
         Ok(_) => panic!("a 0.1.0 module was admitted"),
     }
+    // A real idem-guest module also imports the host interface (its log):
+    // the old version of that is named the same way, not as forbidden.
+    let with_host = text.replacen(
+        "(component",
+        "(component\n  (import \"idem:transform/host@0.1.0\" (instance))",
+        1,
+    );
+    match sandbox.load(with_host.as_bytes()) {
+        Err(SandboxError::NotATransform(why)) => {
+            assert!(why.contains("built for idem:transform/host@0.1.0"), "{why}");
+            assert!(why.contains("rebuild"), "{why}");
+        }
+        Err(e) => panic!("wrong error kind: {e}"),
+        Ok(_) => panic!("a 0.1.0 module was admitted"),
+    }
 }

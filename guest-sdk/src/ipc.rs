@@ -57,29 +57,20 @@ pub fn decode_trusted(bytes: Vec<u8>) -> Result<Option<RecordBatch>, ArrowError>
     if bytes.is_empty() {
         return Ok(None);
     }
-    let mut buf = Buffer::from_vec(bytes);
     // SAFETY: the bytes are the host's own encoding of valid arrays (see
     // above); a guest that cannot trust its host has no safety to keep.
-    let mut decoder =
-        unsafe { arrow::ipc::reader::StreamDecoder::new().with_skip_validation(true) };
-    let mut batches = Vec::new();
-    while !buf.is_empty() {
-        let before = buf.len();
-        if let Some(b) = decoder.decode(&mut buf)? {
-            batches.push(b);
-        }
-        if buf.len() == before {
-            return Err(ArrowError::IpcError("truncated input stream".into()));
-        }
-    }
-    decoder.finish()?;
+    // (arrow's StreamReader honours the flag for record batches; its
+    // push-based StreamDecoder only for dictionaries.)
+    let reader = unsafe {
+        arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?
+            .with_skip_validation(true)
+    };
+    let schema = reader.schema();
+    let mut batches = reader.collect::<Result<Vec<RecordBatch>, ArrowError>>()?;
     match batches.len() {
         0 => Ok(None),
         1 => Ok(batches.pop()),
-        _ => {
-            let schema = batches[0].schema();
-            arrow::compute::concat_batches(&schema, &batches).map(Some)
-        }
+        _ => arrow::compute::concat_batches(&schema, &batches).map(Some),
     }
 }
 

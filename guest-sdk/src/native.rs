@@ -24,6 +24,18 @@ pub fn run<T: Transform>(
     let mut t = T::default();
     t.open(ctx)?;
     let columns = t.columns();
+    // The host's checks (an empty or repeated declaration fails the run).
+    if let Some(c) = &columns {
+        if c.is_empty() {
+            return Err(crate::Error(
+                "columns(): an empty list (declare at least one column, or none for all)".into(),
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        if let Some(d) = c.iter().find(|n| !seen.insert(n.as_str())) {
+            return Err(crate::Error(format!("columns(): `{d}` is declared twice")));
+        }
+    }
     let mut out = Vec::new();
     for b in batches {
         // As the host does: only the declared columns, in their order.

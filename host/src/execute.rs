@@ -187,19 +187,36 @@ pub fn check_columns(declared: &[String], schema: &SchemaRef) -> Result<(), Exec
     }
     if declared.len() > MAX_DECLARED {
         return Err(ExecError::Columns(format!(
-            "{} names, more than the input can have",
+            "{} names, more than the {MAX_DECLARED} a transform may declare (read them all instead: declare none)",
             declared.len()
         )));
     }
+    // Names come from the guest: shown short and escaped.
+    let shown = |n: &str| {
+        let mut v: String = n
+            .chars()
+            .take(100)
+            .collect::<String>()
+            .escape_debug()
+            .to_string();
+        if n.chars().count() > 100 {
+            v.push('…');
+        }
+        v
+    };
     let mut seen = std::collections::HashSet::new();
     for name in declared {
         if !seen.insert(name.as_str()) {
-            return Err(ExecError::Columns(format!("`{name}` is declared twice")));
+            return Err(ExecError::Columns(format!(
+                "`{}` is declared twice",
+                shown(name)
+            )));
         }
         if schema.field_with_name(name).is_err() {
             let have: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
             return Err(ExecError::Columns(format!(
-                "the input has no column `{name}` (it has: {})",
+                "the input has no column `{}` (it has: {})",
+                shown(name),
                 have.join(", ")
             )));
         }
@@ -270,7 +287,10 @@ where
             Ok(())
         };
     let columns = t.open(ctx)?;
-    if let Some(c) = &columns {
+    // No input at all (an audit of an empty output): nothing to narrow.
+    if let Some(c) = &columns
+        && !ctx.input_schema.fields().is_empty()
+    {
         check_columns(c, &ctx.input_schema)?;
     }
     for batch in input(columns.as_deref())? {

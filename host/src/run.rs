@@ -1402,6 +1402,12 @@ pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
     };
     let mut instance = sandbox.instantiate(&module)?;
     let out = execute(&mut instance, &ctx, |c| reader.narrow(c), |_| Ok(()))?;
+    if out.columns != m.result.columns {
+        return Ok(Verdict::Mismatch(format!(
+            "the transform now declares the input columns {:?}, the manifest records {:?}",
+            out.columns, m.result.columns
+        )));
+    }
     if out.output_digest == m.result.output_digest && out.rows_out == m.result.rows_out {
         Ok(Verdict::Match {
             output_digest: out.output_digest,

@@ -131,6 +131,16 @@ pub fn declared_imports(component: &[u8]) -> Result<Vec<String>, SandboxError> {
 
 /// Refuse the first forbidden name of `imports` under `profile`.
 pub fn check_imports(imports: &[String], profile: Profile) -> Result<(), SandboxError> {
+    // Built against another version of the contract (an idem-guest before
+    // the last WIT change): not forbidden, outdated; say how to fix it.
+    if let Some(old) = imports
+        .iter()
+        .find(|i| i.starts_with("idem:transform/host@") && i.as_str() != HOST_IMPORT)
+    {
+        return Err(SandboxError::NotATransform(format!(
+            "it was built for {old} and this host speaks {HOST_IMPORT}: rebuild it with this idem's idem-guest (`idem build`)"
+        )));
+    }
     for import in imports {
         if let ImportVerdict::Forbidden(reason) = classify(import, profile) {
             return Err(SandboxError::Forbidden {
