@@ -41,20 +41,26 @@ pub fn run<T: Transform>(
         // As the host does: only the declared columns, in their order.
         let b = match &columns {
             None => b,
-            Some(names) => {
-                let at = names
-                    .iter()
-                    .map(|n| {
-                        b.schema()
-                            .index_of(n)
-                            .map_err(|_| crate::Error(format!("the input has no column `{n}`")))
-                    })
-                    .collect::<Result<Vec<usize>>>()?;
-                b.project(&at)?
-            }
+            Some(names) => project(&b, names)?,
         };
         out.extend(t.push(b)?.filter(|o| o.num_rows() > 0));
     }
     out.extend(t.finish()?.filter(|o| o.num_rows() > 0));
     Ok(out)
+}
+
+/// `batch` holding only the columns `names`, in that order (how a declared
+/// column list narrows every batch, here and in the host). A name the batch
+/// lacks is an error naming it.
+pub fn project(batch: &RecordBatch, names: &[String]) -> Result<RecordBatch> {
+    let at = names
+        .iter()
+        .map(|n| {
+            batch
+                .schema()
+                .index_of(n)
+                .map_err(|_| crate::Error(format!("the input has no column `{n}`")))
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    Ok(batch.project(&at)?)
 }

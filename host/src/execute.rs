@@ -239,14 +239,9 @@ where
             .into_iter()
             .map(|b| match (b, columns) {
                 (Ok(b), Some(names)) => {
-                    let at = names
-                        .iter()
-                        .map(|n| b.schema().index_of(n))
-                        .collect::<Result<Vec<usize>, _>>()
-                        .and_then(|at| b.project(&at));
-                    at.map_err(|e| SliceError::Malformed {
+                    idem_guest::native::project(&b, names).map_err(|e| SliceError::Malformed {
                         path: "(input batch)".into(),
-                        detail: e.to_string(),
+                        detail: e.0,
                     })
                 }
                 (b, _) => b,

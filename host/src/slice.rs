@@ -950,16 +950,12 @@ impl SliceReader {
                     })?;
                     let mut batch = self.slice.filter_rows(path, batch)?;
                     if let Some(names) = &self.narrowed {
-                        let at = names
-                            .iter()
-                            .map(|n| batch.schema().index_of(n))
-                            .collect::<Result<Vec<usize>, _>>()
-                            .and_then(|at| batch.project(&at))
-                            .map_err(|e| SliceError::Malformed {
+                        batch = idem_guest::native::project(&batch, names).map_err(|e| {
+                            SliceError::Malformed {
                                 path: path.clone(),
-                                detail: e.to_string(),
-                            })?;
-                        batch = at;
+                                detail: e.0,
+                            }
+                        })?;
                     }
                     self.coalescer
                         .push_batch(batch)
