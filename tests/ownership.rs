@@ -773,3 +773,162 @@ fn a_commit_whose_response_was_lost_is_reported_as_committed() {
     // A twin host's identical commit is still "another host committed it
     // first": two_hosts_at_the_log_write_at_once_one_commits_one_recovers.
 }
+
+/// Every data file under `table` (outside `_delta_log/` and `_idem/`),
+/// relative to it.
+fn files_on_disk(table: &Path) -> std::collections::BTreeSet<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut std::collections::BTreeSet<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name == "_delta_log" || name == "_idem" {
+                continue;
+            }
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.insert(p.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    walk(table, table, &mut out);
+    out
+}
+
+/// The data files the table's current version names (PyPI `deltalake`).
+fn files_in_log(table: &Path) -> std::collections::BTreeSet<String> {
+    let script = format!(
+        "import os\nfrom deltalake import DeltaTable\nroot = os.path.realpath({:?})\nfor f in DeltaTable(root).file_uris():\n    f = f[len('file://'):] if f.startswith('file://') else f\n    print(os.path.relpath(os.path.realpath(f), root))\n",
+        s(table)
+    );
+    let out = std::process::Command::new(common::python())
+        .args(["-c", &script])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.to_string())
+        .collect()
+}
+
+/// The output's data files are written once, while the transform runs:
+/// paused at the commit's doorstep (`before-commit`, after execution), the
+/// files are in the table's folder, invisible (the log names none of them),
+/// and they are exactly the files the commit then adds. A run that fails
+/// after writing output (a failed `--expect`, an output over its limit),
+/// or that finds its output already committed (`--force`), leaves no file
+/// behind, and readers see the table unchanged.
+#[test]
+fn output_files_are_written_once_while_the_run_executes_and_never_left_behind() {
+    for mode in ["overwrite-partition", "append"] {
+        let dir = tempfile::tempdir().unwrap();
+        let module = common::guest("examples/clean_orders");
+        let root = dir.path().join("orders");
+        common::orders(&root, "2026-10-01", 40_000, 2);
+        let table = dir.path().join("t");
+        let m = ["--mode", mode];
+
+        let gate = dir.path().join("gate");
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+            .args(day_args(&module, &root, "2026-10-01", &table, &m))
+            .env("IDEM_CACHE_DIR", common::test_cache())
+            // Waits at before-commit until a second entry appears in `gate`.
+            .env(
+                "IDEM_FAULT_BARRIER",
+                format!("before-commit:2:{}", s(&gate)),
+            )
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t = std::time::Instant::now();
+        while std::fs::read_dir(&gate).map(|d| d.count()).unwrap_or(0) == 0 {
+            assert!(
+                t.elapsed().as_secs() < 120,
+                "{mode}: never reached before-commit"
+            );
+            assert!(child.try_wait().unwrap().is_none(), "{mode}: ended early");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let ahead = files_on_disk(&table);
+        assert!(
+            ahead.iter().any(|f| f.ends_with(".parquet")),
+            "{mode}: no data file written while the run executed: {ahead:?}"
+        );
+        assert!(
+            !table.join("_delta_log").exists(),
+            "{mode}: the table exists before the commit"
+        );
+        std::fs::write(gate.join("go"), b"").unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert!(
+            o.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(
+            files_in_log(&table),
+            ahead,
+            "{mode}: the commit wrote other files"
+        );
+        assert_eq!(files_on_disk(&table), ahead, "{mode}");
+        let committed = read_table(&table, None);
+
+        // Fails after its whole output was written: a failed expectation.
+        let (code, _, err) = run_day(
+            &module,
+            &root,
+            "2026-10-01",
+            &table,
+            &[
+                "--mode",
+                mode,
+                "--params",
+                r#"{"min_amount": 500}"#,
+                "--expect",
+                "rows(1..10)",
+            ],
+        );
+        assert_eq!(code, 1, "{mode}: {err}");
+        // Fails midway: the output outgrows its limit.
+        let (code, _, err) = run_day(
+            &module,
+            &root,
+            "2026-10-01",
+            &table,
+            &[
+                "--mode",
+                mode,
+                "--params",
+                r#"{"min_amount": 0}"#,
+                "--max-output-mb",
+                "1",
+            ],
+        );
+        assert_eq!(code, 3, "{mode}: {err}");
+        assert!(err.contains("output"), "{mode}: {err}");
+        // Executes, and finds the same output committed.
+        let out = ok(run_day(
+            &module,
+            &root,
+            "2026-10-01",
+            &table,
+            &["--mode", mode, "--force"],
+        ));
+        assert!(
+            field(&out, "result:").starts_with("unchanged"),
+            "{mode}: {out}"
+        );
+        assert_eq!(files_on_disk(&table), ahead, "{mode}: files left behind");
+        assert_eq!(read_table(&table, None), committed, "{mode}");
+    }
+}

@@ -11,6 +11,7 @@ pub mod backfill;
 pub mod build;
 pub mod catalog;
 pub mod digest;
+pub mod encoding;
 pub mod error;
 pub mod execute;
 pub mod expect;

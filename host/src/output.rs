@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::Schema;
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
@@ -35,16 +35,19 @@ impl ParquetOutput {
         })
     }
 
-    fn open(&mut self, schema: SchemaRef) -> std::io::Result<&mut ArrowWriter<std::fs::File>> {
+    /// The writer, created for the first batch (which decides the
+    /// columns' encodings, [`crate::encoding`]).
+    fn open(&mut self, first: &RecordBatch) -> std::io::Result<&mut ArrowWriter<std::fs::File>> {
         if self.writer.is_none() {
             let file = self
                 .tmp
                 .as_ref()
                 .ok_or_else(|| std::io::Error::other("output already committed"))?
                 .reopen()?;
-            let props = WriterProperties::builder().build();
+            let props = crate::encoding::tune(WriterProperties::builder(), first).build();
             self.writer = Some(
-                ArrowWriter::try_new(file, schema, Some(props)).map_err(std::io::Error::other)?,
+                ArrowWriter::try_new(file, first.schema(), Some(props))
+                    .map_err(std::io::Error::other)?,
             );
         }
         self.writer
@@ -59,7 +62,7 @@ impl ParquetOutput {
 
     /// Append a batch.
     pub fn write(&mut self, batch: &RecordBatch) -> std::io::Result<()> {
-        self.open(batch.schema())?
+        self.open(batch)?
             .write(batch)
             .map_err(std::io::Error::other)
     }
@@ -67,7 +70,9 @@ impl ParquetOutput {
     /// Finish the file and move it into place. A run with no output rows
     /// writes a file with the empty schema.
     pub fn commit(mut self) -> std::io::Result<PathBuf> {
-        self.open(std::sync::Arc::new(Schema::empty()))?;
+        self.open(&RecordBatch::new_empty(
+            std::sync::Arc::new(Schema::empty()),
+        ))?;
         if let Some(w) = self.writer.take() {
             w.close().map_err(std::io::Error::other)?;
         }

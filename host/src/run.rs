@@ -714,8 +714,11 @@ impl Run {
                 Box::new(sandbox.instantiate(&compiled)?)
             }
         };
-        // Output is staged on local disk by a writer thread while the reader
-        // thread decodes ahead: three stages, memory O(batch).
+        // Output goes to the table's data files, written by a task while the
+        // reader thread decodes ahead and the guest runs: three stages,
+        // memory O(batch + one data file). A merge reads its output whole
+        // and an audit module reads it before anything is written: those
+        // stage it on local disk first (a writer thread, the same overlap).
         let staging = tempfile::Builder::new()
             .prefix("idem-stage-")
             .tempdir()
@@ -723,11 +726,18 @@ impl Run {
                 what: "creating a staging directory".into(),
                 source: e,
             })?;
-        let stager =
-            Stager::spawn(staging.path().join("output.parquet"), 4).map_err(|e| RunError::Io {
-                what: "starting the staging writer".into(),
-                source: e,
-            })?;
+        let landing = if audit.is_none() && !matches!(mode, Mode::Merge { .. }) {
+            Landing::Table(table.data_writer(&rt, &mode)?)
+        } else {
+            Landing::Staged(
+                Stager::spawn(staging.path().join("output.parquet"), 4).map_err(|e| {
+                    RunError::Io {
+                        what: "starting the staging writer".into(),
+                        source: e,
+                    }
+                })?,
+            )
+        };
         let mut keys = match &mode {
             Mode::Merge { keys } => Some(KeyChecker::new(keys)),
             _ => None,
@@ -757,9 +767,9 @@ impl Run {
                 sink_error = Some(e.into());
                 return Err(ExecError::Sink(message));
             }
-            stager.send(b).map_err(|e| ExecError::Sink(e.to_string()))
+            landing.send(b).map_err(ExecError::Sink)
         });
-        let staged = stager.finish();
+        let landed = landing.finish();
         progress.finish();
         let name = self
             .module
@@ -770,14 +780,16 @@ impl Run {
         if let Some(e) = sink_error {
             return Err(e);
         }
+        // A writer that stopped says why (the guest only saw it stop).
+        let landed = match (landed, &executed) {
+            (Err(e), Err(ExecError::Sink(_))) => return Err(e),
+            (landed, _) => landed,
+        };
         let outcome = executed?;
         // Audit before publish: nothing below (manifest, data files,
         // commit) happens for an output that fails an expectation.
         let mut audits = checker.finish(outcome.output_schema.as_deref())?;
-        let staged = staged.map_err(|e| RunError::Io {
-            what: "staging the output".into(),
-            source: e,
-        })?;
+        let landed = landed?;
         if let Some(k) = keys {
             k.finish()?;
         }
@@ -786,7 +798,7 @@ impl Run {
                 sandbox,
                 audit_module,
                 audit_params,
-                staged.as_deref(),
+                landed.staged(),
                 &slice.id,
                 &self.logical_date,
                 self.batch_rows,
@@ -844,7 +856,7 @@ impl Run {
             output_digest: &outcome.output_digest,
             run_key: &manifest.run_key,
             manifest_digest: &manifest_digest,
-            staged: staged.into_iter().collect(),
+            output: landed.into_output(),
             schema: outcome.output_schema.clone(),
             progress: position,
         }))?;
@@ -869,6 +881,58 @@ impl Run {
             log(&table, &report).await
         })?;
         Ok(report)
+    }
+}
+
+/// Where a run's output batches go while it executes.
+enum Landing {
+    /// Straight into data files of the table.
+    Table(crate::table::DataWriter),
+    /// A local Parquet file, committed from there.
+    Staged(Stager),
+}
+
+/// The output once complete.
+enum Landed {
+    Table(crate::table::Written),
+    Staged(Option<PathBuf>),
+}
+
+impl Landing {
+    fn send(&self, b: &arrow::record_batch::RecordBatch) -> Result<(), String> {
+        match self {
+            Landing::Table(w) => w
+                .send(b)
+                .map_err(|()| "the data file writer stopped".to_string()),
+            Landing::Staged(s) => s.send(b).map_err(|e| e.to_string()),
+        }
+    }
+
+    fn finish(self) -> Result<Landed, RunError> {
+        match self {
+            Landing::Table(w) => Ok(Landed::Table(w.finish()?)),
+            Landing::Staged(s) => s.finish().map(Landed::Staged).map_err(|e| RunError::Io {
+                what: "staging the output".into(),
+                source: e,
+            }),
+        }
+    }
+}
+
+impl Landed {
+    /// The staged file (`None`: no rows, or not staged).
+    fn staged(&self) -> Option<&std::path::Path> {
+        match self {
+            Landed::Staged(p) => p.as_deref(),
+            Landed::Table(_) => None,
+        }
+    }
+
+    fn into_output(self) -> crate::table::Output {
+        match self {
+            Landed::Table(w) => crate::table::Output::Written(w),
+            Landed::Staged(p) => crate::table::Output::Staged(p.into_iter().collect()),
+        }
     }
 }
 

@@ -462,20 +462,22 @@ impl ResolvedSlice {
     ) -> Result<Self, SliceError> {
         files.sort();
         files.dedup();
-        let mut inputs = Vec::with_capacity(files.len());
+        // The recorded name must lead back to this object from the root.
+        for rel in &files {
+            validate_relative_path(rel)?;
+        }
         let progress = crate::progress::bytes("hashing", None);
-        for rel in files {
-            // The recorded name must lead back to this object from the root.
-            validate_relative_path(&rel)?;
-            let (digest, size, _) =
-                store.copy_hashed(&rel, u64::MAX, progress.wrap_write(std::io::sink()))?;
+        let hashed = hash_all(&store, &files, &progress);
+        progress.finish_with_message("hashed");
+        let mut inputs = Vec::with_capacity(files.len());
+        for (rel, r) in files.into_iter().zip(hashed) {
+            let (digest, size) = r?;
             inputs.push(InputObject {
                 path: rel,
                 size,
                 digest,
             });
         }
-        progress.finish_with_message("hashed");
         Ok(ResolvedSlice {
             id: id.to_string(),
             root: store.url().clone(),
@@ -799,6 +801,59 @@ impl ResolvedSlice {
 /// hints view types) reaches the guest identically.
 fn reader_options() -> ArrowReaderOptions {
     ArrowReaderOptions::new().with_skip_arrow_metadata(true)
+}
+
+/// sha256 and size of every file, in order: the files are spread over the
+/// machine's cores (one file is one stream through sha256; a slice of many
+/// files was hashed one file at a time on one core).
+fn hash_all(
+    store: &Store,
+    files: &[String],
+    progress: &indicatif::ProgressBar,
+) -> Vec<Result<(Digest, u64), StorageError>> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(files.len());
+    let hash = |rel: &str| {
+        store
+            .copy_hashed(rel, u64::MAX, progress.wrap_write(std::io::sink()))
+            .map(|(digest, size, _)| (digest, size))
+    };
+    if threads <= 1 {
+        return files.iter().map(|f| hash(f)).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done: Vec<std::sync::Mutex<Option<Result<(Digest, u64), StorageError>>>> =
+        files.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(rel) = files.get(i) else { break };
+                    let r = hash(rel);
+                    *done[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                }
+            });
+        }
+    });
+    // A thread that panicked re-raised its panic when the scope ended, so
+    // every file has its result.
+    done.into_iter()
+        .zip(files)
+        .map(|(m, rel)| {
+            m.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(|| {
+                    Err(StorageError::Io {
+                        what: "hashing".into(),
+                        path: rel.clone(),
+                        source: std::io::Error::other("it was never hashed"),
+                    })
+                })
+        })
+        .collect()
 }
 
 /// The bytes of one input as hashed, owned by this run alone.

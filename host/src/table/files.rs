@@ -1,14 +1,18 @@
-//! Writing a slice's staged output into the table's data files (not yet
-//! committed: nothing is visible until the log names them).
+//! Writing a slice's output into the table's data files (not yet
+//! committed: nothing is visible until the log names them): streamed while
+//! the transform runs ([`DataWriter`], overwrite-partition and append), or
+//! from the staged output at commit time (when the output had to be staged
+//! first: an audit module reads it before anything is written).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::DeltaTable;
 use deltalake::kernel::Add;
+use deltalake::kernel::engine::arrow_conversion::TryIntoArrow as _;
 use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
 use object_store::ObjectStoreExt as _;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -17,6 +21,9 @@ use super::{Mode, TableError};
 
 /// Rows per batch when streaming the staged output into data files.
 const BATCH_ROWS: usize = 64 * 1024;
+
+/// Batches the writer task may be behind the transform.
+const DEPTH: usize = 4;
 
 fn write_err(e: impl std::fmt::Display) -> TableError {
     TableError::Delta {
@@ -36,17 +43,218 @@ pub(super) async fn write(
     if staged.is_empty() {
         return Ok(Vec::new());
     }
-    let mut writer = RecordBatchWriter::for_table(delta)
-        .map_err(write_err)?
-        .with_target_file_size(target_file_bytes)
-        .with_writer_properties(super::writer_properties());
+    let mut writer: Option<RecordBatchWriter> = None;
     for path in staged {
         for batch in read_staged(path)? {
             let batch = with_partition(batch?, mode)?;
-            writer.write(batch).await.map_err(classify_write)?;
+            let w = match writer.as_mut() {
+                Some(w) => w,
+                None => writer.insert(
+                    RecordBatchWriter::for_table(delta)
+                        .map_err(write_err)?
+                        .with_target_file_size(target_file_bytes)
+                        .with_writer_properties(
+                            crate::encoding::tune(super::writer_properties(), &batch).build(),
+                        ),
+                ),
+            };
+            w.write(batch).await.map_err(classify_write)?;
         }
     }
-    writer.flush().await.map_err(write_err)
+    match writer.as_mut() {
+        Some(w) => w.flush().await.map_err(write_err),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// Output batches written into new data files of the table while the
+/// transform runs, on a task of the run's runtime (Parquet encoding and
+/// upload overlap the guest). The files are invisible until a commit names
+/// them; whatever is not handed to a commit is deleted again
+/// ([`DataWriter::finish`] and [`Written`] clean up when dropped).
+pub struct DataWriter {
+    tx: Option<tokio::sync::mpsc::Sender<RecordBatch>>,
+    task: Option<tokio::task::JoinHandle<Result<Written, TableError>>>,
+    rt: tokio::runtime::Handle,
+    /// Set by `finish`: the task keeps its files when the channel closes.
+    keep: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Data files written for one output, not yet committed.
+pub struct Written {
+    pub(super) adds: Vec<Add>,
+    /// The Arrow schema the files were written with (the table's).
+    pub(super) schema: Option<SchemaRef>,
+    delta: DeltaTable,
+    rt: tokio::runtime::Handle,
+}
+
+impl Written {
+    /// Hand the files to a commit (which deletes them if it does not
+    /// commit them).
+    pub(super) fn take(&mut self) -> (Vec<Add>, Option<SchemaRef>) {
+        (std::mem::take(&mut self.adds), self.schema.take())
+    }
+
+    /// How many data files.
+    pub fn len(&self) -> usize {
+        self.adds.len()
+    }
+
+    /// Whether no file was written (no output rows).
+    pub fn is_empty(&self) -> bool {
+        self.adds.is_empty()
+    }
+}
+
+impl Drop for Written {
+    fn drop(&mut self) {
+        if self.adds.is_empty() {
+            return;
+        }
+        let adds = std::mem::take(&mut self.adds);
+        let delta = self.delta.clone();
+        let work = async move { discard(&delta, &adds).await };
+        // Not inside the runtime (a run drives it with block_on): wait for
+        // the deletes; inside it, let them finish in the background.
+        if tokio::runtime::Handle::try_current().is_err() {
+            self.rt.block_on(work);
+        } else {
+            self.rt.spawn(work);
+        }
+    }
+}
+
+impl DataWriter {
+    /// Start writing into `delta` (which may not exist yet: the files are
+    /// then written with the schema its creation will give it).
+    pub(super) fn start(delta: DeltaTable, mode: Mode, rt: tokio::runtime::Handle) -> Self {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<RecordBatch>(DEPTH);
+        let keep = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let kept = keep.clone();
+        let handle = rt.clone();
+        let task = rt.spawn(async move {
+            let mut writer: Option<RecordBatchWriter> = None;
+            let mut failed: Option<TableError> = None;
+            while let Some(batch) = rx.recv().await {
+                let step = async {
+                    if writer.is_none() {
+                        writer = Some(open(&delta, &batch, &mode)?);
+                    }
+                    let batch = with_partition(batch, &mode)?;
+                    match writer.as_mut() {
+                        Some(w) => w.write(batch).await.map_err(classify_write),
+                        None => Ok(()),
+                    }
+                };
+                if let Err(e) = step.await {
+                    failed = Some(e);
+                    break;
+                }
+            }
+            // Stop taking batches: the run sees a closed channel and stops.
+            rx.close();
+            let schema = writer.as_ref().map(|w| w.arrow_schema());
+            let adds = match writer.as_mut() {
+                Some(w) => w.flush().await.map_err(write_err),
+                None => Ok(Vec::new()),
+            };
+            let written = Written {
+                adds: adds.as_ref().map(|a| a.clone()).unwrap_or_default(),
+                schema,
+                delta: delta.clone(),
+                rt: handle,
+            };
+            // Dropping `written` deletes the files.
+            match (failed, adds) {
+                (Some(e), _) | (None, Err(e)) => Err(e),
+                (None, Ok(_)) if !kept.load(std::sync::atomic::Ordering::SeqCst) => {
+                    Err(write_err("the run stopped before its output was complete"))
+                }
+                (None, Ok(_)) => Ok(written),
+            }
+        });
+        DataWriter {
+            tx: Some(tx),
+            task: Some(task),
+            rt,
+            keep,
+        }
+    }
+
+    /// Queue a batch (blocks while the writer is behind). An error means
+    /// the writer stopped: its reason comes out of [`DataWriter::finish`].
+    pub fn send(&self, batch: &RecordBatch) -> Result<(), ()> {
+        match &self.tx {
+            Some(tx) => tx.blocking_send(batch.clone()).map_err(|_| ()),
+            None => Err(()),
+        }
+    }
+
+    /// The output is complete: wait for the writer and take its files.
+    pub fn finish(mut self) -> Result<Written, TableError> {
+        self.keep.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<Written, TableError> {
+        drop(self.tx.take());
+        let Some(task) = self.task.take() else {
+            return Err(write_err("the data file writer was already joined"));
+        };
+        match self.rt.block_on(task) {
+            Ok(r) => r,
+            Err(e) => Err(write_err(format!("the data file writer failed: {e}"))),
+        }
+    }
+}
+
+impl Drop for DataWriter {
+    /// An unfinished output (the run failed): stop the writer; it deletes
+    /// what it wrote.
+    fn drop(&mut self) {
+        if self.task.is_some() && tokio::runtime::Handle::try_current().is_err() {
+            let _ = self.join();
+        }
+    }
+}
+
+/// The writer for the first batch: with the table's schema when it exists
+/// (after checking the output fits it), else with the schema the table's
+/// creation will give it.
+fn open(
+    delta: &DeltaTable,
+    first: &RecordBatch,
+    mode: &Mode,
+) -> Result<RecordBatchWriter, TableError> {
+    let output = &first.schema();
+    let writer = if delta.version().is_some() {
+        let snapshot = delta.snapshot().map_err(write_err)?;
+        let table: Schema = snapshot
+            .schema()
+            .as_ref()
+            .try_into_arrow()
+            .map_err(write_err)?;
+        check_types(output, &table)?;
+        RecordBatchWriter::for_table(delta).map_err(classify_write)?
+    } else {
+        let (schema, partitions) = match mode {
+            Mode::OverwritePartition { column, .. } => {
+                (super::add_field(output, column), vec![column.clone()])
+            }
+            _ => (output.clone(), Vec::new()),
+        };
+        RecordBatchWriter::try_new(
+            delta.table_url().as_str(),
+            super::table_schema(&schema)?,
+            Some(partitions),
+            None,
+        )
+        .map_err(write_err)?
+    };
+    Ok(writer
+        .with_target_file_size(super::TARGET_FILE_BYTES)
+        .with_writer_properties(crate::encoding::tune(super::writer_properties(), first).build()))
 }
 
 /// Type errors are the output's fault; say so.

@@ -35,6 +35,7 @@ use object_store::ObjectStoreExt as _;
 use url::Url;
 
 pub use error::TableError;
+pub use files::{DataWriter, Written};
 pub use mode::{KeyChecker, Mode, OWNER_COLUMN};
 pub use proof::SliceCommit;
 
@@ -47,11 +48,12 @@ const TARGET_FILE_BYTES: u64 = 32 << 20;
 /// Rows per Parquet row group in data files.
 const ROW_GROUP_ROWS: usize = 128 * 1024;
 
-fn writer_properties() -> deltalake::parquet::file::properties::WriterProperties {
+/// Data file encoding, before the output's first batch tunes it
+/// ([`crate::encoding`]).
+fn writer_properties() -> deltalake::parquet::file::properties::WriterPropertiesBuilder {
     deltalake::parquet::file::properties::WriterProperties::builder()
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_compression(deltalake::parquet::basic::Compression::SNAPPY)
-        .build()
 }
 
 /// Table property recording the commit mode every idem commit uses.
@@ -132,14 +134,24 @@ pub struct CommitRequest<'a> {
     pub run_key: &'a Digest,
     /// Its manifest (stored under `_idem/manifests/`).
     pub manifest_digest: &'a Digest,
-    /// The output rows, staged as Parquet files on local disk (read back
-    /// streaming by the commit). Empty when the transform emitted no rows.
-    pub staged: Vec<PathBuf>,
+    /// The output rows.
+    pub output: Output,
     /// Output schema (creates the table; needed when there are no rows).
     pub schema: Option<SchemaRef>,
     /// Tracked progress over an append-only source, committed with the
     /// output in the same commit.
     pub progress: Option<Progress>,
+}
+
+/// A slice's output rows, as a commit receives them.
+pub enum Output {
+    /// Staged as Parquet files on local disk, read back streaming by the
+    /// commit (merge, and runs with an audit module). Empty when the
+    /// transform emitted no rows.
+    Staged(Vec<PathBuf>),
+    /// Already in data files of the table, written while the transform ran
+    /// ([`Table::data_writer`]; overwrite-partition and append).
+    Written(Written),
 }
 
 /// How far an append-only source has been consumed: the last object's
@@ -417,12 +429,26 @@ impl Table {
     /// the table still holds the slice's rows). Races with other hosts are
     /// resolved by re-reading: the loser of a race with the same output finds
     /// it committed and reports `Unchanged`.
-    pub async fn commit(&mut self, req: CommitRequest<'_>) -> Result<CommitOutcome, TableError> {
+    pub async fn commit(
+        &mut self,
+        mut req: CommitRequest<'_>,
+    ) -> Result<CommitOutcome, TableError> {
         // Data files are written once and reused by every attempt; whatever
         // is not committed in the end is deleted again.
-        self.ensure_safe_store().await?;
-        let mut written: Option<Vec<Add>> = None;
-        let result = self.commit_attempts(&req, &mut written).await;
+        let (mut written, files_schema) = match &mut req.output {
+            Output::Written(w) => {
+                let (adds, schema) = w.take();
+                (Some(adds), schema)
+            }
+            Output::Staged(_) => (None, None),
+        };
+        let result = match self.ensure_safe_store().await {
+            Ok(()) => {
+                self.commit_attempts(&req, &mut written, files_schema.as_ref())
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         // Files are deleted only when no commit of ours can have named them:
         // an unchanged outcome (our commit lost the race) or an error raised
         // before or instead of the log write. A generic error from the log
@@ -459,6 +485,7 @@ impl Table {
         &mut self,
         req: &CommitRequest<'_>,
         written: &mut Option<Vec<Add>>,
+        files_schema: Option<&SchemaRef>,
     ) -> Result<CommitOutcome, TableError> {
         let mut last_conflict = String::new();
         let mut drift;
@@ -509,6 +536,18 @@ impl Table {
             if let Some(schema) = &req.schema {
                 files::check_types(schema.as_ref(), self.arrow_schema()?.as_ref())?;
             }
+            // Files written while the run executed hold the schema the table
+            // had then (or would get when created): it must still be its
+            // schema (another writer may have created or changed the table).
+            if let Some(written_with) = files_schema
+                && !same_columns(written_with, self.arrow_schema()?.as_ref())
+            {
+                return Err(TableError::Output(format!(
+                    "the table's schema changed while this run wrote its output (written as [{}], the table now has [{}]): run it again",
+                    describe(written_with),
+                    describe(self.arrow_schema()?.as_ref())
+                )));
+            }
             let seq = seq + 1;
             let attempt = match req.mode {
                 Mode::Merge { keys } => {
@@ -543,6 +582,30 @@ impl Table {
             "gave up after {MAX_ATTEMPTS} attempts; other writers keep committing slice {} ({last_conflict})",
             req.slice
         )))
+    }
+
+    /// Start writing a slice's output into data files of this table while
+    /// the transform runs (overwrite-partition and append); the files are
+    /// committed by [`Table::commit`] with [`Output::Written`]. Checks first
+    /// that the table takes this mode.
+    pub fn data_writer(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        mode: &Mode,
+    ) -> Result<DataWriter, TableError> {
+        if matches!(mode, Mode::Merge { .. }) {
+            return Err(TableError::Output(
+                "a merge reads its output as a whole: it is staged, not written ahead".into(),
+            ));
+        }
+        if self.delta.version().is_some() {
+            self.check_mode(mode)?;
+        }
+        Ok(DataWriter::start(
+            self.delta.clone(),
+            mode.clone(),
+            rt.handle().clone(),
+        ))
     }
 
     /// A table takes one commit mode, the one it was created with.
@@ -700,8 +763,11 @@ impl Table {
         let adds = match written {
             Some(adds) => adds.clone(),
             None => {
-                let adds =
-                    files::write(&self.delta, &req.staged, req.mode, TARGET_FILE_BYTES).await?;
+                let staged = match &req.output {
+                    Output::Staged(paths) => paths.as_slice(),
+                    Output::Written(_) => &[],
+                };
+                let adds = files::write(&self.delta, staged, req.mode, TARGET_FILE_BYTES).await?;
                 *written = Some(adds.clone());
                 adds
             }
@@ -898,7 +964,15 @@ impl Table {
     ) -> Result<DataFrame, TableError> {
         let df_err =
             |e: deltalake::datafusion::error::DataFusionError| TableError::Output(e.to_string());
-        if req.staged.is_empty() {
+        let staged = match &req.output {
+            Output::Staged(paths) => paths.as_slice(),
+            Output::Written(_) => {
+                return Err(TableError::Output(
+                    "a merge needs its output staged, not written ahead".into(),
+                ));
+            }
+        };
+        if staged.is_empty() {
             let schema = match req.schema.clone() {
                 Some(s) => s,
                 None => self.arrow_schema()?,
@@ -907,7 +981,7 @@ impl Table {
                 .read_batches(vec![RecordBatch::new_empty(schema)])
                 .map_err(df_err);
         }
-        let paths: Vec<String> = req.staged.iter().map(|p| p.display().to_string()).collect();
+        let paths: Vec<String> = staged.iter().map(|p| p.display().to_string()).collect();
         // Read back with the schema it was written with (DataFusion would
         // otherwise turn strings into view types).
         let mut opts = ParquetReadOptions::default();
@@ -1264,6 +1338,38 @@ fn remove(f: &Add) -> deltalake::kernel::Remove {
         base_row_id: f.base_row_id,
         default_row_commit_version: f.default_row_commit_version,
     }
+}
+
+/// The Arrow schema of a table created for `schema` (through Delta's types).
+fn table_schema(schema: &SchemaRef) -> Result<SchemaRef, TableError> {
+    use deltalake::kernel::engine::arrow_conversion::TryIntoArrow as _;
+    let kernel: deltalake::kernel::StructType = schema
+        .as_ref()
+        .try_into_kernel()
+        .map_err(|e| TableError::Output(format!("output schema has no Delta equivalent: {e}")))?;
+    let arrow: Schema = (&kernel).try_into_arrow().map_err(|e| TableError::Delta {
+        what: "converting the schema".into(),
+        detail: e.to_string(),
+    })?;
+    Ok(Arc::new(arrow))
+}
+
+/// Same column names, types and nullability, in order (metadata aside).
+fn same_columns(a: &Schema, b: &Schema) -> bool {
+    a.fields().len() == b.fields().len()
+        && a.fields().iter().zip(b.fields()).all(|(x, y)| {
+            x.name() == y.name()
+                && x.data_type() == y.data_type()
+                && x.is_nullable() == y.is_nullable()
+        })
+}
+
+fn describe(s: &Schema) -> String {
+    s.fields()
+        .iter()
+        .map(|f| format!("{} {}", f.name(), f.data_type()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn add_field(s: &SchemaRef, column: &str) -> SchemaRef {

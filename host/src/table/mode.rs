@@ -183,7 +183,7 @@ pub(super) async fn merge(
         .with_source_alias("source")
         .with_target_alias("target")
         .with_commit_properties(props)
-        .with_writer_properties(super::writer_properties())
+        .with_writer_properties(super::writer_properties().build())
         .when_matched_update(|u| {
             cols.iter()
                 .fold(u, |u, c| u.update(c.as_str(), format!("source.{}", q(c))))
