@@ -916,6 +916,19 @@ fn output_files_are_written_once_while_the_run_executes_and_never_left_behind() 
         );
         assert_eq!(code, 3, "{mode}: {err}");
         assert!(err.contains("output"), "{mode}: {err}");
+        // Fails inside the commit before its log write (a storage error
+        // reading the table): the files written ahead are deleted.
+        let args = day_args(
+            &module,
+            &root,
+            "2026-10-01",
+            &table,
+            &["--mode", mode, "--params", r#"{"min_amount": 500}"#],
+        );
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, _, err) = common::idem_env(&refs, &[("IDEM_FAULT_FAIL", "commit-read")]);
+        assert_eq!(code, 4, "{mode}: {err}");
+        assert!(err.contains("commit-read"), "{mode}: {err}");
         // Executes, and finds the same output committed.
         let out = ok(run_day(
             &module,
@@ -931,4 +944,73 @@ fn output_files_are_written_once_while_the_run_executes_and_never_left_behind() 
         assert_eq!(files_on_disk(&table), ahead, "{mode}: files left behind");
         assert_eq!(read_table(&table, None), committed, "{mode}");
     }
+}
+
+/// A table another writer creates at the location while a run writes its
+/// output ahead (into what was no table) is checked at the commit: files
+/// written for a schema the table does not have are refused, named, and
+/// deleted; the other writer's table is left as it made it.
+#[test]
+fn a_table_created_by_another_writer_during_a_run_must_fit_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/clean_orders");
+    let root = dir.path().join("orders");
+    common::orders(&root, "2026-10-01", 5_000, 1);
+    let table = dir.path().join("t");
+    let gate = dir.path().join("gate");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(day_args(&module, &root, "2026-10-01", &table, &[]))
+        .env("IDEM_CACHE_DIR", common::test_cache())
+        .env(
+            "IDEM_FAULT_BARRIER",
+            format!("before-commit:2:{}", s(&gate)),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while std::fs::read_dir(&gate).map(|d| d.count()).unwrap_or(0) == 0 {
+        assert!(t.elapsed().as_secs() < 120, "never reached before-commit");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let ahead = files_on_disk(&table);
+    let written = ahead.iter().next().expect("a file written ahead").clone();
+    // The other writer: the run's columns, one more, and the partition.
+    let script = format!(
+        r#"
+import pyarrow as pa, pyarrow.parquet as pq
+from deltalake import write_deltalake
+schema = pq.read_schema({file:?})
+schema = schema.append(pa.field("note", pa.string())).append(pa.field("date", pa.string()))
+rows = {{f.name: [] for f in schema}}
+write_deltalake({table:?}, pa.table(rows, schema=schema), partition_by=["date"])
+"#,
+        file = s(&table.join(&written)),
+        table = s(&table),
+    );
+    let out = std::process::Command::new(common::python())
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs = read_table(&table, None);
+    let theirs_files = files_in_log(&table);
+    std::fs::write(gate.join("go"), b"").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success(),
+        "committed into a table of another schema"
+    );
+    assert!(
+        err.contains("schema changed while this run wrote its output") && err.contains("note"),
+        "{err}"
+    );
+    assert_eq!(read_table(&table, None), theirs);
+    assert_eq!(files_on_disk(&table), theirs_files, "files left behind");
 }

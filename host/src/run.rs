@@ -716,7 +716,8 @@ impl Run {
         };
         // Output goes to the table's data files, written by a task while the
         // reader thread decodes ahead and the guest runs: three stages,
-        // memory O(batch + one data file). A merge reads its output whole
+        // memory O(batch + one 32 MiB data file + delta-rs' upload buffers),
+        // per run (a backfill's jobs each have theirs). A merge reads its output whole
         // and an audit module reads it before anything is written: those
         // stage it on local disk first (a writer thread, the same overlap).
         let staging = tempfile::Builder::new()
@@ -769,7 +770,17 @@ impl Run {
             }
             landing.send(b).map_err(ExecError::Sink)
         });
-        let landed = landing.finish();
+        // The output is complete only when the transform succeeded: else
+        // the writer stops without completing its file and deletes what it
+        // wrote. A writer that stopped by itself is asked why (the guest
+        // only saw it stop).
+        let landed = match (&executed, &sink_error) {
+            (Ok(_), None) | (Err(ExecError::Sink(_)), None) => Some(landing.finish()),
+            _ => {
+                landing.abort();
+                None
+            }
+        };
         progress.finish();
         let name = self
             .module
@@ -780,12 +791,17 @@ impl Run {
         if let Some(e) = sink_error {
             return Err(e);
         }
-        // A writer that stopped says why (the guest only saw it stop).
-        let landed = match (landed, &executed) {
-            (Err(e), Err(ExecError::Sink(_))) => return Err(e),
-            (landed, _) => landed,
+        let (outcome, landed) = match (executed, landed) {
+            (Err(ExecError::Sink(_)), Some(Err(e))) => return Err(e),
+            (Err(e), _) => return Err(e.into()),
+            (Ok(outcome), Some(landed)) => (outcome, landed),
+            (Ok(_), None) => {
+                return Err(RunError::Io {
+                    what: "completing the output".into(),
+                    source: std::io::Error::other("the output writer was stopped"),
+                });
+            }
         };
-        let outcome = executed?;
         // Audit before publish: nothing below (manifest, data files,
         // commit) happens for an output that fails an expectation.
         let mut audits = checker.finish(outcome.output_schema.as_deref())?;
@@ -905,6 +921,16 @@ impl Landing {
                 .send(b)
                 .map_err(|()| "the data file writer stopped".to_string()),
             Landing::Staged(s) => s.send(b).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// The run failed: stop without completing the output.
+    fn abort(self) {
+        match self {
+            // Its drop stops the task, which deletes what it wrote.
+            Landing::Table(w) => drop(w),
+            // The staging folder goes with the run.
+            Landing::Staged(s) => drop(s.finish()),
         }
     }
 

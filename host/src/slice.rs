@@ -824,15 +824,23 @@ fn hash_all(
         return files.iter().map(|f| hash(f)).collect();
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
+    // The first failure stops the others taking new files.
+    let failed = std::sync::atomic::AtomicBool::new(false);
     let done: Vec<std::sync::Mutex<Option<Result<(Digest, u64), StorageError>>>> =
         files.iter().map(|_| std::sync::Mutex::new(None)).collect();
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
                 loop {
+                    if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(rel) = files.get(i) else { break };
                     let r = hash(rel);
+                    if r.is_err() {
+                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
                     *done[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
                 }
             });

@@ -108,6 +108,10 @@ impl Written {
 }
 
 impl Drop for Written {
+    /// Files of a run that failed after its output was complete (an
+    /// expectation, the time limit, a sidecar write): deleted. A run drops
+    /// its output outside the runtime (it drives it with `block_on`), so
+    /// the deletes finish before it returns.
     fn drop(&mut self) {
         if self.adds.is_empty() {
             return;
@@ -135,6 +139,9 @@ impl DataWriter {
         let handle = rt.clone();
         let task = rt.spawn(async move {
             let mut writer: Option<RecordBatchWriter> = None;
+            // Every file completed so far, in row order: whatever fails
+            // later, each file written is known and can be deleted.
+            let mut adds: Vec<Add> = Vec::new();
             let mut failed: Option<TableError> = None;
             while let Some(batch) = rx.recv().await {
                 let step = async {
@@ -142,10 +149,17 @@ impl DataWriter {
                         writer = Some(open(&delta, &batch, &mode)?);
                     }
                     let batch = with_partition(batch, &mode)?;
-                    match writer.as_mut() {
-                        Some(w) => w.write(batch).await.map_err(classify_write),
-                        None => Ok(()),
+                    let Some(w) = writer.as_mut() else {
+                        return Ok(());
+                    };
+                    w.write(batch).await.map_err(classify_write)?;
+                    // A file is complete at the target size (the writer's
+                    // own roll point is set past it, so it never completes
+                    // a file this task has not seen).
+                    if w.buffer_len() as u64 >= super::TARGET_FILE_BYTES {
+                        adds.extend(w.flush().await.map_err(write_err)?);
                     }
+                    Ok(())
                 };
                 if let Err(e) = step.await {
                     failed = Some(e);
@@ -154,25 +168,33 @@ impl DataWriter {
             }
             // Stop taking batches: the run sees a closed channel and stops.
             rx.close();
-            let schema = writer.as_ref().map(|w| w.arrow_schema());
-            let adds = match writer.as_mut() {
-                Some(w) => w.flush().await.map_err(write_err),
-                None => Ok(Vec::new()),
-            };
-            let written = Written {
-                adds: adds.as_ref().map(|a| a.clone()).unwrap_or_default(),
-                schema,
+            let complete = kept.load(std::sync::atomic::Ordering::SeqCst);
+            if failed.is_none() && complete {
+                match writer.as_mut().map(|w| w.flush()) {
+                    Some(flush) => match flush.await {
+                        Ok(last) => adds.extend(last),
+                        Err(e) => failed = Some(write_err(e)),
+                    },
+                    None => {}
+                }
+            }
+            if failed.is_some() || !complete {
+                // Abort the open file's upload, delete the completed ones,
+                // here (not in a background task the run's end cancels).
+                if let Some(w) = writer.as_mut() {
+                    w.reset();
+                }
+                discard(&delta, &adds).await;
+                return Err(failed.unwrap_or_else(|| {
+                    write_err("the run stopped before its output was complete")
+                }));
+            }
+            Ok(Written {
+                adds,
+                schema: writer.as_ref().map(|w| w.arrow_schema()),
                 delta: delta.clone(),
                 rt: handle,
-            };
-            // Dropping `written` deletes the files.
-            match (failed, adds) {
-                (Some(e), _) | (None, Err(e)) => Err(e),
-                (None, Ok(_)) if !kept.load(std::sync::atomic::Ordering::SeqCst) => {
-                    Err(write_err("the run stopped before its output was complete"))
-                }
-                (None, Ok(_)) => Ok(written),
-            }
+            })
         });
         DataWriter {
             tx: Some(tx),
@@ -244,16 +266,17 @@ fn open(
             }
             _ => (output.clone(), Vec::new()),
         };
-        RecordBatchWriter::try_new(
-            delta.table_url().as_str(),
-            super::table_schema(&schema)?,
-            Some(partitions),
-            None,
-        )
-        .map_err(write_err)?
+        // Types the table could not hold exactly are refused now, not
+        // after the whole output was written.
+        let table = super::table_schema(&schema)?;
+        check_types(output, &table)?;
+        RecordBatchWriter::try_new(delta.table_url().as_str(), table, Some(partitions), None)
+            .map_err(write_err)?
     };
+    // The task completes files at TARGET_FILE_BYTES itself (to know every
+    // file it wrote); the writer's own roll point only bounds one batch.
     Ok(writer
-        .with_target_file_size(super::TARGET_FILE_BYTES)
+        .with_target_file_size(2 * super::TARGET_FILE_BYTES)
         .with_writer_properties(crate::encoding::tune(super::writer_properties(), first).build()))
 }
 

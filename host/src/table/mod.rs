@@ -40,7 +40,7 @@ pub use mode::{KeyChecker, Mode, OWNER_COLUMN};
 pub use proof::SliceCommit;
 
 use crate::digest::Digest;
-use crate::fault::point as fault_point;
+use crate::fault::{fails as fault_fails, point as fault_point};
 
 /// Data file size idem asks delta-rs for (it buffers one file per
 /// partition in memory before uploading it).
@@ -72,6 +72,9 @@ pub struct Table {
     safe_store: bool,
     /// A random id this process's commits carry (`idem.attempt`).
     attempt: String,
+    /// The current commit reached its log write (an error after it may
+    /// hide a commit that landed).
+    log_written: bool,
 }
 
 /// What a commit did.
@@ -263,6 +266,7 @@ impl Table {
             delta,
             store,
             safe_store: false,
+            log_written: false,
             attempt: {
                 let mut nonce = [0u8; 16];
                 getrandom::fill(&mut nonce).map_err(|e| TableError::Location {
@@ -442,6 +446,7 @@ impl Table {
             }
             Output::Staged(_) => (None, None),
         };
+        self.log_written = false;
         let result = match self.ensure_safe_store().await {
             Ok(()) => {
                 self.commit_attempts(&req, &mut written, files_schema.as_ref())
@@ -457,6 +462,8 @@ impl Table {
         let safe = match &result {
             Ok(CommitOutcome::Unchanged { .. }) => true,
             Ok(CommitOutcome::Committed { .. }) => false,
+            // Failed before any log write: no commit can name them.
+            Err(_) if !self.log_written => true,
             Err(
                 TableError::Delta { .. } | TableError::Location { .. } | TableError::Sidecar { .. },
             ) => false,
@@ -491,6 +498,12 @@ impl Table {
         let mut drift;
         let mut raced = false;
         for _ in 0..MAX_ATTEMPTS {
+            if fault_fails("commit-read") {
+                return Err(TableError::Delta {
+                    what: "refreshing the table".into(),
+                    detail: "IDEM_FAULT_FAIL=commit-read".into(),
+                });
+            }
             self.refresh().await?;
             let seq = self.slice_seq(req.slice).await?;
             match self
@@ -539,14 +552,8 @@ impl Table {
             // Files written while the run executed hold the schema the table
             // had then (or would get when created): it must still be its
             // schema (another writer may have created or changed the table).
-            if let Some(written_with) = files_schema
-                && !same_columns(written_with, self.arrow_schema()?.as_ref())
-            {
-                return Err(TableError::Output(format!(
-                    "the table's schema changed while this run wrote its output (written as [{}], the table now has [{}]): run it again",
-                    describe(written_with),
-                    describe(self.arrow_schema()?.as_ref())
-                )));
+            if let Some(written_with) = files_schema {
+                self.check_written(written_with)?;
             }
             let seq = seq + 1;
             let attempt = match req.mode {
@@ -606,6 +613,45 @@ impl Table {
             mode.clone(),
             rt.handle().clone(),
         ))
+    }
+
+    /// Data files written while the run executed (with the schema the
+    /// table had then, or would get when created) must still fit it: another
+    /// writer may have created or changed the table meanwhile. Columns are
+    /// matched by name (as readers match them); a column may be nullable in
+    /// the table and not in the files, not the reverse. A table with column
+    /// mapping names columns by physical name: files written without it
+    /// would read as nulls.
+    fn check_written(&self, files: &Schema) -> Result<(), TableError> {
+        let snapshot = self
+            .delta
+            .snapshot()
+            .map_err(delta_err("reading the snapshot"))?;
+        if let Some(m) = snapshot
+            .metadata()
+            .configuration()
+            .get("delta.columnMapping.mode")
+            && m != "none"
+        {
+            return Err(TableError::Output(format!(
+                "the table uses column mapping (mode {m}), which idem does not write: use another table"
+            )));
+        }
+        let table = self.arrow_schema()?;
+        let fits = files.fields().len() == table.fields().len()
+            && files.fields().iter().all(|f| {
+                table.field_with_name(f.name()).is_ok_and(|t| {
+                    t.data_type() == f.data_type() && (t.is_nullable() || !f.is_nullable())
+                })
+            });
+        if fits {
+            return Ok(());
+        }
+        Err(TableError::Output(format!(
+            "the table's schema changed while this run wrote its output (written as [{}], the table now has [{}]): run it again",
+            describe(files),
+            describe(&table)
+        )))
     }
 
     /// A table takes one commit mode, the one it was created with.
@@ -775,6 +821,7 @@ impl Table {
         // Data files are written, the log entry is not: a kill here must
         // leave the table as it was; two hosts here at once must race.
         fault_point("before-log-write");
+        self.log_written = true;
         let mut actions: Vec<Action> = adds
             .iter()
             .enumerate()
@@ -865,6 +912,7 @@ impl Table {
             });
         }
         let before = self.delta.version();
+        self.log_written = true;
         let table = mode::merge(self.delta.clone(), source, keys, req.slice, props.clone()).await?;
         self.delta = table;
         if self.delta.version() == before {
@@ -1352,16 +1400,6 @@ fn table_schema(schema: &SchemaRef) -> Result<SchemaRef, TableError> {
         detail: e.to_string(),
     })?;
     Ok(Arc::new(arrow))
-}
-
-/// Same column names, types and nullability, in order (metadata aside).
-fn same_columns(a: &Schema, b: &Schema) -> bool {
-    a.fields().len() == b.fields().len()
-        && a.fields().iter().zip(b.fields()).all(|(x, y)| {
-            x.name() == y.name()
-                && x.data_type() == y.data_type()
-                && x.is_nullable() == y.is_nullable()
-        })
 }
 
 fn describe(s: &Schema) -> String {
