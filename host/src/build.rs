@@ -96,6 +96,11 @@ pub fn build_guest(
         .env("CARGO_ENCODED_RUSTFLAGS", "-Ctarget-feature=+simd128")
         // Guests ship without debug info: smaller modules compile faster.
         .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
+        // One codegen unit, link-time optimized: Arrow's accessors inline
+        // into the transform's loop (daily_revenue: 0.55 s instead of 0.61
+        // s for 5M rows, perf stat -r 8; a guest's own rebuild takes ~5 s).
+        .env("CARGO_PROFILE_RELEASE_LTO", "true")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
         .stdout(Stdio::piped())
         .spawn()
         .map_err(BuildError::Cargo)?;

@@ -564,7 +564,9 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".into())
 }
 
+mod pipelined;
 pub mod rows;
+pub use pipelined::PipelinedDigester;
 
 /// A small seeded PRNG (xorshift64*) for the property and fuzz tests:
 /// reproducible, and no new dependency.

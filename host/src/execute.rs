@@ -6,7 +6,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use thiserror::Error;
 
-use crate::digest::{Digest, DigestError, OutputDigester};
+use crate::digest::{Digest, DigestError, PipelinedDigester};
 use crate::sandbox::{GuestContext, Instance, SandboxError};
 use crate::slice::SliceError;
 
@@ -266,11 +266,12 @@ where
     I: IntoIterator<Item = Result<RecordBatch, SliceError>>,
     S: FnMut(&RecordBatch) -> Result<(), ExecError>,
 {
-    let mut digester = OutputDigester::new();
+    // Hashed on a thread of its own while the guest computes the next batch.
+    let mut digester = PipelinedDigester::new();
     let mut schema: Option<SchemaRef> = None;
     let (mut rows_in, mut batches_in) = (0u64, 0u64);
     let mut emit =
-        |out: Option<RecordBatch>, digester: &mut OutputDigester| -> Result<(), ExecError> {
+        |out: Option<RecordBatch>, digester: &mut PipelinedDigester| -> Result<(), ExecError> {
             // A zero-row batch still names the output's schema.
             if let Some(b) = &out {
                 schema.get_or_insert_with(|| b.schema());
@@ -299,7 +300,7 @@ where
     emit(out, &mut digester)?;
     let rows_out = digester.rows();
     Ok(Outcome {
-        output_digest: digester.finish(),
+        output_digest: digester.finish()?,
         rows_in,
         rows_out,
         batches_in,
