@@ -253,7 +253,10 @@ where
 /// Run `t` over its input: `open`, then the input's batches narrowed to
 /// the columns the transform declared (`input` is given them, checked
 /// against `ctx.input_schema`, or `None` for all), each pushed in order,
-/// then `finish`. Every output batch is digested, then given to `sink`.
+/// then `finish`. Every output batch's schema is checked, then the batch
+/// is given to `sink` and hashed on the digest thread: a value the digest
+/// refuses fails the run (at a later batch or at the end) after the sink
+/// saw it, so sinks write nothing visible before the run succeeded.
 /// Any error stops the run; the caller commits nothing.
 pub fn execute<F, I, S>(
     t: &mut dyn Transformer,

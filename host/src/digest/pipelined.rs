@@ -21,6 +21,8 @@ const DEPTH: usize = 4;
 pub struct PipelinedDigester {
     tx: Option<SyncSender<RecordBatch>>,
     thread: Option<JoinHandle<Result<Digest, DigestError>>>,
+    /// Digesting on the caller's thread (no thread could be started).
+    inline: Option<OutputDigester>,
     /// The first batch's column types and schema text.
     first: Option<(Vec<DataType>, String)>,
     rows: u64,
@@ -43,7 +45,15 @@ impl PipelinedDigester {
             .name("idem-digest".into())
             .spawn(move || digest_all(rx))
             .ok();
+        Self::with_thread(tx, thread)
+    }
+
+    fn with_thread(
+        tx: SyncSender<RecordBatch>,
+        thread: Option<JoinHandle<Result<Digest, DigestError>>>,
+    ) -> Self {
         PipelinedDigester {
+            inline: thread.is_none().then(OutputDigester::new),
             tx: Some(tx),
             thread,
             first: None,
@@ -101,6 +111,12 @@ impl PipelinedDigester {
     }
 
     fn send(&mut self, batch: &RecordBatch) -> Result<(), DigestError> {
+        if let Some(d) = self.inline.as_mut() {
+            d.update(batch)?;
+            self.rows += batch.num_rows() as u64;
+            self.batches += 1;
+            return Ok(());
+        }
         let sent = match &self.tx {
             Some(tx) if self.thread.is_some() => tx.send(batch.clone()).is_ok(),
             _ => false,
@@ -140,6 +156,9 @@ impl PipelinedDigester {
     pub fn finish(mut self) -> Result<Digest, DigestError> {
         if let Some(e) = self.failed.take() {
             return Err(e);
+        }
+        if let Some(d) = self.inline.take() {
+            return Ok(d.finish());
         }
         self.join()
     }
@@ -194,6 +213,26 @@ mod tests {
         // No batch at all: the empty digest, as before.
         assert_eq!(
             PipelinedDigester::new().finish().unwrap(),
+            OutputDigester::new().finish()
+        );
+    }
+
+    #[test]
+    fn without_a_thread_it_digests_on_the_callers_thread() {
+        let batches: Vec<RecordBatch> = (0..5).map(|i| batch(i * 100, 100)).collect();
+        let (tx, _rx) = sync_channel(1);
+        let mut p = PipelinedDigester::with_thread(tx, None);
+        for b in &batches {
+            p.update(b).unwrap();
+        }
+        assert_eq!(p.rows(), 500);
+        assert_eq!(
+            p.finish().unwrap(),
+            super::super::of_batches(&batches).unwrap()
+        );
+        let (tx, _rx) = sync_channel(1);
+        assert_eq!(
+            PipelinedDigester::with_thread(tx, None).finish().unwrap(),
             OutputDigester::new().finish()
         );
     }

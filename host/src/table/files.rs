@@ -24,6 +24,9 @@ const BATCH_ROWS: usize = 64 * 1024;
 
 /// Batches the writer task may be behind the transform.
 const DEPTH: usize = 4;
+/// Rows handed to delta-rs at a time (between them the task checks whether
+/// the open file reached its target size).
+const SLICE_ROWS: usize = 8192;
 
 fn write_err(e: impl std::fmt::Display) -> TableError {
     TableError::Delta {
@@ -143,7 +146,12 @@ impl DataWriter {
             // later, each file written is known and can be deleted.
             let mut adds: Vec<Add> = Vec::new();
             let mut failed: Option<TableError> = None;
+            let aborted = || !kept.load(std::sync::atomic::Ordering::SeqCst);
             while let Some(batch) = rx.recv().await {
+                // The run let go without finishing: skip what is queued.
+                if rx.is_closed() && aborted() {
+                    break;
+                }
                 let step = async {
                     if writer.is_none() {
                         writer = Some(open(&delta, &batch, &mode)?);
@@ -152,12 +160,18 @@ impl DataWriter {
                     let Some(w) = writer.as_mut() else {
                         return Ok(());
                     };
-                    w.write(batch).await.map_err(classify_write)?;
-                    // A file is complete at the target size (the writer's
-                    // own roll point is set past it, so it never completes
-                    // a file this task has not seen).
-                    if w.buffer_len() as u64 >= super::TARGET_FILE_BYTES {
-                        adds.extend(w.flush().await.map_err(write_err)?);
+                    // In slices, so that this task completes every file at
+                    // the target size itself: the writer's own roll point
+                    // (twice as far) is never reached, and no file is
+                    // completed that this task has not seen.
+                    let mut at = 0;
+                    while at < batch.num_rows() {
+                        let n = SLICE_ROWS.min(batch.num_rows() - at);
+                        w.write(batch.slice(at, n)).await.map_err(classify_write)?;
+                        at += n;
+                        if w.buffer_len() as u64 >= super::TARGET_FILE_BYTES {
+                            adds.extend(w.flush().await.map_err(write_err)?);
+                        }
                     }
                     Ok(())
                 };
@@ -168,8 +182,12 @@ impl DataWriter {
             }
             // Stop taking batches: the run sees a closed channel and stops.
             rx.close();
-            let complete = kept.load(std::sync::atomic::Ordering::SeqCst);
-            if failed.is_none() && complete {
+            let complete = !aborted();
+            // The open file is completed (and, unless the output is
+            // complete, deleted below with the others): a reset would
+            // abort its upload in a background task the run's end cancels.
+            // After a failed write delta-rs has aborted it already.
+            if failed.is_none() {
                 match writer.as_mut().map(|w| w.flush()) {
                     Some(flush) => match flush.await {
                         Ok(last) => adds.extend(last),
@@ -179,11 +197,6 @@ impl DataWriter {
                 }
             }
             if failed.is_some() || !complete {
-                // Abort the open file's upload, delete the completed ones,
-                // here (not in a background task the run's end cancels).
-                if let Some(w) = writer.as_mut() {
-                    w.reset();
-                }
                 discard(&delta, &adds).await;
                 return Err(failed.unwrap_or_else(|| {
                     write_err("the run stopped before its output was complete")

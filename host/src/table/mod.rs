@@ -470,9 +470,13 @@ impl Table {
             Err(_) => true,
         };
         if let (Some(adds), true) = (&written, safe) {
+            if !self.log_written {
+                // No log write was tried: nothing can name them (and the
+                // store that just failed may fail a re-read too).
+                files::discard(&self.delta, adds).await;
             // A commit can land and still report an error (a failing
             // post-commit hook): delete only files the log does not name.
-            if self.refresh().await.is_ok()
+            } else if self.refresh().await.is_ok()
                 && let Ok(active) = ownership::data_files(&self.delta).await
             {
                 let active: std::collections::HashSet<&str> =
@@ -638,10 +642,14 @@ impl Table {
             )));
         }
         let table = self.arrow_schema()?;
+        // Partition values live in the log, not in the files (and a slice's
+        // is never null): their nullability does not matter.
+        let partitions = snapshot.metadata().partition_columns().to_vec();
         let fits = files.fields().len() == table.fields().len()
             && files.fields().iter().all(|f| {
                 table.field_with_name(f.name()).is_ok_and(|t| {
-                    t.data_type() == f.data_type() && (t.is_nullable() || !f.is_nullable())
+                    t.data_type() == f.data_type()
+                        && (t.is_nullable() || !f.is_nullable() || partitions.contains(f.name()))
                 })
             });
         if fits {
@@ -821,7 +829,6 @@ impl Table {
         // Data files are written, the log entry is not: a kill here must
         // leave the table as it was; two hosts here at once must race.
         fault_point("before-log-write");
-        self.log_written = true;
         let mut actions: Vec<Action> = adds
             .iter()
             .enumerate()
@@ -837,6 +844,7 @@ impl Table {
             .delta
             .snapshot()
             .map_err(delta_err("reading the snapshot"))?;
+        self.log_written = true;
         let done = CommitBuilder::from(props)
             .with_actions(actions)
             .build(Some(snapshot), self.delta.log_store(), operation)
