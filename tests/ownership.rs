@@ -1014,3 +1014,53 @@ write_deltalake({table:?}, pa.table(rows, schema=schema), partition_by=["date"])
     assert_eq!(read_table(&table, None), theirs);
     assert_eq!(files_on_disk(&table), theirs_files, "files left behind");
 }
+
+/// Output larger than one data file (`IDEM_DATA_FILE_MB`, here 1 MiB): the
+/// writer cuts it into several files, the commit adds them in output order
+/// (`idem audit` re-reads the slice's files in their recorded order and
+/// must get the manifest's output digest), and readers see exactly the
+/// rows of a run that wrote one file. A bad size is refused by name.
+#[test]
+fn output_cut_into_many_data_files_commits_them_in_order() {
+    for mode in ["overwrite-partition", "append"] {
+        let dir = tempfile::tempdir().unwrap();
+        let module = common::guest("examples/clean_orders");
+        let root = dir.path().join("orders");
+        common::orders(&root, "2026-10-01", 150_000, 1);
+        let (table, one) = (dir.path().join("t"), dir.path().join("one"));
+        let args = day_args(&module, &root, "2026-10-01", &table, &["--mode", mode]);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, out, err) = common::idem_env(&refs, &[("IDEM_DATA_FILE_MB", "1")]);
+        assert_eq!(code, 0, "{mode}: {out}\n{err}");
+        ok(run_day(
+            &module,
+            &root,
+            "2026-10-01",
+            &one,
+            &["--mode", mode],
+        ));
+        let (many, single) = (files_in_log(&table), files_in_log(&one));
+        assert!(many.len() >= 3, "{mode}: {many:?}");
+        assert_eq!(single.len(), 1, "{mode}: {single:?}");
+        assert_eq!(
+            read_table(&table, None).rows,
+            read_table(&one, None).rows,
+            "{mode}"
+        );
+        let (code, out, err) = common::idem(&["audit", &s(&table)]);
+        assert_eq!(code, 0, "{mode}: {out}\n{err}");
+        assert!(out.contains(" proven "), "{mode}: {out}");
+
+        let args = day_args(
+            &module,
+            &root,
+            "2026-10-01",
+            &table,
+            &["--mode", mode, "--force"],
+        );
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, _, err2) = common::idem_env(&refs, &[("IDEM_DATA_FILE_MB", "lots")]);
+        assert_eq!(code, 2, "{mode}: {err2}");
+        assert!(err2.contains("IDEM_DATA_FILE_MB"), "{mode}: {err2}");
+    }
+}

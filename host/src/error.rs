@@ -200,6 +200,7 @@ impl TableError {
             // for rows (a partition, merge keys) another slice owns.
             TableError::NoTable { .. }
             | TableError::Partitioning(_)
+            | TableError::Setting(_)
             | TableError::NoKeyColumn { .. }
             | TableError::ModeMismatch { .. }
             | TableError::Owned { .. }

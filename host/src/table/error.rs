@@ -66,6 +66,9 @@ pub enum TableError {
     /// The table is partitioned otherwise than the run writes.
     #[error("{0}")]
     Partitioning(String),
+    /// A setting (an `IDEM_*` variable) is out of range.
+    #[error("{0}")]
+    Setting(String),
     /// The staged output (local scratch files) could not be read back.
     #[error("reading the staged output {0}")]
     Staged(String),

@@ -135,7 +135,12 @@ impl Drop for Written {
 impl DataWriter {
     /// Start writing into `delta` (which may not exist yet: the files are
     /// then written with the schema its creation will give it).
-    pub(super) fn start(delta: DeltaTable, mode: Mode, rt: tokio::runtime::Handle) -> Self {
+    pub(super) fn start(
+        delta: DeltaTable,
+        mode: Mode,
+        file_bytes: u64,
+        rt: tokio::runtime::Handle,
+    ) -> Self {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<RecordBatch>(DEPTH);
         let keep = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let kept = keep.clone();
@@ -154,7 +159,7 @@ impl DataWriter {
                 }
                 let step = async {
                     if writer.is_none() {
-                        writer = Some(open(&delta, &batch, &mode)?);
+                        writer = Some(open(&delta, &batch, &mode, file_bytes)?);
                     }
                     let batch = with_partition(batch, &mode)?;
                     let Some(w) = writer.as_mut() else {
@@ -169,7 +174,7 @@ impl DataWriter {
                         let n = SLICE_ROWS.min(batch.num_rows() - at);
                         w.write(batch.slice(at, n)).await.map_err(classify_write)?;
                         at += n;
-                        if w.buffer_len() as u64 >= super::TARGET_FILE_BYTES {
+                        if w.buffer_len() as u64 >= file_bytes {
                             adds.extend(w.flush().await.map_err(write_err)?);
                         }
                     }
@@ -261,6 +266,7 @@ fn open(
     delta: &DeltaTable,
     first: &RecordBatch,
     mode: &Mode,
+    file_bytes: u64,
 ) -> Result<RecordBatchWriter, TableError> {
     let output = &first.schema();
     let writer = if delta.version().is_some() {
@@ -286,10 +292,11 @@ fn open(
         RecordBatchWriter::try_new(delta.table_url().as_str(), table, Some(partitions), None)
             .map_err(write_err)?
     };
-    // The task completes files at TARGET_FILE_BYTES itself (to know every
-    // file it wrote); the writer's own roll point only bounds one batch.
+    // The task completes files at `file_bytes` itself (to know every file
+    // it wrote); the writer's own roll point, twice as far, is never
+    // reached (the task writes in slices).
     Ok(writer
-        .with_target_file_size(2 * super::TARGET_FILE_BYTES)
+        .with_target_file_size(2 * file_bytes)
         .with_writer_properties(crate::encoding::tune(super::writer_properties(), first).build()))
 }
 

@@ -42,9 +42,23 @@ pub use proof::SliceCommit;
 use crate::digest::Digest;
 use crate::fault::{fails as fault_fails, point as fault_point};
 
-/// Data file size idem asks delta-rs for (it buffers one file per
-/// partition in memory before uploading it).
+/// Data file size by default (a writer buffers one open file in memory
+/// before uploading it).
 const TARGET_FILE_BYTES: u64 = 32 << 20;
+
+/// The size data files are cut at: `IDEM_DATA_FILE_MB` (1 to 4096 MiB),
+/// else 32 MiB. Only the files change with it, never rows or digests.
+pub fn target_file_bytes() -> Result<u64, TableError> {
+    let Ok(v) = std::env::var("IDEM_DATA_FILE_MB") else {
+        return Ok(TARGET_FILE_BYTES);
+    };
+    match v.trim().parse::<u64>() {
+        Ok(mb) if (1..=4096).contains(&mb) => Ok(mb << 20),
+        _ => Err(TableError::Setting(format!(
+            "IDEM_DATA_FILE_MB={v:?} is not a size: give whole MiB from 1 to 4096 (default 32)"
+        ))),
+    }
+}
 /// Rows per Parquet row group in data files.
 const ROW_GROUP_ROWS: usize = 128 * 1024;
 
@@ -615,6 +629,7 @@ impl Table {
         Ok(DataWriter::start(
             self.delta.clone(),
             mode.clone(),
+            target_file_bytes()?,
             rt.handle().clone(),
         ))
     }
@@ -655,7 +670,8 @@ impl Table {
         if fits {
             return Ok(());
         }
-        Err(TableError::Output(format!(
+        // A race with another writer: worth a retry (exit 4).
+        Err(TableError::Conflict(format!(
             "the table's schema changed while this run wrote its output (written as [{}], the table now has [{}]): run it again",
             describe(files),
             describe(&table)
@@ -821,7 +837,8 @@ impl Table {
                     Output::Staged(paths) => paths.as_slice(),
                     Output::Written(_) => &[],
                 };
-                let adds = files::write(&self.delta, staged, req.mode, TARGET_FILE_BYTES).await?;
+                let adds =
+                    files::write(&self.delta, staged, req.mode, target_file_bytes()?).await?;
                 *written = Some(adds.clone());
                 adds
             }
