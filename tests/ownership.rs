@@ -76,19 +76,24 @@ fn manifest_file(table: &Path, stdout: &str) -> std::path::PathBuf {
 /// Another writer: a Python snippet over PyPI `deltalake` with `t` bound to
 /// the table.
 fn python_writer(table: &Path, code: &str) {
-    let script = format!(
+    python(&format!(
         "from deltalake import DeltaTable\nt = DeltaTable({:?})\n{code}\n",
         s(table)
-    );
+    ));
+}
+
+/// Run a Python snippet with the tests' packages; its stdout.
+fn python(script: &str) -> String {
     let out = std::process::Command::new(common::python())
-        .args(["-c", &script])
+        .args(["-c", script])
         .output()
         .expect("python3");
     assert!(
         out.status.success(),
-        "python writer failed: {}",
+        "python failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// One day's orders as a single Parquet file at `to` (a slice input whose
@@ -801,23 +806,38 @@ fn files_on_disk(table: &Path) -> std::collections::BTreeSet<String> {
 
 /// The data files the table's current version names (PyPI `deltalake`).
 fn files_in_log(table: &Path) -> std::collections::BTreeSet<String> {
-    let script = format!(
+    python(&format!(
         "import os\nfrom deltalake import DeltaTable\nroot = os.path.realpath({:?})\nfor f in DeltaTable(root).file_uris():\n    f = f[len('file://'):] if f.startswith('file://') else f\n    print(os.path.relpath(os.path.realpath(f), root))\n",
         s(table)
-    );
-    let out = std::process::Command::new(common::python())
-        .args(["-c", &script])
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| l.to_string())
-        .collect()
+    ))
+    .lines()
+    .map(|l| l.to_string())
+    .collect()
+}
+
+/// Start `idem ARGS` that waits at fault point `point` until a second
+/// entry appears in `gate` ([`release`]); returns once it is there.
+fn paused_at(args: &[String], point: &str, gate: &Path) -> std::process::Child {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(args)
+        .env("IDEM_CACHE_DIR", common::test_cache())
+        .env("IDEM_FAULT_BARRIER", format!("{point}:2:{}", s(gate)))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while std::fs::read_dir(gate).map(|d| d.count()).unwrap_or(0) == 0 {
+        assert!(t.elapsed().as_secs() < 120, "never reached {point}");
+        assert!(child.try_wait().unwrap().is_none(), "ended before {point}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child
+}
+
+/// Let a run started by [`paused_at`] go on.
+fn release(gate: &Path) {
+    std::fs::write(gate.join("go"), b"").unwrap();
 }
 
 /// The output's data files are written once, while the transform runs:
@@ -838,27 +858,8 @@ fn output_files_are_written_once_while_the_run_executes_and_never_left_behind() 
         let m = ["--mode", mode];
 
         let gate = dir.path().join("gate");
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
-            .args(day_args(&module, &root, "2026-10-01", &table, &m))
-            .env("IDEM_CACHE_DIR", common::test_cache())
-            // Waits at before-commit until a second entry appears in `gate`.
-            .env(
-                "IDEM_FAULT_BARRIER",
-                format!("before-commit:2:{}", s(&gate)),
-            )
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let t = std::time::Instant::now();
-        while std::fs::read_dir(&gate).map(|d| d.count()).unwrap_or(0) == 0 {
-            assert!(
-                t.elapsed().as_secs() < 120,
-                "{mode}: never reached before-commit"
-            );
-            assert!(child.try_wait().unwrap().is_none(), "{mode}: ended early");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        let args = day_args(&module, &root, "2026-10-01", &table, &m);
+        let child = paused_at(&args, "before-commit", &gate);
         let ahead = files_on_disk(&table);
         assert!(
             ahead.iter().any(|f| f.ends_with(".parquet")),
@@ -868,7 +869,7 @@ fn output_files_are_written_once_while_the_run_executes_and_never_left_behind() 
             !table.join("_delta_log").exists(),
             "{mode}: the table exists before the commit"
         );
-        std::fs::write(gate.join("go"), b"").unwrap();
+        release(&gate);
         let o = child.wait_with_output().unwrap();
         assert!(
             o.status.success(),
@@ -958,22 +959,8 @@ fn a_table_created_by_another_writer_during_a_run_must_fit_its_files() {
     common::orders(&root, "2026-10-01", 5_000, 1);
     let table = dir.path().join("t");
     let gate = dir.path().join("gate");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
-        .args(day_args(&module, &root, "2026-10-01", &table, &[]))
-        .env("IDEM_CACHE_DIR", common::test_cache())
-        .env(
-            "IDEM_FAULT_BARRIER",
-            format!("before-commit:2:{}", s(&gate)),
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t = std::time::Instant::now();
-    while std::fs::read_dir(&gate).map(|d| d.count()).unwrap_or(0) == 0 {
-        assert!(t.elapsed().as_secs() < 120, "never reached before-commit");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let args = day_args(&module, &root, "2026-10-01", &table, &[]);
+    let child = paused_at(&args, "before-commit", &gate);
     let ahead = files_on_disk(&table);
     let written = ahead.iter().next().expect("a file written ahead").clone();
     // The other writer: the run's columns, one more, and the partition.
@@ -989,18 +976,10 @@ write_deltalake({table:?}, pa.table(rows, schema=schema), partition_by=["date"])
         file = s(&table.join(&written)),
         table = s(&table),
     );
-    let out = std::process::Command::new(common::python())
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    python(&script);
     let theirs = read_table(&table, None);
     let theirs_files = files_in_log(&table);
-    std::fs::write(gate.join("go"), b"").unwrap();
+    release(&gate);
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(

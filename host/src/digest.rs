@@ -421,19 +421,7 @@ impl Plan {
 
     fn update(&mut self, batch: &RecordBatch, index: u64) -> Result<(), DigestError> {
         let schema = batch.schema();
-        let same = schema.fields().len() == self.types.len()
-            && schema
-                .fields()
-                .iter()
-                .zip(&self.types)
-                .all(|(f, t)| f.data_type() == t);
-        if !same {
-            return Err(DigestError::SchemaChanged {
-                batch: index,
-                expected: self.expected.clone(),
-                got: schema.to_string(),
-            });
-        }
+        same_types(&self.types, &self.expected, &schema, index)?;
         for ((column, hasher), field) in batch
             .columns()
             .iter()
@@ -463,6 +451,30 @@ impl Plan {
         }
         Digest::from_hash(h.finalize().as_slice())
     }
+}
+
+/// Batch `index` must have the first batch's column types (`types`; its
+/// schema printed as `expected`).
+fn same_types(
+    types: &[DataType],
+    expected: &str,
+    schema: &Schema,
+    index: u64,
+) -> Result<(), DigestError> {
+    let same = schema.fields().len() == types.len()
+        && schema
+            .fields()
+            .iter()
+            .zip(types)
+            .all(|(f, t)| f.data_type() == t);
+    if same {
+        return Ok(());
+    }
+    Err(DigestError::SchemaChanged {
+        batch: index,
+        expected: expected.to_string(),
+        got: schema.to_string(),
+    })
 }
 
 /// Streams output batches into the logical output digest. Batch boundaries

@@ -720,24 +720,25 @@ impl Run {
         // per run (a backfill's jobs each have theirs). A merge reads its output whole
         // and an audit module reads it before anything is written: those
         // stage it on local disk first (a writer thread, the same overlap).
-        let staging = tempfile::Builder::new()
-            .prefix("idem-stage-")
-            .tempdir()
-            .map_err(|e| RunError::Io {
-                what: "creating a staging directory".into(),
-                source: e,
-            })?;
+        // The staging folder, when there is one, lives until the commit.
+        let mut _staging = None;
         let landing = if audit.is_none() && !matches!(mode, Mode::Merge { .. }) {
             Landing::Table(table.data_writer(&rt, &mode)?)
         } else {
-            Landing::Staged(
-                Stager::spawn(staging.path().join("output.parquet"), 4).map_err(|e| {
-                    RunError::Io {
-                        what: "starting the staging writer".into(),
-                        source: e,
-                    }
-                })?,
-            )
+            let dir = tempfile::Builder::new()
+                .prefix("idem-stage-")
+                .tempdir()
+                .map_err(|e| RunError::Io {
+                    what: "creating a staging directory".into(),
+                    source: e,
+                })?;
+            let stager =
+                Stager::spawn(dir.path().join("output.parquet"), 4).map_err(|e| RunError::Io {
+                    what: "starting the staging writer".into(),
+                    source: e,
+                })?;
+            _staging = Some(dir);
+            Landing::Staged(stager)
         };
         let mut keys = match &mode {
             Mode::Merge { keys } => Some(KeyChecker::new(keys)),

@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 
-use super::{Digest, DigestError, OutputDigester, check_schema};
+use super::{Digest, DigestError, OutputDigester, check_schema, same_types};
 
 /// Batches the digest thread may be behind.
 const DEPTH: usize = 4;
@@ -91,21 +91,7 @@ impl PipelinedDigester {
                     schema.to_string(),
                 ));
             }
-            Some((types, expected)) => {
-                let same = schema.fields().len() == types.len()
-                    && schema
-                        .fields()
-                        .iter()
-                        .zip(types)
-                        .all(|(f, t)| f.data_type() == t);
-                if !same {
-                    return Err(DigestError::SchemaChanged {
-                        batch: self.batches,
-                        expected: expected.clone(),
-                        got: schema.to_string(),
-                    });
-                }
-            }
+            Some((types, expected)) => same_types(types, expected, &schema, self.batches)?,
         }
         Ok(())
     }

@@ -98,16 +98,6 @@ impl Written {
     pub(super) fn take(&mut self) -> (Vec<Add>, Option<SchemaRef>) {
         (std::mem::take(&mut self.adds), self.schema.take())
     }
-
-    /// How many data files.
-    pub fn len(&self) -> usize {
-        self.adds.len()
-    }
-
-    /// Whether no file was written (no output rows).
-    pub fn is_empty(&self) -> bool {
-        self.adds.is_empty()
-    }
 }
 
 impl Drop for Written {
