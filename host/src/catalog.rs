@@ -76,9 +76,18 @@ pub fn find(reference: &str, table: Option<&str>) -> Result<Found, RunError> {
         return rt.block_on(by_key(table, reference));
     }
     // A manifest file (named `<hex>.json`; its path may hold a `#`), else
-    // TABLE#SLICE split at the first `#` (slice ids may hold one).
+    // TABLE#SLICE split at the first `#` (slice ids may hold one); an
+    // Iceberg table's own name holds one (`...#NAMESPACE.TABLE#SLICE`).
     let read = || crate::storage::read_location(reference).map_err(|e| RunError::Table(e.into()));
-    let bytes = match reference.split_once('#') {
+    let split = if crate::table::iceberg::is_iceberg(reference) {
+        reference.split_once('#').and_then(|(catalog, rest)| {
+            let (name, slice) = rest.split_once('#')?;
+            Some((&reference[..catalog.len() + 1 + name.len()], slice))
+        })
+    } else {
+        reference.split_once('#')
+    };
+    let bytes = match split {
         Some((table, slice)) if !reference.ends_with(".json") => {
             return rt.block_on(by_slice(table, slice));
         }

@@ -209,6 +209,7 @@ impl TableError {
             // writer rewrote the table's rows under idem.
             TableError::Location { .. }
             | TableError::Delta { .. }
+            | TableError::Iceberg { .. }
             | TableError::Conflict(_)
             | TableError::Sidecar { .. }
             | TableError::Staged(_)

@@ -583,7 +583,7 @@ impl Run {
             logical_date: self.logical_date.clone(),
             batch_rows: self.batch_rows,
             target: TargetRecord {
-                table: table.to_string(),
+                table: crate::table::target_name(&self.table, table)?,
                 mode: mode.name().into(),
                 partition,
                 keys,
@@ -722,24 +722,26 @@ impl Run {
         // stage it on local disk first (a writer thread, the same overlap).
         // The staging folder, when there is one, lives until the commit.
         let mut _staging = None;
-        let landing = if audit.is_none() && !matches!(mode, Mode::Merge { .. }) {
-            Landing::Table(table.data_writer(&rt, &mode)?)
-        } else {
-            let dir = tempfile::Builder::new()
-                .prefix("idem-stage-")
-                .tempdir()
-                .map_err(|e| RunError::Io {
-                    what: "creating a staging directory".into(),
-                    source: e,
+        let landing =
+            if audit.is_none() && !matches!(mode, Mode::Merge { .. }) && table.writes_ahead() {
+                Landing::Table(table.data_writer(&rt, &mode)?)
+            } else {
+                let dir = tempfile::Builder::new()
+                    .prefix("idem-stage-")
+                    .tempdir()
+                    .map_err(|e| RunError::Io {
+                        what: "creating a staging directory".into(),
+                        source: e,
+                    })?;
+                let stager = Stager::spawn(dir.path().join("output.parquet"), 4).map_err(|e| {
+                    RunError::Io {
+                        what: "starting the staging writer".into(),
+                        source: e,
+                    }
                 })?;
-            let stager =
-                Stager::spawn(dir.path().join("output.parquet"), 4).map_err(|e| RunError::Io {
-                    what: "starting the staging writer".into(),
-                    source: e,
-                })?;
-            _staging = Some(dir);
-            Landing::Staged(stager)
-        };
+                _staging = Some(dir);
+                Landing::Staged(stager)
+            };
         let mut keys = match &mode {
             Mode::Merge { keys } => Some(KeyChecker::new(keys)),
             _ => None,

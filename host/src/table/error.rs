@@ -33,6 +33,14 @@ pub enum TableError {
         /// The error.
         detail: String,
     },
+    /// An Iceberg operation failed.
+    #[error("iceberg table: {what}: {detail}")]
+    Iceberg {
+        /// What idem was doing.
+        what: String,
+        /// The error.
+        detail: String,
+    },
     /// Lost a race with another writer (retried internally).
     #[error("concurrent commit conflict: {0}")]
     Conflict(String),

@@ -327,7 +327,7 @@ fn read_staged(
 /// For overwrite-partition: the output with the slice's partition column.
 /// A column the output already has must hold the slice's value in every
 /// row: a slice writes only its own partition.
-fn with_partition(batch: RecordBatch, mode: &Mode) -> Result<RecordBatch, TableError> {
+pub(super) fn with_partition(batch: RecordBatch, mode: &Mode) -> Result<RecordBatch, TableError> {
     let Mode::OverwritePartition { column, value } = mode else {
         return Ok(batch);
     };

@@ -13,6 +13,8 @@
 
 mod error;
 mod files;
+mod format;
+pub mod iceberg;
 mod mode;
 mod ownership;
 mod proof;
@@ -36,6 +38,7 @@ use url::Url;
 
 pub use error::TableError;
 pub use files::{DataWriter, Written};
+pub use format::Table;
 pub use mode::{KeyChecker, Mode, OWNER_COLUMN};
 pub use proof::SliceCommit;
 
@@ -77,7 +80,7 @@ const MODE_PROPERTY: &str = "idem.mode";
 const MAX_ATTEMPTS: usize = 5;
 
 /// A Delta table that idem commits to (it may not exist yet).
-pub struct Table {
+pub struct Delta {
     url: Url,
     delta: DeltaTable,
     /// The same location through idem's storage layer.
@@ -203,8 +206,31 @@ pub fn commit_lock(url: &Url) -> std::sync::Arc<std::sync::Mutex<()>> {
 
 /// Turn a user's table location (path or URL) into a URL.
 pub fn table_url(location: &str) -> Result<Url, TableError> {
+    if iceberg::is_iceberg(location) {
+        return Ok(iceberg::Location::parse(location)?.url().clone());
+    }
     let url = crate::storage::locate(location)?;
     Ok(crate::storage::as_dir(&url))
+}
+
+/// A random id for this process's commits (`idem.attempt`).
+fn attempt_id(location: &str) -> Result<String, TableError> {
+    let mut nonce = [0u8; 16];
+    getrandom::fill(&mut nonce).map_err(|e| TableError::Location {
+        location: location.into(),
+        detail: format!("no randomness for the commit id: {e}"),
+    })?;
+    Ok(hex::encode(nonce))
+}
+
+/// How a manifest names the target table at `location` (whose folder is
+/// `url`): the folder's URL for Delta, the canonical Iceberg location
+/// (catalog file, warehouse, catalog name, table) for Iceberg.
+pub fn target_name(location: &str, url: &Url) -> Result<String, TableError> {
+    if iceberg::is_iceberg(location) {
+        return Ok(iceberg::Location::parse(location)?.canonical());
+    }
+    Ok(url.to_string())
 }
 
 /// Run a blocking storage call on `store` off the async executor.
@@ -229,7 +255,7 @@ fn delta_err(what: &str) -> impl Fn(DeltaTableError) -> TableError + '_ {
     }
 }
 
-impl Table {
+impl Delta {
     /// Open the table at `location` to write it: it need not exist yet (the
     /// first commit creates it; a local directory is made now). A location
     /// that cannot be reached is an error.
@@ -275,20 +301,13 @@ impl Table {
                     location: location.into(),
                     detail: e.to_string(),
                 })?;
-        Ok(Table {
+        Ok(Delta {
             url,
             delta,
             store,
             safe_store: false,
             log_written: false,
-            attempt: {
-                let mut nonce = [0u8; 16];
-                getrandom::fill(&mut nonce).map_err(|e| TableError::Location {
-                    location: location.into(),
-                    detail: format!("no randomness for the commit id: {e}"),
-                })?;
-                hex::encode(nonce)
-            },
+            attempt: attempt_id(location)?,
         })
     }
 

@@ -10,7 +10,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use object_store::ObjectStoreExt as _;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::{Table, TableError, ownership};
+use super::{Delta, TableError, ownership};
 use crate::digest::{Digest, OutputDigester};
 
 /// The commit that made a slice's output current, as its commitInfo says.
@@ -47,7 +47,7 @@ fn digest_field(
         .and_then(|s| Digest::parse(s).ok())
 }
 
-impl Table {
+impl Delta {
     /// Every slice's latest commit, by slice id.
     pub async fn slice_commits(&self) -> Result<Vec<SliceCommit>, TableError> {
         let mut latest: BTreeMap<String, SliceCommit> = BTreeMap::new();
@@ -158,7 +158,7 @@ impl Table {
 /// A data file's batch in the output's column order, with the partition
 /// column (which Delta keeps in the log, not in the file) put back where
 /// the output had it.
-fn as_output(
+pub(super) fn as_output(
     batch: RecordBatch,
     columns: Option<&[String]>,
     partition: Option<(&str, &str)>,

@@ -1,0 +1,247 @@
+//! A table idem commits to, in either format: Delta Lake (a folder or
+//! object-store prefix) or Iceberg (`iceberg+sqlite://...`, see
+//! [`super::iceberg`]). Runs, audit, verify and log see one `Table`; what
+//! a format cannot do yet is refused by name.
+
+use arrow::datatypes::SchemaRef;
+use url::Url;
+
+use super::iceberg::{self, Iceberg};
+use super::{
+    CommitOutcome, CommitRequest, DataWriter, Delta, InputFile, LogCommit, Mode, Progress,
+    SliceCommit, SliceState, TableError,
+};
+use crate::digest::Digest;
+
+/// A Delta or an Iceberg table (one or two per run: their size does not
+/// matter).
+#[allow(clippy::large_enum_variant)]
+pub enum Table {
+    Delta(Delta),
+    Iceberg(Iceberg),
+}
+
+fn not_for_iceberg(what: &str) -> TableError {
+    TableError::Partitioning(format!(
+        "{what} is not yet supported for Iceberg tables: use a Delta table"
+    ))
+}
+
+impl Table {
+    /// Open the table at `location` to write it (see [`Delta::open`]).
+    pub async fn open(location: &str) -> Result<Self, TableError> {
+        if iceberg::is_iceberg(location) {
+            return Ok(Table::Iceberg(Iceberg::open(location, true).await?));
+        }
+        Ok(Table::Delta(Delta::open(location).await?))
+    }
+
+    /// Open an existing table to read it.
+    pub async fn open_existing(location: &str) -> Result<Self, TableError> {
+        if iceberg::is_iceberg(location) {
+            return Ok(Table::Iceberg(Iceberg::open(location, false).await?));
+        }
+        Ok(Table::Delta(Delta::open_existing(location).await?))
+    }
+
+    /// Whether the table's format writes data files while the transform
+    /// runs (Delta overwrite-partition and append); else output is staged.
+    pub fn writes_ahead(&self) -> bool {
+        matches!(self, Table::Delta(_))
+    }
+
+    /// The table's folder.
+    pub fn url(&self) -> &Url {
+        match self {
+            Table::Delta(t) => t.url(),
+            Table::Iceberg(t) => t.url(),
+        }
+    }
+
+    /// The current version (Iceberg: the last sequence number).
+    pub fn version(&self) -> Option<u64> {
+        match self {
+            Table::Delta(t) => t.version(),
+            Table::Iceberg(t) => t.version(),
+        }
+    }
+
+    pub async fn refresh(&mut self) -> Result<(), TableError> {
+        match self {
+            Table::Delta(t) => t.refresh().await,
+            Table::Iceberg(t) => t.refresh().await,
+        }
+    }
+
+    pub async fn slice_state(
+        &self,
+        slice: &str,
+        digest: &Digest,
+        mode: &Mode,
+    ) -> Result<SliceState, TableError> {
+        match self {
+            Table::Delta(t) => t.slice_state(slice, digest, mode).await,
+            Table::Iceberg(t) => t.slice_state(slice, digest, mode).await,
+        }
+    }
+
+    /// The slice's commit sequence number (0 = never committed).
+    pub async fn slice_seq(&self, slice: &str) -> Result<i64, TableError> {
+        match self {
+            Table::Delta(t) => t.slice_seq(slice).await,
+            Table::Iceberg(t) => Ok(t.slice_seq(slice)),
+        }
+    }
+
+    pub async fn is_current(
+        &self,
+        slice: &str,
+        digest: &Digest,
+        mode: &Mode,
+    ) -> Result<bool, TableError> {
+        Ok(matches!(
+            self.slice_state(slice, digest, mode).await?,
+            SliceState::Current { .. }
+        ))
+    }
+
+    pub async fn foreign_commit_since(
+        &self,
+        since: Option<u64>,
+    ) -> Result<Option<String>, TableError> {
+        match self {
+            Table::Delta(t) => t.foreign_commit_since(since).await,
+            Table::Iceberg(_) => Err(not_for_iceberg("merge")),
+        }
+    }
+
+    pub async fn version_of_current(&self, slice: &str) -> Result<Option<u64>, TableError> {
+        match self {
+            Table::Delta(t) => t.version_of_current(slice).await,
+            Table::Iceberg(t) => Ok(t.version_of_current(slice)),
+        }
+    }
+
+    pub async fn ensure_safe_store(&mut self) -> Result<(), TableError> {
+        match self {
+            Table::Delta(t) => t.ensure_safe_store().await,
+            // The catalog's compare-and-swap orders commits.
+            Table::Iceberg(_) => Ok(()),
+        }
+    }
+
+    pub async fn commit(&mut self, req: CommitRequest<'_>) -> Result<CommitOutcome, TableError> {
+        match self {
+            Table::Delta(t) => t.commit(req).await,
+            Table::Iceberg(t) => t.commit(req).await,
+        }
+    }
+
+    pub fn data_writer(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        mode: &Mode,
+    ) -> Result<DataWriter, TableError> {
+        match self {
+            Table::Delta(t) => t.data_writer(rt, mode),
+            Table::Iceberg(_) => Err(TableError::Output(
+                "Iceberg output is staged, not written ahead".into(),
+            )),
+        }
+    }
+
+    pub fn arrow_schema(&self) -> Result<SchemaRef, TableError> {
+        match self {
+            Table::Delta(t) => t.arrow_schema(),
+            Table::Iceberg(t) => t.arrow_schema(),
+        }
+    }
+
+    pub async fn put_sidecar(&self, rel: &str, bytes: Vec<u8>) -> Result<(), TableError> {
+        match self {
+            Table::Delta(t) => t.put_sidecar(rel, bytes).await,
+            Table::Iceberg(t) => t.put_sidecar(rel, bytes).await,
+        }
+    }
+
+    pub async fn get_sidecar(&self, rel: &str) -> Result<Option<Vec<u8>>, TableError> {
+        match self {
+            Table::Delta(t) => t.get_sidecar(rel).await,
+            Table::Iceberg(t) => t.get_sidecar(rel).await,
+        }
+    }
+
+    pub async fn list_sidecar(&self, prefix: &str) -> Result<Vec<String>, TableError> {
+        match self {
+            Table::Delta(t) => t.list_sidecar(prefix).await,
+            Table::Iceberg(t) => t.list_sidecar(prefix).await,
+        }
+    }
+
+    pub async fn input_files(
+        &self,
+        partition: Option<(&str, &str)>,
+        owner: Option<&str>,
+    ) -> Result<(Vec<InputFile>, bool), TableError> {
+        match self {
+            Table::Delta(t) => t.input_files(partition, owner).await,
+            Table::Iceberg(_) => Err(not_for_iceberg("reading a table as a slice input")),
+        }
+    }
+
+    pub async fn load_version(&mut self, version: u64) -> Result<(), TableError> {
+        match self {
+            Table::Delta(t) => t.load_version(version).await,
+            Table::Iceberg(_) => Err(not_for_iceberg("pinning a table version")),
+        }
+    }
+
+    pub async fn progress_of(&self, source: &str) -> Result<Option<Progress>, TableError> {
+        match self {
+            Table::Delta(t) => t.progress_of(source).await,
+            Table::Iceberg(_) => Ok(None),
+        }
+    }
+
+    pub async fn progress_count(&self, source: &str) -> Result<Option<i64>, TableError> {
+        match self {
+            Table::Delta(t) => t.progress_count(source).await,
+            Table::Iceberg(_) => Ok(None),
+        }
+    }
+
+    pub async fn consumed_manifests(&self, source: &str) -> Result<Vec<Vec<u8>>, TableError> {
+        match self {
+            Table::Delta(t) => t.consumed_manifests(source).await,
+            Table::Iceberg(_) => Ok(Vec::new()),
+        }
+    }
+
+    pub async fn idem_history(&self) -> Result<Vec<LogCommit>, TableError> {
+        match self {
+            Table::Delta(t) => t.idem_history().await,
+            Table::Iceberg(t) => Ok(t.idem_history()),
+        }
+    }
+
+    pub async fn slice_commits(&self) -> Result<Vec<SliceCommit>, TableError> {
+        match self {
+            Table::Delta(t) => t.slice_commits().await,
+            Table::Iceberg(t) => t.slice_commits().await,
+        }
+    }
+
+    pub async fn slice_drift(&self, c: &SliceCommit) -> Result<Option<String>, TableError> {
+        match self {
+            Table::Delta(t) => t.slice_drift(c).await,
+            Table::Iceberg(t) => t.slice_drift(c).await,
+        }
+    }
+
+    pub async fn digest_slice_rows(&self, c: &SliceCommit) -> Result<(Digest, u64), TableError> {
+        match self {
+            Table::Delta(t) => t.digest_slice_rows(c).await,
+            Table::Iceberg(t) => t.digest_slice_rows(c).await,
+        }
+    }
+}

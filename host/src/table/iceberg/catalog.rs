@@ -1,0 +1,110 @@
+//! The SQL catalog (SQLite): one row per table naming its current
+//! metadata file; a commit is a compare-and-swap of that row.
+
+use super::{Location, TableError};
+
+fn err(loc: &Location, e: impl std::fmt::Display) -> TableError {
+    TableError::Location {
+        location: loc.db.display().to_string(),
+        detail: format!("Iceberg catalog: {e}"),
+    }
+}
+
+fn open(loc: &Location, create: bool) -> Result<rusqlite::Connection, TableError> {
+    use rusqlite::OpenFlags;
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        if let Some(dir) = loc.db.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| err(loc, e))?;
+        }
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    } else if !loc.db.exists() {
+        return Err(TableError::NoTable {
+            location: loc.db.display().to_string(),
+        });
+    }
+    let conn = rusqlite::Connection::open_with_flags(&loc.db, flags).map_err(|e| err(loc, e))?;
+    conn.busy_timeout(std::time::Duration::from_secs(30))
+        .map_err(|e| err(loc, e))?;
+    if create {
+        // The tables PyIceberg's SqlCatalog and Java's JdbcCatalog use.
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS iceberg_tables (
+                catalog_name VARCHAR(255) NOT NULL,
+                table_namespace VARCHAR(255) NOT NULL,
+                table_name VARCHAR(255) NOT NULL,
+                metadata_location VARCHAR(1000),
+                previous_metadata_location VARCHAR(1000),
+                iceberg_type VARCHAR(5),
+                PRIMARY KEY (catalog_name, table_namespace, table_name));
+             CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
+                catalog_name VARCHAR(255) NOT NULL,
+                namespace VARCHAR(255) NOT NULL,
+                property_key VARCHAR(255) NOT NULL,
+                property_value VARCHAR(1000),
+                PRIMARY KEY (catalog_name, namespace, property_key));",
+        )
+        .map_err(|e| err(loc, e))?;
+    }
+    Ok(conn)
+}
+
+/// The table's current metadata file, `None` when it is not in the
+/// catalog.
+pub(super) fn load(loc: &Location) -> Result<Option<String>, TableError> {
+    let conn = open(loc, false)?;
+    let row = conn.query_row(
+        "SELECT metadata_location FROM iceberg_tables
+         WHERE catalog_name = ?1 AND table_namespace = ?2 AND table_name = ?3",
+        (&loc.catalog, &loc.namespace, &loc.name),
+        |r| r.get::<_, Option<String>>(0),
+    );
+    match row {
+        Ok(m) => Ok(m),
+        Err(rusqlite::Error::QueryReturnedNoRows) => Ok(None),
+        // A catalog file without the tables has no table either.
+        Err(rusqlite::Error::SqliteFailure(_, Some(m))) if m.contains("no such table") => Ok(None),
+        Err(e) => Err(err(loc, e)),
+    }
+}
+
+/// Make the catalog file (and its tables) if missing.
+pub(super) fn ensure(loc: &Location) -> Result<(), TableError> {
+    open(loc, true).map(|_| ())
+}
+
+/// Register a new table; `false` when another writer registered it
+/// first.
+pub(super) fn create(loc: &Location, metadata: &str) -> Result<bool, TableError> {
+    let conn = open(loc, true)?;
+    conn.execute(
+        "INSERT OR IGNORE INTO iceberg_namespace_properties
+         (catalog_name, namespace, property_key, property_value) VALUES (?1, ?2, 'exists', 'true')",
+        (&loc.catalog, &loc.namespace),
+    )
+    .map_err(|e| err(loc, e))?;
+    let n = conn
+        .execute(
+            "INSERT OR IGNORE INTO iceberg_tables
+             (catalog_name, table_namespace, table_name, metadata_location, previous_metadata_location, iceberg_type)
+             VALUES (?1, ?2, ?3, ?4, NULL, 'TABLE')",
+            (&loc.catalog, &loc.namespace, &loc.name, metadata),
+        )
+        .map_err(|e| err(loc, e))?;
+    Ok(n == 1)
+}
+
+/// Point the table at `new` if it still points at `base`; `false` when
+/// another writer moved it (a lost race).
+pub(super) fn swap(loc: &Location, base: &str, new: &str) -> Result<bool, TableError> {
+    let conn = open(loc, false)?;
+    let n = conn
+        .execute(
+            "UPDATE iceberg_tables SET metadata_location = ?1, previous_metadata_location = ?2
+             WHERE catalog_name = ?3 AND table_namespace = ?4 AND table_name = ?5
+               AND metadata_location = ?2",
+            (new, base, &loc.catalog, &loc.namespace, &loc.name),
+        )
+        .map_err(|e| err(loc, e))?;
+    Ok(n == 1)
+}
