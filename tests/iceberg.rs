@@ -546,3 +546,58 @@ fn log_audit_verify_work_and_a_foreign_delete_is_seen_and_repaired() {
     );
     assert_eq!(fx.read("appended"), before);
 }
+
+#[test]
+fn a_warehouse_on_s3_holds_the_same_table() {
+    let s3 = common::S3::start("lake");
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 2_000);
+    let module = common::guest("examples/daily_revenue");
+    let warehouse = s3.url("wh");
+    let ice = format!(
+        "iceberg+sqlite://{}?warehouse={warehouse}#sales.revenue_s3",
+        s(&fx.catalog())
+    );
+    let local = fx.table("revenue");
+    let s3run = |date: &str| {
+        let args = common::day_args(s(&module).as_str(), s(&fx.data()).as_str(), date, &ice, &[]);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        s3.idem(&refs, &[])
+    };
+    for d in ["2026-10-01", "2026-10-02"] {
+        let out = ok(s3run(d));
+        assert!(
+            field(&out, "result:").starts_with("committed version"),
+            "{out}"
+        );
+        let args = common::day_args(s(&module).as_str(), s(&fx.data()).as_str(), d, &local, &[]);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        ok(common::idem(&refs));
+    }
+    let out = ok(s3run("2026-10-01"));
+    assert!(
+        field(&out, "result:").starts_with("unchanged since version 1"),
+        "{out}"
+    );
+    // Nothing of the table is on local disk: data, metadata and idem's
+    // sidecars are in the bucket.
+    assert!(!fx.dir.path().join("warehouse").exists());
+    let mut cmd = Command::new(common::python());
+    cmd.arg(common::root().join("tests/read_iceberg.py"))
+        .arg(fx.catalog())
+        .arg(&warehouse)
+        .arg("sales.revenue_s3");
+    for (k, v) in s3.env() {
+        cmd.env(k, v);
+    }
+    let got = cmd.output().unwrap();
+    assert!(
+        got.status.success(),
+        "{}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    let got: Value = serde_json::from_slice(&got.stdout).unwrap();
+    assert_eq!(version(&got), 2);
+    assert_eq!(rows(&got), rows(&fx.read("revenue")));
+    let (code, audit, err) = s3.idem(&["audit", &ice], &[]);
+    assert_eq!(code, 0, "{audit}{err}");
+}

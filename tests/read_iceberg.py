@@ -5,10 +5,12 @@ snapshot summaries' idem fields and every row as canonical JSON, rows
 sorted, so two tables can be compared row by row.
 
 usage: read_iceberg.py CATALOG_DB WAREHOUSE NAMESPACE.TABLE [CATALOG_NAME]
+(WAREHOUSE a local folder, or s3://... with the AWS_* variables set)
 """
 import datetime
 import decimal
 import json
+import os
 import sys
 
 from pyiceberg.catalog.sql import SqlCatalog
@@ -27,7 +29,18 @@ def plain(v):
 def main() -> None:
     db, warehouse, ident = sys.argv[1], sys.argv[2], sys.argv[3]
     name = sys.argv[4] if len(sys.argv) > 4 else "idem"
-    catalog = SqlCatalog(name, uri=f"sqlite:///{db}", warehouse=f"file://{warehouse}")
+    props = {}
+    if warehouse.startswith("s3://"):
+        # The tests' S3 server, from the standard AWS variables.
+        props = {
+            "s3.endpoint": os.environ["AWS_ENDPOINT_URL"],
+            "s3.access-key-id": os.environ["AWS_ACCESS_KEY_ID"],
+            "s3.secret-access-key": os.environ["AWS_SECRET_ACCESS_KEY"],
+            "s3.region": os.environ.get("AWS_REGION", "us-east-1"),
+        }
+    else:
+        warehouse = f"file://{warehouse}"
+    catalog = SqlCatalog(name, uri=f"sqlite:///{db}", warehouse=warehouse, **props)
     table = catalog.load_table(ident)
     snap = table.current_snapshot()
     arrow = table.scan().to_arrow()

@@ -1,7 +1,7 @@
-//! Iceberg's file I/O on idem's storage layer: a warehouse on S3, GCS or
-//! Azure is read and written through the same `object_store` clients
-//! (and settings: `AWS_*`, ...) as every other location idem touches. A
-//! local warehouse uses the `iceberg` crate's own local storage.
+//! Iceberg's file I/O on idem's storage layer: tables on S3, GCS or Azure
+//! are read and written through the same `object_store` clients (and
+//! settings: `AWS_*`, ...) as every other location idem touches; local
+//! files through the `iceberg` crate's own local storage.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -10,20 +10,24 @@ use bytes::Bytes;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use iceberg::io::{
-    FileIO, FileIOBuilder, FileMetadata, FileRead, FileWrite, InputFile, OutputFile, Storage,
-    StorageConfig, StorageFactory,
+    FileIO, FileIOBuilder, FileMetadata, FileRead, FileWrite, InputFile, LocalFsStorage,
+    OutputFile, Storage, StorageConfig, StorageFactory,
 };
 use iceberg::{Error, ErrorKind, Result};
 use object_store::path::Path as ObjPath;
 use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload};
 
-/// The file I/O for a table whose location is `location` (a URL).
-pub(super) fn file_io(location: &url::Url) -> FileIO {
-    if location.scheme() == "file" {
-        FileIO::new_with_fs()
-    } else {
-        FileIOBuilder::new(Arc::new(StoreFactory)).build()
-    }
+/// The file I/O for Iceberg tables: local paths (`file:` URLs, as
+/// PyIceberg writes them, unencoded) through the `iceberg` crate's local
+/// storage, every other URL through `object_store`. Chosen per file, not
+/// per table: a table's location is what its metadata says, wherever the
+/// catalog's warehouse is.
+pub(super) fn file_io() -> FileIO {
+    FileIOBuilder::new(Arc::new(StoreFactory)).build()
+}
+
+fn is_local(path: &str) -> bool {
+    path.starts_with("file:") || path.starts_with('/')
 }
 
 fn fail(what: &str, path: &str, e: impl std::fmt::Display) -> Error {
@@ -43,6 +47,9 @@ pub(super) struct StoreStorage;
 #[typetag::serde]
 impl Storage for StoreStorage {
     async fn exists(&self, path: &str) -> Result<bool> {
+        if is_local(path) {
+            return LocalFsStorage::new().exists(path).await;
+        }
         let (store, p) = locate(path)?;
         match store.head(&p).await {
             Ok(_) => Ok(true),
@@ -52,12 +59,18 @@ impl Storage for StoreStorage {
     }
 
     async fn metadata(&self, path: &str) -> Result<FileMetadata> {
+        if is_local(path) {
+            return LocalFsStorage::new().metadata(path).await;
+        }
         let (store, p) = locate(path)?;
         let meta = store.head(&p).await.map_err(|e| fail("reading", path, e))?;
         Ok(FileMetadata { size: meta.size })
     }
 
     async fn read(&self, path: &str) -> Result<Bytes> {
+        if is_local(path) {
+            return LocalFsStorage::new().read(path).await;
+        }
         let (store, p) = locate(path)?;
         store
             .get(&p)
@@ -69,6 +82,9 @@ impl Storage for StoreStorage {
     }
 
     async fn reader(&self, path: &str) -> Result<Box<dyn FileRead>> {
+        if is_local(path) {
+            return LocalFsStorage::new().reader(path).await;
+        }
         let (store, p) = locate(path)?;
         Ok(Box::new(Reader {
             store,
@@ -78,6 +94,9 @@ impl Storage for StoreStorage {
     }
 
     async fn write(&self, path: &str, bs: Bytes) -> Result<()> {
+        if is_local(path) {
+            return LocalFsStorage::new().write(path, bs).await;
+        }
         let (store, p) = locate(path)?;
         store
             .put(&p, PutPayload::from(bs))
@@ -87,6 +106,9 @@ impl Storage for StoreStorage {
     }
 
     async fn writer(&self, path: &str) -> Result<Box<dyn FileWrite>> {
+        if is_local(path) {
+            return LocalFsStorage::new().writer(path).await;
+        }
         let (store, p) = locate(path)?;
         Ok(Box::new(Writer {
             store,
@@ -98,6 +120,9 @@ impl Storage for StoreStorage {
     }
 
     async fn delete(&self, path: &str) -> Result<()> {
+        if is_local(path) {
+            return LocalFsStorage::new().delete(path).await;
+        }
         let (store, p) = locate(path)?;
         match store.delete(&p).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
@@ -106,6 +131,9 @@ impl Storage for StoreStorage {
     }
 
     async fn delete_prefix(&self, path: &str) -> Result<()> {
+        if is_local(path) {
+            return LocalFsStorage::new().delete_prefix(path).await;
+        }
         let (store, p) = locate(path)?;
         let mut listed = store.list(Some(&p));
         while let Some(meta) = listed.next().await {

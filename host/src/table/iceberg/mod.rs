@@ -228,6 +228,10 @@ pub struct Iceberg {
     loc: Location,
     location: String,
     io: FileIO,
+    /// The table's folder: where its metadata says it is once it exists
+    /// (another tool may have created it elsewhere), else where idem will
+    /// create it. Sidecars (`_idem/`) live there too.
+    url: Url,
     store: Arc<dyn ObjectStore>,
     prefix: object_store::path::Path,
     /// The current metadata file and what it says.
@@ -281,7 +285,8 @@ impl Iceberg {
         let (store, prefix) = crate::storage::object_store_for(&loc.table_url)?;
         let mut t = Iceberg {
             location: location.to_string(),
-            io: io::file_io(&loc.table_url),
+            io: io::file_io(),
+            url: loc.table_url.clone(),
             store,
             prefix,
             current: None,
@@ -299,7 +304,7 @@ impl Iceberg {
 
     /// The table's folder.
     pub fn url(&self) -> &Url {
-        &self.loc.table_url
+        &self.url
     }
 
     /// The current snapshot's sequence number (`None` before the first).
@@ -320,6 +325,14 @@ impl Iceberg {
         let m = TableMetadata::read_from(&self.io, &path)
             .await
             .map_err(ice_err(format!("reading {path}")))?;
+        let url = folder_url(m.location()).map_err(|e| TableError::Location {
+            location: m.location().to_string(),
+            detail: format!("the table's location in {path}: {e}"),
+        })?;
+        if url != self.url {
+            (self.store, self.prefix) = crate::storage::object_store_for(&url)?;
+            self.url = url;
+        }
         self.current = Some((path, m));
         Ok(())
     }
@@ -1312,6 +1325,21 @@ impl Iceberg {
         self.refresh().await?;
         Ok(seq_no as u64)
     }
+}
+
+/// A table location as written in Iceberg metadata (`file:///raw path`,
+/// unencoded, or a URL) as a folder URL.
+fn folder_url(location: &str) -> Result<Url, String> {
+    let url = match location.strip_prefix("file://") {
+        Some(path) => {
+            Url::from_directory_path(path).map_err(|_| "not an absolute path".to_string())?
+        }
+        None if location.starts_with('/') => {
+            Url::from_directory_path(location).map_err(|_| "not an absolute path".to_string())?
+        }
+        None => Url::parse(location).map_err(|e| e.to_string())?,
+    };
+    Ok(crate::storage::as_dir(&url))
 }
 
 /// Whether a data file lies in the identity partition `value` (the
