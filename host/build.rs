@@ -60,6 +60,22 @@ fn main() {
                 .filter(|(n, _)| n == name)
                 .map(|(_, v)| v.split(' ').next().unwrap_or(v))
         });
+        // Else the version one of idem's direct dependencies uses (arrow
+        // 59 names "arrow-array 59.3.2"; another dependency's own copy, such
+        // as the iceberg crate's arrow 58, is not what idem runs with).
+        let via_direct = || {
+            idem.dependencies.iter().find_map(|d| {
+                let mut it = d.split(' ');
+                let (dn, dv) = (it.next()?, it.next());
+                let pkg = packages
+                    .iter()
+                    .find(|p| p.name == dn && dv.is_none_or(|v| p.version == v))?;
+                pkg.dependencies.iter().find_map(|x| {
+                    let mut it = x.split(' ');
+                    (it.next()? == *name).then(|| it.next().map(str::to_string))?
+                })
+            })
+        };
         let version = match (versions.as_slice(), direct) {
             ([], _) => panic!(
                 "{name} is not in {}: update OUTPUT_CRATES in host/build.rs",
@@ -67,6 +83,7 @@ fn main() {
             ),
             (_, Some(v)) => v.to_string(),
             ([v], None) => v.to_string(),
+            (_, None) if via_direct().is_some() => via_direct().unwrap_or_default(),
             (vs, None) => {
                 let mut vs = vs.to_vec();
                 vs.sort();

@@ -243,6 +243,7 @@ fn an_append_slice_replaces_only_its_own_rows() {
     let delta = fx.dir.path().join("delta_orders");
     let lo = ["--mode", "append", "--params", r#"{"min_amount": 100}"#];
     let hi = ["--mode", "append", "--params", r#"{"min_amount": 700}"#];
+    let none = ["--mode", "append", "--params", r#"{"min_amount": 1e12}"#];
     for t in [ice.clone(), s(&delta)] {
         ok(run(&fx, &module, "2026-10-01", &t, &lo));
         ok(run(&fx, &module, "2026-10-02", &t, &lo));
@@ -254,6 +255,18 @@ fn an_append_slice_replaces_only_its_own_rows() {
     assert_eq!(rows(&got), read_table(&delta, None).rows);
     let last = got["snapshots"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["operation"], "overwrite", "{last}");
+    // An empty output commits too, and empties the slice (the other
+    // slice's rows stay).
+    for t in [ice.clone(), s(&delta)] {
+        let out = ok(run(&fx, &module, "2026-10-02", &t, &none));
+        assert_eq!(field(&out, "result:"), "committed version 4", "{out}");
+        let out = ok(run(&fx, &module, "2026-10-02", &t, &none));
+        assert!(field(&out, "result:").contains("version 4"), "{out}");
+    }
+    let emptied = fx.read("orders");
+    assert_eq!(version(&emptied), 4);
+    assert!(!rows(&emptied).is_empty() && rows(&emptied).len() < rows(&got).len());
+    assert_eq!(rows(&emptied), read_table(&delta, None).rows);
 }
 
 fn spawn_run(
@@ -299,46 +312,53 @@ fn wait(child: std::process::Child) -> (i32, String, String) {
 
 #[test]
 fn two_hosts_committing_the_same_slice_at_once_commit_once() {
-    for (mode, example) in [
-        ("append", "examples/clean_orders"),
-        ("overwrite-partition", "examples/daily_revenue"),
-    ] {
+    for mode in ["append", "overwrite-partition"] {
         let fx = Fixture::new(&["2026-10-01"], 3_000);
-        let module = common::guest(example);
+        let module = common::guest("examples/clean_orders");
         let table = fx.table("t");
-        // A first commit, so both race on the same base snapshot (and on
-        // the creation before it, in the first round below).
-        let hold = [("IDEM_FAULT_SLEEP_MS", "before-log-write:1500")];
-        let a = spawn_run(&fx, &module, &table, &["--mode", mode], &hold);
-        let b = spawn_run(&fx, &module, &table, &["--mode", mode], &hold);
-        let (ra, rb) = (wait(a), wait(b));
-        assert_eq!(ra.0, 0, "{mode}: {}", ra.2);
-        assert_eq!(rb.0, 0, "{mode}: {}", rb.2);
-        let mut results = vec![field(&ra.1, "result:"), field(&rb.1, "result:")];
-        results.sort();
-        assert_eq!(results[0], "committed version 1", "{mode}: {results:?}");
-        assert!(
-            results[1].starts_with("unchanged since version 1"),
-            "{mode}: {results:?}"
-        );
-        ok(run(
-            &fx,
-            &module,
-            "2026-10-01",
-            &fx.table("clean"),
-            &["--mode", mode],
-        ));
+        let first = ["--mode", mode, "--params", r#"{"min_amount": 900}"#];
+        let second = ["--mode", mode, "--params", r#"{"min_amount": 100}"#];
+        // Both race to create the table with the slice's first output, then
+        // both race to replace it with a new output (the same snapshot as
+        // base, manifests rewritten with the old files deleted).
+        for (args, want) in [(first, 1), (second, 2)] {
+            let hold = [("IDEM_FAULT_SLEEP_MS", "before-log-write:1500")];
+            let a = spawn_run(&fx, &module, &table, &args, &hold);
+            let b = spawn_run(&fx, &module, &table, &args, &hold);
+            let (ra, rb) = (wait(a), wait(b));
+            assert_eq!(ra.0, 0, "{mode}: {}", ra.2);
+            assert_eq!(rb.0, 0, "{mode}: {}", rb.2);
+            let mut results = vec![field(&ra.1, "result:"), field(&rb.1, "result:")];
+            results.sort();
+            assert_eq!(
+                results[0],
+                format!("committed version {want}"),
+                "{mode}: {results:?}"
+            );
+            assert!(
+                results[1].starts_with(&format!("unchanged since version {want}")),
+                "{mode}: {results:?}"
+            );
+        }
+        let clean = fx.table("clean");
+        ok(run(&fx, &module, "2026-10-01", &clean, &first));
+        ok(run(&fx, &module, "2026-10-01", &clean, &second));
         let (got, want) = (fx.read("t"), fx.read("clean"));
-        assert_eq!(version(&got), 1, "{mode}");
+        assert_eq!(version(&got), 2, "{mode}");
         assert_eq!(rows(&got), rows(&want), "{mode}: duplicate or missing rows");
-        // The loser's data files were deleted: only the winner's remain.
-        let data = fx.warehouse().join("sales.db/t/data");
-        let files = walk(&data);
-        let named = got["snapshots"][0]["idem.files"]
-            .as_str()
+        assert_eq!(
+            got["snapshots"][1]["operation"], "overwrite",
+            "{mode}: {got}"
+        );
+        // The losers' data files were deleted: only the winners' remain
+        // (the first output's files stay, named by the first snapshot).
+        let files = walk(&fx.warehouse().join("sales.db/t/data"));
+        let named: usize = got["snapshots"]
+            .as_array()
             .unwrap()
-            .parse::<usize>()
-            .unwrap();
+            .iter()
+            .map(|s| s["idem.files"].as_str().unwrap().parse::<usize>().unwrap())
+            .sum();
         assert_eq!(files.len(), named, "{mode}: {files:?}");
     }
 }
@@ -365,8 +385,40 @@ fn a_kill_before_the_catalog_swap_leaves_the_table_as_it_was() {
     let module = common::guest("examples/clean_orders");
     let table = fx.table("t");
     let first = ["--mode", "append", "--params", r#"{"min_amount": 900}"#];
+    // A first run killed before its catalog INSERT leaves no table (the
+    // table is created by its first snapshot's commit), and the next run
+    // is not stopped by what it left in the folder.
+    let meta = fx.warehouse().join("sales.db/t/metadata");
+    let count = || {
+        walk(&meta)
+            .iter()
+            .filter(|p| s(p).ends_with(".metadata.json"))
+            .count()
+    };
+    let child = spawn_run(
+        &fx,
+        &module,
+        &table,
+        &first,
+        &[("IDEM_FAULT_SLEEP_MS", "before-log-write:30000")],
+    );
+    let t = Instant::now();
+    while count() == 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the first run never reached the commit"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut child = child;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (code, _, err) = common::idem(&["log", &table]);
+    assert_ne!(code, 0, "a killed first run left a table: {err}");
     ok(run(&fx, &module, "2026-10-01", &table, &first));
     let before = fx.read("t");
+    assert_eq!(version(&before), 1);
+
     // Killed with data files, manifests and the next metadata file
     // written, before the catalog points at it.
     let child = spawn_run(
@@ -376,13 +428,6 @@ fn a_kill_before_the_catalog_swap_leaves_the_table_as_it_was() {
         &["--mode", "append"],
         &[("IDEM_FAULT_SLEEP_MS", "before-log-write:30000")],
     );
-    let meta = fx.warehouse().join("sales.db/t/metadata");
-    let count = || {
-        walk(&meta)
-            .iter()
-            .filter(|p| s(p).ends_with(".metadata.json"))
-            .count()
-    };
     let n0 = count();
     let t = Instant::now();
     while count() == n0 {

@@ -52,7 +52,8 @@ def main() -> None:
     ]
     rows.sort()
     summaries = []
-    for s in table.snapshots():
+    # In commit order (metadata lists snapshots in no particular order).
+    for s in sorted(table.snapshots(), key=lambda s: s.sequence_number):
         props = s.summary.additional_properties if s.summary else {}
         summaries.append(
             {

@@ -49,13 +49,28 @@ fn open(loc: &Location, create: bool) -> Result<rusqlite::Connection, TableError
     Ok(conn)
 }
 
+/// Whether the catalog has the `iceberg_type` column (its V1 schema; a
+/// V0 catalog made by an older JdbcCatalog or PyIceberg lacks it and holds
+/// tables only).
+fn has_type_column(conn: &rusqlite::Connection) -> bool {
+    conn.prepare("SELECT iceberg_type FROM iceberg_tables LIMIT 0")
+        .is_ok()
+}
+
 /// The table's current metadata file, `None` when it is not in the
-/// catalog.
+/// catalog (a view of that name is not a table).
 pub(super) fn load(loc: &Location) -> Result<Option<String>, TableError> {
     let conn = open(loc, false)?;
+    let typed = if has_type_column(&conn) {
+        " AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)"
+    } else {
+        ""
+    };
     let row = conn.query_row(
-        "SELECT metadata_location FROM iceberg_tables
-         WHERE catalog_name = ?1 AND table_namespace = ?2 AND table_name = ?3",
+        &format!(
+            "SELECT metadata_location FROM iceberg_tables
+             WHERE catalog_name = ?1 AND table_namespace = ?2 AND table_name = ?3{typed}"
+        ),
         (&loc.catalog, &loc.namespace, &loc.name),
         |r| r.get::<_, Option<String>>(0),
     );
@@ -83,13 +98,17 @@ pub(super) fn create(loc: &Location, metadata: &str) -> Result<bool, TableError>
         (&loc.catalog, &loc.namespace),
     )
     .map_err(|e| err(loc, e))?;
+    let sql = if has_type_column(&conn) {
+        "INSERT OR IGNORE INTO iceberg_tables
+         (catalog_name, table_namespace, table_name, metadata_location, previous_metadata_location, iceberg_type)
+         VALUES (?1, ?2, ?3, ?4, NULL, 'TABLE')"
+    } else {
+        "INSERT OR IGNORE INTO iceberg_tables
+         (catalog_name, table_namespace, table_name, metadata_location, previous_metadata_location)
+         VALUES (?1, ?2, ?3, ?4, NULL)"
+    };
     let n = conn
-        .execute(
-            "INSERT OR IGNORE INTO iceberg_tables
-             (catalog_name, table_namespace, table_name, metadata_location, previous_metadata_location, iceberg_type)
-             VALUES (?1, ?2, ?3, ?4, NULL, 'TABLE')",
-            (&loc.catalog, &loc.namespace, &loc.name, metadata),
-        )
+        .execute(sql, (&loc.catalog, &loc.namespace, &loc.name, metadata))
         .map_err(|e| err(loc, e))?;
     Ok(n == 1)
 }

@@ -152,7 +152,13 @@ impl Location {
         if path.is_empty() {
             return Err(bad(location, "no catalog file"));
         }
+        // One spelling per file (symlinks and `..` resolved where the
+        // folder exists): the run key records it.
         let db = std::path::absolute(path).map_err(|e| bad(location, e))?;
+        let db = match (db.parent(), db.file_name()) {
+            (Some(dir), Some(name)) => crate::storage::canonical_best_effort(dir).join(name),
+            _ => db,
+        };
         let mut warehouse = None;
         let mut catalog = "idem".to_string();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -211,6 +217,50 @@ struct SliceRecord {
     /// `column=value` it owns (overwrite-partition).
     #[serde(default)]
     partition: Option<String>,
+    /// The run that made it current and its manifest: kept here as well as
+    /// in the snapshot's summary, which snapshot expiry removes.
+    #[serde(default)]
+    run_key: String,
+    #[serde(default)]
+    manifest: String,
+    /// The output's column names, in order.
+    #[serde(default)]
+    columns: Option<Vec<String>>,
+}
+
+/// Data files written for a commit, and the schema and partition spec
+/// they were written for.
+struct Written {
+    files: Vec<DataFile>,
+    schema_id: i32,
+    spec_id: i32,
+}
+
+/// Whether `metadata/<name>` under the table folder `url` is a first
+/// metadata file an idem commit wrote (its table properties carry the
+/// idem mode, it has no history) and no catalog registered.
+async fn orphan_first_metadata(io: &FileIO, url: &Url, name: &str) -> bool {
+    let path = match url.to_file_path() {
+        Ok(dir) if url.scheme() == "file" => format!("file://{}/metadata/{name}", dir.display()),
+        _ => format!("{url}metadata/{name}"),
+    };
+    match TableMetadata::read_from(io, &path).await {
+        Ok(m) => m.properties().contains_key(MODE_PROP) && m.metadata_log().is_empty(),
+        Err(_) => false,
+    }
+}
+
+/// Delete data files no snapshot names (best effort: an orphan is
+/// harmless, and expire/orphan-file cleanup removes it).
+async fn discard(io: &FileIO, files: &[DataFile]) {
+    for f in files {
+        if let Err(e) = io.delete(f.file_path()).await {
+            tracing::warn!(
+                "could not delete the uncommitted data file {}: {e}",
+                f.file_path()
+            );
+        }
+    }
 }
 
 /// One live data or delete file of the current snapshot.
@@ -425,13 +475,19 @@ impl Iceberg {
             ));
         }
         // Row-level deletes written after the slice's commit may hide its
-        // rows (idem never writes delete files).
+        // rows (idem never writes delete files): position deletes that name
+        // one data file count for that file's slice only; the others (an
+        // equality delete, a position delete over many files) for every
+        // slice they may reach.
         if let Some(d) = live.iter().find(|l| {
             l.file.content_type() != DataContentType::Data
                 && l.seq as u64 > rec.version
-                && partition.is_none_or(|(_, v)| {
-                    in_partition(&l.file, v) || l.file.partition().fields().is_empty()
-                })
+                && match deleted_file(&l.file) {
+                    Some(target) => owned_by(&target, &tag),
+                    None => partition.is_none_or(|(_, v)| {
+                        in_partition(&l.file, v) || l.file.partition().fields().is_empty()
+                    }),
+                }
         }) {
             return Some(format!(
                 "another writer added the delete file {} after the slice's commit",
@@ -477,27 +533,7 @@ impl Iceberg {
     /// The table's schema as Arrow (the types idem writes for each
     /// Iceberg type).
     pub fn arrow_schema(&self) -> Result<SchemaRef, TableError> {
-        let m = self.metadata().ok_or(TableError::NoSchema)?;
-        let fields = m
-            .current_schema()
-            .as_struct()
-            .fields()
-            .iter()
-            .map(|f| {
-                let t = match f.field_type.as_ref() {
-                    Type::Primitive(p) => arrow_type(p),
-                    _ => None,
-                }
-                .ok_or_else(|| {
-                    TableError::Output(format!(
-                        "the table's column `{}` is {}, which idem does not write",
-                        f.name, f.field_type
-                    ))
-                })?;
-                Ok(Field::new(&f.name, t, !f.required))
-            })
-            .collect::<Result<Vec<_>, TableError>>()?;
-        Ok(Arc::new(Schema::new(fields)))
+        arrow_schema_of(self.metadata().ok_or(TableError::NoSchema)?)
     }
 
     /// Every slice's current commit (from the table's properties) with
@@ -506,8 +542,9 @@ impl Iceberg {
         let Some(m) = self.metadata() else {
             return Ok(Vec::new());
         };
-        let history = self.idem_history();
         let mut out = Vec::new();
+        // From the slices' records alone: the snapshots that made them
+        // current may have been expired.
         for (k, v) in m.properties() {
             let Some(slice) = k.strip_prefix(SLICE_PROP) else {
                 continue;
@@ -515,28 +552,16 @@ impl Iceberg {
             let Ok(rec) = serde_json::from_str::<SliceRecord>(v) else {
                 continue;
             };
-            let c = history.iter().find(|c| {
-                c.slice() == Some(slice)
-                    && c.idem.get("idem.seq").and_then(|s| s.as_i64()) == Some(rec.seq)
-            });
-            let get = |key: &str| {
-                c.and_then(|c| c.get_str(key))
-                    .and_then(|s| Digest::parse(s).ok())
-            };
             out.push(SliceCommit {
                 slice: slice.to_string(),
                 seq: rec.seq,
                 version: rec.version,
                 mode: m.properties().get(MODE_PROP).cloned().unwrap_or_default(),
-                partition: c
-                    .and_then(|c| c.get_str("idem.partition"))
-                    .map(str::to_string),
-                manifest_digest: get("idem.manifestDigest"),
+                partition: rec.partition.clone(),
+                manifest_digest: Digest::parse(&rec.manifest).ok(),
                 output_digest: Digest::parse(&rec.output).ok(),
-                run_key: get("idem.runKey"),
-                output_columns: c
-                    .and_then(|c| c.idem.get("idem.outputColumns"))
-                    .and_then(|v| serde_json::from_value(v.clone()).ok()),
+                run_key: Digest::parse(&rec.run_key).ok(),
+                output_columns: rec.columns.clone(),
                 current: true,
             });
         }
@@ -548,7 +573,7 @@ impl Iceberg {
         let Some(rec) = self.record(&c.slice) else {
             return Ok(Some("the table no longer records the slice".into()));
         };
-        let partition = c.partition.as_deref().and_then(|p| p.split_once('='));
+        let partition = rec.partition.as_deref().and_then(|p| p.split_once('='));
         let live = self.live_files().await?;
         Ok(Self::drift(&live, &c.slice, &rec, partition))
     }
@@ -700,7 +725,7 @@ impl Iceberg {
                 ));
             }
         };
-        let mut written: Option<Vec<DataFile>> = None;
+        let mut written: Option<Written> = None;
         let mut swapped = false;
         let result = self
             .commit_attempts(&req, &staged, &mut written, &mut swapped)
@@ -708,10 +733,8 @@ impl Iceberg {
         // Data files no snapshot names are deleted (a lost race, an
         // unchanged output, an error before the catalog swap).
         let keep = matches!(result, Ok(CommitOutcome::Committed { .. })) || swapped;
-        if let (Some(files), false) = (&written, keep) {
-            for f in files {
-                let _ = self.io.delete(f.file_path()).await;
-            }
+        if let (Some(w), false) = (&written, keep) {
+            discard(&self.io, &w.files).await;
         }
         result
     }
@@ -720,7 +743,7 @@ impl Iceberg {
         &mut self,
         req: &CommitRequest<'_>,
         staged: &[PathBuf],
-        written: &mut Option<Vec<DataFile>>,
+        written: &mut Option<Written>,
         swapped: &mut bool,
     ) -> Result<CommitOutcome, TableError> {
         if matches!(req.mode, Mode::Merge { .. }) {
@@ -762,16 +785,30 @@ impl Iceberg {
                 SliceState::Drifted { reason } => Some(reason),
                 SliceState::Other => None,
             };
-            if self.current.is_none() {
-                self.create(req).await?;
-                continue;
+            // A new table is created by the commit of its first snapshot
+            // (one catalog INSERT): a failed first run leaves no table.
+            let (base, m) = match &self.current {
+                Some((path, m)) => (Some(path.clone()), m.clone()),
+                None => (None, self.new_metadata(req).await?),
+            };
+            self.check_table(req, &m)?;
+            // Files written for an earlier attempt carry that schema's field
+            // ids and that spec: another writer may have changed them since.
+            let stale = written.as_ref().is_some_and(|w| {
+                w.schema_id != m.current_schema_id() || w.spec_id != m.default_partition_spec_id()
+            });
+            if stale && let Some(w) = written.take() {
+                discard(&self.io, &w.files).await;
             }
-            self.check_table(req)?;
             if written.is_none() {
-                *written = Some(self.write_files(req, staged).await?);
+                *written = Some(Written {
+                    files: self.write_files(req, staged, &m).await?,
+                    schema_id: m.current_schema_id(),
+                    spec_id: m.default_partition_spec_id(),
+                });
             }
-            let files = written.as_ref().map(Vec::as_slice).unwrap_or(&[]);
-            match self.replace(req, files, swapped).await {
+            let files = written.as_ref().map(|w| w.files.as_slice()).unwrap_or(&[]);
+            match self.replace(req, base.as_deref(), &m, files, swapped).await {
                 Ok(version) => return Ok(CommitOutcome::Committed { version, drift }),
                 Err(TableError::Conflict(detail)) => {
                     tracing::info!(
@@ -791,8 +828,7 @@ impl Iceberg {
     }
 
     /// The table's schema, partitioning and mode must be the run's.
-    fn check_table(&self, req: &CommitRequest<'_>) -> Result<(), TableError> {
-        let m = self.metadata().ok_or(TableError::NoSchema)?;
+    fn check_table(&self, req: &CommitRequest<'_>, m: &TableMetadata) -> Result<(), TableError> {
         if let Some(created) = m.properties().get(MODE_PROP)
             && created != req.mode.name()
         {
@@ -801,7 +837,30 @@ impl Iceberg {
                 created: created.clone(),
             });
         }
+        // idem writes format-v2 manifests and manifest lists.
+        if m.format_version() != FormatVersion::V2 {
+            return Err(TableError::Partitioning(format!(
+                "the table is Iceberg format {}, but idem writes format 2: upgrade it (table property format-version=2) or use a new table",
+                m.format_version()
+            )));
+        }
         let schema = m.current_schema();
+        // The slice's partition value is text (as in Delta): a table
+        // partitioned on a column of another type would get values of the
+        // wrong type in its manifests.
+        if let Some(f) = m.default_partition_spec().fields().first()
+            && !matches!(
+                schema
+                    .field_by_id(f.source_id)
+                    .map(|s| s.field_type.as_ref()),
+                Some(Type::Primitive(PrimitiveType::String))
+            )
+        {
+            return Err(TableError::Partitioning(format!(
+                "the table's partition column `{}` is not a string column: idem writes a slice's partition value as text; use a table partitioned on a string column",
+                f.name
+            )));
+        }
         let parts: Vec<String> = m
             .default_partition_spec()
             .fields()
@@ -830,13 +889,47 @@ impl Iceberg {
             )));
         }
         if let Some(out) = &req.schema {
-            super::files::check_types(&plain_schema(out), self.arrow_schema()?.as_ref())?;
+            super::files::check_types(&plain_schema(out), arrow_schema_of(m)?.as_ref())?;
         }
         Ok(())
     }
 
-    /// Create the table (no snapshot yet) and register it in the catalog.
-    async fn create(&mut self, req: &CommitRequest<'_>) -> Result<(), TableError> {
+    /// The metadata of a new table for this output (written and
+    /// registered only with its first snapshot, by [`Self::replace`]).
+    async fn new_metadata(&self, req: &CommitRequest<'_>) -> Result<TableMetadata, TableError> {
+        // A folder that holds a table already (registered under another
+        // catalog name, or in another catalog) is not taken over: two
+        // tables in one folder would delete each other's files. What a
+        // first commit of idem's own left when it was killed before its
+        // catalog INSERT (a first metadata file, idem's manifests) is not
+        // a table and does not count.
+        let metas: Vec<_> = self
+            .store
+            .list(Some(&self.prefix.clone().join("metadata")))
+            .try_collect()
+            .await
+            .map_err(|e| TableError::Location {
+                location: self.location.clone(),
+                detail: e.to_string(),
+            })?;
+        for meta in metas {
+            let name = meta.location.filename().unwrap_or_default().to_string();
+            let ours = if name.ends_with(".metadata.json") {
+                name.starts_with("00000-")
+                    && orphan_first_metadata(&self.io, &self.url, &name).await
+            } else {
+                name.starts_with("idem-") || name.contains("-idem-")
+            };
+            if !ours {
+                return Err(TableError::Location {
+                    location: self.location.clone(),
+                    detail: format!(
+                        "the catalog has no table {}.{} (catalog name `{}`), but {} already holds another table's Iceberg metadata ({name}): name that table's catalog with ?catalog=NAME, or use another table name or warehouse",
+                        self.loc.namespace, self.loc.name, self.loc.catalog, self.url
+                    ),
+                });
+            }
+        }
         let out = req.schema.clone().ok_or(TableError::NoSchema)?;
         let mut fields: Vec<Field> = plain_schema(&out)
             .fields()
@@ -893,52 +986,46 @@ impl Iceberg {
             .partition_spec(spec.build())
             .properties([(MODE_PROP.to_string(), req.mode.name().to_string())])
             .build();
-        let metadata = TableMetadataBuilder::from_table_creation(creation)
+        Ok(TableMetadataBuilder::from_table_creation(creation)
             .map_err(ice_err("creating the table"))?
             .build()
             .map_err(ice_err("creating the table"))?
-            .metadata;
-        let path = MetadataLocation::new_with_metadata(metadata.location(), &metadata);
-        metadata
-            .write_to(&self.io, &path)
-            .await
-            .map_err(ice_err("writing the table's first metadata"))?;
-        if !catalog::create(&self.loc, &path.to_string())? {
-            tracing::info!("table creation raced with another writer; re-reading");
-            let _ = self.io.delete(path.to_string()).await;
-        }
-        self.refresh().await
+            .metadata)
     }
 
     /// Write the staged output into data files of the table (not yet
-    /// committed): the table's field ids on every column, the partition
-    /// column added for overwrite-partition.
+    /// committed), each uploaded as soon as it is complete (memory: one
+    /// file): the table's field ids on every column, the partition column
+    /// added for overwrite-partition. On failure the files already
+    /// uploaded are deleted.
     async fn write_files(
         &self,
         req: &CommitRequest<'_>,
         staged: &[PathBuf],
+        m: &TableMetadata,
     ) -> Result<Vec<DataFile>, TableError> {
-        let m = self.metadata().ok_or(TableError::NoSchema)?;
         let ischema = m.current_schema().clone();
         let spec_id = m.default_partition_spec_id();
-        let table = self.arrow_schema()?;
+        let table = arrow_schema_of(m)?;
         let partition = match req.mode {
             Mode::OverwritePartition { column, value } => Some((column.clone(), value.clone())),
             _ => None,
         };
         // The folder is cosmetic (the partition value is in the manifest):
-        // characters a path would need escaped are replaced.
-        let dir = match &partition {
-            Some((c, v)) => format!(
-                "data/{c}={}/",
-                v.chars()
-                    .map(|ch| if ch.is_ascii_alphanumeric() || "-_.".contains(ch) {
+        // characters a path or URL would need escaped are replaced.
+        let safe = |v: &str| -> String {
+            v.chars()
+                .map(|ch| {
+                    if ch.is_ascii_alphanumeric() || "-_.".contains(ch) {
                         ch
                     } else {
                         '_'
-                    })
-                    .collect::<String>()
-            ),
+                    }
+                })
+                .collect()
+        };
+        let dir = match &partition {
+            Some((c, v)) => format!("data/{}={}/", safe(c), safe(v)),
             None => "data/".to_string(),
         };
         let target = super::target_file_bytes()?;
@@ -948,88 +1035,97 @@ impl Iceberg {
         let mode = req.mode.clone();
         let staged = staged.to_vec();
         let partition_value = partition.as_ref().map(|(_, v)| v.clone());
-        // Decoding and encoding are CPU work: off the async executor.
-        let encoded: Vec<(String, Vec<u8>, u64)> = tokio::task::spawn_blocking(move || {
-            let mut files = Vec::new();
-            let mut writer: Option<ArrowWriter<Vec<u8>>> = None;
-            let mut rows = 0u64;
-            let written_schema = with_field_ids(&table, &ischema);
-            let finish = |w: ArrowWriter<Vec<u8>>,
-                          rows: u64,
-                          files: &mut Vec<(String, Vec<u8>, u64)>|
-             -> Result<(), TableError> {
+        let io = self.io.clone();
+        let handle = tokio::runtime::Handle::current();
+        // Decoding and encoding are CPU work: off the async executor; each
+        // complete file is uploaded from there.
+        tokio::task::spawn_blocking(move || {
+            let mut files: Vec<DataFile> = Vec::new();
+            let upload = |w: ArrowWriter<Vec<u8>>, rows: u64, files: &mut Vec<DataFile>| {
                 let bytes = w
                     .into_inner()
                     .map_err(|e| TableError::Output(format!("encoding a data file: {e}")))?;
-                let name = format!("{dir}idem-{tag}-{:05}-{nonce}.parquet", files.len());
-                files.push((name, bytes, rows));
-                Ok(())
+                let path = format!("{base}/{dir}idem-{tag}-{:05}-{nonce}.parquet", files.len());
+                let size = bytes.len() as u64;
+                handle.block_on(async {
+                    io.new_output(&path)
+                        .map_err(ice_err(format!("writing {path}")))?
+                        .write(Bytes::from(bytes))
+                        .await
+                        .map_err(ice_err(format!("writing {path}")))
+                })?;
+                let partition = match &partition_value {
+                    Some(v) => Struct::from_iter([Some(Literal::string(v))]),
+                    None => Struct::empty(),
+                };
+                let file = DataFileBuilder::default()
+                    .content(DataContentType::Data)
+                    .file_path(path.clone())
+                    .file_format(DataFileFormat::Parquet)
+                    .partition(partition)
+                    .partition_spec_id(spec_id)
+                    .record_count(rows)
+                    .file_size_in_bytes(size)
+                    .build()
+                    .map_err(|e| TableError::Output(format!("data file {path}: {e}")))?;
+                files.push(file);
+                Ok::<(), TableError>(())
             };
-            for path in &staged {
-                let file = std::fs::File::open(path)
-                    .map_err(|e| TableError::Staged(format!("{}: {e}", path.display())))?;
-                let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-                    .and_then(|b| b.with_batch_size(8192).build())
-                    .map_err(|e| TableError::Staged(format!("{}: {e}", path.display())))?;
-                for batch in reader {
-                    let batch = batch
+            let written_schema = with_field_ids(&table, &ischema);
+            let result = (|| {
+                let mut writer: Option<ArrowWriter<Vec<u8>>> = None;
+                let mut rows = 0u64;
+                for path in &staged {
+                    let file = std::fs::File::open(path)
                         .map_err(|e| TableError::Staged(format!("{}: {e}", path.display())))?;
-                    let batch = super::files::with_partition(batch, &mode)?;
-                    let batch = conform(batch, &written_schema)?;
-                    if writer.is_none() {
-                        let props =
-                            crate::encoding::tune(super::writer_properties(), &batch).build();
-                        writer = Some(
-                            ArrowWriter::try_new(Vec::new(), written_schema.clone(), Some(props))
+                    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+                        .and_then(|b| b.with_batch_size(8192).build())
+                        .map_err(|e| TableError::Staged(format!("{}: {e}", path.display())))?;
+                    for batch in reader {
+                        let batch = batch
+                            .map_err(|e| TableError::Staged(format!("{}: {e}", path.display())))?;
+                        let batch = super::files::with_partition(batch, &mode)?;
+                        let batch = conform(batch, &written_schema)?;
+                        if writer.is_none() {
+                            let props =
+                                crate::encoding::tune(super::writer_properties(), &batch).build();
+                            writer = Some(
+                                ArrowWriter::try_new(
+                                    Vec::new(),
+                                    written_schema.clone(),
+                                    Some(props),
+                                )
                                 .map_err(|e| {
-                                TableError::Output(format!("encoding a data file: {e}"))
-                            })?,
-                        );
-                    }
-                    let w = writer.as_mut().expect("writer made above");
-                    w.write(&batch)
-                        .map_err(|e| TableError::Output(format!("encoding a data file: {e}")))?;
-                    rows += batch.num_rows() as u64;
-                    if w.bytes_written() + w.in_progress_size() >= target as usize {
-                        finish(writer.take().expect("writer is open"), rows, &mut files)?;
-                        rows = 0;
+                                    TableError::Output(format!("encoding a data file: {e}"))
+                                })?,
+                            );
+                        }
+                        let w = writer.as_mut().expect("writer made above");
+                        w.write(&batch).map_err(|e| {
+                            TableError::Output(format!("encoding a data file: {e}"))
+                        })?;
+                        rows += batch.num_rows() as u64;
+                        if w.bytes_written() + w.in_progress_size() >= target as usize {
+                            upload(writer.take().expect("writer is open"), rows, &mut files)?;
+                            rows = 0;
+                        }
                     }
                 }
+                if let Some(w) = writer.take() {
+                    upload(w, rows, &mut files)?;
+                }
+                Ok::<(), TableError>(())
+            })();
+            match result {
+                Ok(()) => Ok(files),
+                Err(e) => {
+                    handle.block_on(discard(&io, &files));
+                    Err(e)
+                }
             }
-            if let Some(w) = writer.take() {
-                finish(w, rows, &mut files)?;
-            }
-            Ok::<_, TableError>(files)
         })
         .await
-        .map_err(|e| TableError::Output(format!("encoding data files: {e}")))??;
-        let mut out = Vec::new();
-        for (name, bytes, rows) in encoded {
-            let path = format!("{base}/{name}");
-            let size = bytes.len() as u64;
-            self.io
-                .new_output(&path)
-                .map_err(ice_err(format!("writing {path}")))?
-                .write(Bytes::from(bytes))
-                .await
-                .map_err(ice_err(format!("writing {path}")))?;
-            let partition = match &partition_value {
-                Some(v) => Struct::from_iter([Some(Literal::string(v))]),
-                None => Struct::empty(),
-            };
-            let file = DataFileBuilder::default()
-                .content(DataContentType::Data)
-                .file_path(path.clone())
-                .file_format(DataFileFormat::Parquet)
-                .partition(partition)
-                .partition_spec_id(spec_id)
-                .record_count(rows)
-                .file_size_in_bytes(size)
-                .build()
-                .map_err(|e| TableError::Output(format!("data file {path}: {e}")))?;
-            out.push(file);
-        }
-        Ok(out)
+        .map_err(|e| TableError::Output(format!("encoding data files: {e}")))?
     }
 
     /// One snapshot: `files` added, the slice's earlier files (and its
@@ -1038,11 +1134,15 @@ impl Iceberg {
     async fn replace(
         &mut self,
         req: &CommitRequest<'_>,
+        base_path: Option<&str>,
+        m: &TableMetadata,
         files: &[DataFile],
         swapped: &mut bool,
     ) -> Result<u64, TableError> {
-        let (base_path, m) = self.current.clone().ok_or(TableError::NoSchema)?;
-        let live = self.live_files().await?;
+        let live = match base_path {
+            Some(_) => self.live_files().await?,
+            None => Vec::new(),
+        };
         let tag = slice_tag(req.slice);
         let partition = match req.mode {
             Mode::OverwritePartition { column, value } => Some((column.clone(), value.clone())),
@@ -1208,6 +1308,23 @@ impl Iceberg {
             ("deleted-records".into(), deleted_rows.to_string()),
             ("total-data-files".into(), total_files.to_string()),
             ("total-records".into(), total_rows.to_string()),
+            (
+                "total-delete-files".into(),
+                (live.len() - live_data.len()).to_string(),
+            ),
+            (
+                "total-files-size".into(),
+                (live
+                    .iter()
+                    .map(|l| l.file.file_size_in_bytes())
+                    .sum::<u64>()
+                    - removed
+                        .iter()
+                        .map(|l| l.file.file_size_in_bytes())
+                        .sum::<u64>()
+                    + files.iter().map(|f| f.file_size_in_bytes()).sum::<u64>())
+                .to_string(),
+            ),
             ("idem.slice".into(), req.slice.to_string()),
             ("idem.seq".into(), seq.to_string()),
             ("idem.runKey".into(), req.run_key.as_str().to_string()),
@@ -1267,6 +1384,12 @@ impl Iceberg {
             names: names_digest(&mut names),
             attempt: self.attempt.clone(),
             partition: partition.as_ref().map(|(c, v)| format!("{c}={v}")),
+            run_key: req.run_key.as_str().to_string(),
+            manifest: req.manifest_digest.as_str().to_string(),
+            columns: req
+                .schema
+                .as_ref()
+                .map(|s| s.fields().iter().map(|f| f.name().to_string()).collect()),
         };
         // A slice owns the partition of its latest commit only (a --files
         // slice may move): the one it held before is given up.
@@ -1287,7 +1410,7 @@ impl Iceberg {
         }
         let next = m
             .clone()
-            .into_builder(Some(base_path.clone()))
+            .into_builder(base_path.map(str::to_string))
             .add_snapshot(snapshot)
             .map_err(ice_err("adding the snapshot"))?
             .set_ref(
@@ -1302,22 +1425,30 @@ impl Iceberg {
             .build()
             .map_err(ice_err("building the table metadata"))?
             .metadata;
-        let next_path = base_path
-            .parse::<MetadataLocation>()
-            .map_err(ice_err("naming the next metadata file"))?
-            .with_next_version()
-            .with_new_metadata(&next);
+        let next_path = match base_path {
+            Some(b) => b
+                .parse::<MetadataLocation>()
+                .map_err(ice_err("naming the next metadata file"))?
+                .with_next_version()
+                .with_new_metadata(&next),
+            None => MetadataLocation::new_with_metadata(next.location(), &next),
+        };
         next.write_to(&self.io, &next_path)
             .await
             .map_err(ice_err("writing the table metadata"))?;
         // Data, manifests and metadata are written, the catalog is not: a
         // kill here must leave the table as it was.
         fault_point("before-log-write");
-        if !catalog::swap(&self.loc, &base_path, &next_path.to_string())? {
+        let landed = match base_path {
+            Some(b) => catalog::swap(&self.loc, b, &next_path.to_string())?,
+            None => catalog::create(&self.loc, &next_path.to_string())?,
+        };
+        if !landed {
             let _ = self.io.delete(next_path.to_string()).await;
             return Err(TableError::Conflict(format!(
-                "another writer committed to {} since {base_path}",
-                self.location
+                "another writer committed to {} since {}",
+                self.location,
+                base_path.unwrap_or("it did not exist")
             )));
         }
         *swapped = true;
@@ -1340,6 +1471,53 @@ fn folder_url(location: &str) -> Result<Url, String> {
         None => Url::parse(location).map_err(|e| e.to_string())?,
     };
     Ok(crate::storage::as_dir(&url))
+}
+
+/// A table's schema as Arrow (the types idem writes for each Iceberg
+/// type).
+fn arrow_schema_of(m: &TableMetadata) -> Result<SchemaRef, TableError> {
+    let fields = m
+        .current_schema()
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| {
+            let t = match f.field_type.as_ref() {
+                Type::Primitive(p) => arrow_type(p),
+                _ => None,
+            }
+            .ok_or_else(|| {
+                TableError::Output(format!(
+                    "the table's column `{}` is {}, which idem does not write",
+                    f.name, f.field_type
+                ))
+            })?;
+            Ok(Field::new(&f.name, t, !f.required))
+        })
+        .collect::<Result<Vec<_>, TableError>>()?;
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+/// The one data file a position delete file applies to, when it says
+/// (v3's `referenced_data_file`, else equal bounds on its `file_path`
+/// column, field id 2147483546).
+fn deleted_file(f: &DataFile) -> Option<String> {
+    if f.content_type() != DataContentType::PositionDeletes {
+        return None;
+    }
+    if let Some(p) = f.referenced_data_file() {
+        return Some(p);
+    }
+    const FILE_PATH: i32 = 2147483546;
+    let text = |d: Option<&iceberg::spec::Datum>| match d.map(|d| d.literal()) {
+        Some(iceberg::spec::PrimitiveLiteral::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let (lo, hi) = (
+        text(f.lower_bounds().get(&FILE_PATH)),
+        text(f.upper_bounds().get(&FILE_PATH)),
+    );
+    lo.filter(|lo| Some(lo) == hi.as_ref())
 }
 
 /// Whether a data file lies in the identity partition `value` (the
@@ -1515,6 +1693,105 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+    }
+
+    fn file(path: &str, content: DataContentType) -> DataFile {
+        DataFileBuilder::default()
+            .content(content)
+            .file_path(path.to_string())
+            .file_format(DataFileFormat::Parquet)
+            .record_count(1)
+            .file_size_in_bytes(1)
+            .build()
+            .unwrap()
+    }
+
+    fn position_delete(of: &str) -> DataFile {
+        let d = iceberg::spec::Datum::string(of);
+        DataFileBuilder::default()
+            .content(DataContentType::PositionDeletes)
+            .file_path("file:///w/t/data/del.parquet".to_string())
+            .file_format(DataFileFormat::Parquet)
+            .record_count(1)
+            .file_size_in_bytes(1)
+            .lower_bounds(HashMap::from([(2147483546, d.clone())]))
+            .upper_bounds(HashMap::from([(2147483546, d)]))
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_delete_file_counts_against_the_slices_it_can_reach() {
+        let (a, b) = ("2026-10-01", "2026-10-02");
+        let path = |s: &str| format!("file:///w/t/data/idem-{}-00000-n.parquet", slice_tag(s));
+        let rec = |s: &str| {
+            let mut names = vec![file_name(&path(s)).to_string()];
+            SliceRecord {
+                seq: 1,
+                output: "sha256:x".into(),
+                version: 2,
+                files: 1,
+                names: names_digest(&mut names),
+                attempt: String::new(),
+                partition: None,
+                run_key: String::new(),
+                manifest: String::new(),
+                columns: None,
+            }
+        };
+        let live = |extra: Vec<(DataFile, i64)>| {
+            let mut v: Vec<Live> = [a, b]
+                .iter()
+                .map(|s| Live {
+                    file: file(&path(s), DataContentType::Data),
+                    seq: 1,
+                    manifest: "m".into(),
+                })
+                .collect();
+            v.extend(extra.into_iter().map(|(file, seq)| Live {
+                file,
+                seq,
+                manifest: "d".into(),
+            }));
+            v
+        };
+        // Intact.
+        let t = live(vec![]);
+        assert_eq!(Iceberg::drift(&t, a, &rec(a), None), None);
+        // A position delete of one of a's files, after a's commit: a only.
+        let t = live(vec![(position_delete(&path(a)), 3)]);
+        assert!(
+            Iceberg::drift(&t, a, &rec(a), None)
+                .unwrap()
+                .contains("delete file")
+        );
+        assert_eq!(Iceberg::drift(&t, b, &rec(b), None), None);
+        // The same delete from before the commit does not apply.
+        let t = live(vec![(position_delete(&path(a)), 2)]);
+        assert_eq!(Iceberg::drift(&t, a, &rec(a), None), None);
+        // An equality delete may reach every slice.
+        let eq = file(
+            "file:///w/t/data/eq.parquet",
+            DataContentType::EqualityDeletes,
+        );
+        let t = live(vec![(eq, 3)]);
+        assert!(Iceberg::drift(&t, a, &rec(a), None).is_some());
+        assert!(Iceberg::drift(&t, b, &rec(b), None).is_some());
+        // A removed or added file of the slice's.
+        let mut t = live(vec![]);
+        t.remove(0);
+        assert!(
+            Iceberg::drift(&t, a, &rec(a), None)
+                .unwrap()
+                .contains("0 of")
+        );
+        let mut t = live(vec![]);
+        t.push(Live {
+            file: file(&path(a).replace("00000", "00001"), DataContentType::Data),
+            seq: 3,
+            manifest: "m".into(),
+        });
+        assert!(Iceberg::drift(&t, a, &rec(a), None).is_some());
     }
 
     #[test]
