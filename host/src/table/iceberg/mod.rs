@@ -38,8 +38,8 @@ use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, FormatVersion, Literal,
     ManifestContentType, ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder,
-    NestedField, Operation, PrimitiveType, Snapshot, SnapshotReference, SnapshotRetention, Struct,
-    Summary, TableMetadata, TableMetadataBuilder, Transform, Type, UnboundPartitionSpec,
+    NestedField, Operation, PrimitiveType, Snapshot, Struct, Summary, TableMetadata,
+    TableMetadataBuilder, Transform, Type, UnboundPartitionSpec,
 };
 use iceberg::{MetadataLocation, TableCreation};
 use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload};
@@ -1411,12 +1411,8 @@ impl Iceberg {
         let next = m
             .clone()
             .into_builder(base_path.map(str::to_string))
-            .add_snapshot(snapshot)
-            .map_err(ice_err("adding the snapshot"))?
-            .set_ref(
-                "main",
-                SnapshotReference::new(snapshot_id, SnapshotRetention::branch(None, None, None)),
-            )
+            // `main` keeps whatever retention it has.
+            .set_branch_snapshot(snapshot, "main")
             .map_err(ice_err("adding the snapshot"))?
             .set_properties(table_props)
             .map_err(ice_err("recording the slice"))?
