@@ -477,18 +477,100 @@ fn a_kill_before_the_catalog_swap_leaves_the_table_as_it_was() {
 }
 
 #[test]
-fn merge_and_bad_locations_are_clear_errors() {
-    let fx = Fixture::new(&["2026-10-01"], 500);
+fn merge_upserts_on_the_key_like_delta_and_slices_own_their_keys() {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 2_000);
     let module = common::guest("examples/dedup_events");
-    let (code, _, err) = run(
-        &fx,
-        &module,
-        "2026-10-01",
-        &fx.table("events"),
+    let ice = fx.table("events");
+    let delta = fx.dir.path().join("delta_events");
+    let merge = ["--mode", "merge", "--key", "event_id"];
+    for t in [ice.clone(), s(&delta)] {
+        for d in ["2026-10-01", "2026-10-02"] {
+            ok(run(&fx, &module, d, &t, &merge));
+        }
+    }
+    let before = fx.read("events");
+    assert_eq!(rows(&before), read_table(&delta, None).rows);
+    assert!(
+        rows(&before)[0].contains("\"_idem_slice\": \"date="),
+        "{}",
+        rows(&before)[0]
+    );
+    // Day 1's events re-delivered with corrected amounts, half of them
+    // only: updates (not new rows), and the vanished keys deleted.
+    let f = fx.data().join("date=2026-10-01/part-00000.parquet");
+    let b = idem::sample::orders_batch(idem::sample::seed_of("2026-10-01"), 0, 1_000);
+    let amount = arrow::array::Float64Array::from(vec![Some(1.0); 1_000]);
+    let mut cols = b.columns().to_vec();
+    cols[3] = std::sync::Arc::new(amount);
+    let b = arrow::array::RecordBatch::try_new(b.schema(), cols).unwrap();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&f).unwrap(), b.schema(), None)
+            .unwrap();
+    w.write(&b).unwrap();
+    w.close().unwrap();
+    std::fs::remove_file(fx.data().join("date=2026-10-01/part-00001.parquet")).unwrap();
+    for t in [ice.clone(), s(&delta)] {
+        let out = ok(run(&fx, &module, "2026-10-01", &t, &merge));
+        assert_eq!(field(&out, "result:"), "committed version 3", "{out}");
+        let out = ok(run(&fx, &module, "2026-10-01", &t, &merge));
+        assert!(field(&out, "result:").contains("version 3"), "{out}");
+    }
+    let after = fx.read("events");
+    assert_eq!(
+        rows(&after),
+        read_table(&delta, None).rows,
+        "Iceberg and Delta merged differently"
+    );
+    assert!(
+        rows(&after).len() < rows(&before).len(),
+        "vanished keys stayed"
+    );
+    assert!(
+        rows(&after)
+            .iter()
+            .filter(|r| r.contains("\"amount\": 1.0,"))
+            .count()
+            > 500
+    );
+    let last = after["snapshots"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["operation"], "overwrite", "{last}");
+    // Audit: the chain of the merge slices (rows are shared by key).
+    let (code, audit, err) = common::idem(&["audit", &ice]);
+    assert_eq!(code, 0, "{audit}{err}");
+    assert_eq!(audit.matches("chain-proven").count(), 2, "{audit}");
+    // Another slice with day 2's keys is refused, and changes nothing.
+    let copy = fx.data().join("date=2026-10-09");
+    std::fs::create_dir_all(&copy).unwrap();
+    for e in std::fs::read_dir(fx.data().join("date=2026-10-02")).unwrap() {
+        let e = e.unwrap().path();
+        std::fs::copy(&e, copy.join(e.file_name().unwrap())).unwrap();
+    }
+    let (code, out, err) = run(&fx, &module, "2026-10-09", &ice, &merge);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("belongs to slice `date=2026-10-02`"), "{err}");
+    assert_eq!(fx.read("events"), after);
+    // Another writer's snapshot: the merge slices are recommitted.
+    foreign_delete(&fx, "events", "amount > 900");
+    let out = ok(run(&fx, &module, "2026-10-02", &ice, &merge));
+    assert!(field(&out, "result:").contains("recommitted"), "{out}");
+}
+
+#[test]
+fn merge_three_runs_equal_one() {
+    three_times_equals_once(
+        "examples/dedup_events",
         &["--mode", "merge", "--key", "event_id"],
     );
-    assert_ne!(code, 0);
-    assert!(err.contains("not yet supported for Iceberg"), "{err}");
+}
+
+#[test]
+fn bad_locations_are_clear_errors() {
+    let fx = Fixture::new(&["2026-10-01"], 500);
     let module = common::guest("examples/daily_revenue");
     let bad = format!("iceberg+sqlite://{}", s(&fx.catalog()));
     let (code, _, err) = run(&fx, &module, "2026-10-01", &bad, &[]);

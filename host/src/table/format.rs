@@ -111,7 +111,7 @@ impl Table {
     ) -> Result<Option<String>, TableError> {
         match self {
             Table::Delta(t) => t.foreign_commit_since(since).await,
-            Table::Iceberg(_) => Err(not_for_iceberg("merge")),
+            Table::Iceberg(t) => Ok(t.foreign_commit_since(since)),
         }
     }
 

@@ -32,24 +32,21 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use bytes::Bytes;
 use futures::TryStreamExt as _;
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, DataFileFormat, FormatVersion, Literal,
-    ManifestContentType, ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder,
-    NestedField, Operation, PrimitiveType, Snapshot, Struct, Summary, TableMetadata,
-    TableMetadataBuilder, Transform, Type, UnboundPartitionSpec,
+    DataContentType, DataFile, FormatVersion, Literal, ManifestContentType, ManifestFile,
+    ManifestList, ManifestListWriter, ManifestWriterBuilder, NestedField, Operation, PrimitiveType,
+    Snapshot, Summary, TableMetadata, TableMetadataBuilder, Transform, Type, UnboundPartitionSpec,
 };
 use iceberg::{MetadataLocation, TableCreation};
 use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload};
-use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use url::Url;
 
 use super::{
-    CommitOutcome, CommitRequest, LogCommit, MAX_ATTEMPTS, Mode, Output, SliceCommit, SliceState,
-    TableError,
+    CommitOutcome, CommitRequest, LogCommit, MAX_ATTEMPTS, Mode, OWNER_COLUMN, Output, SliceCommit,
+    SliceState, TableError,
 };
 use crate::digest::{Digest, OutputDigester};
 use crate::fault::{fails as fault_fails, point as fault_point};
@@ -198,6 +195,10 @@ impl Location {
 
 mod catalog;
 mod io;
+mod merge;
+mod write;
+
+use write::{FileSpec, Sink};
 
 /// What a table's properties say about one slice.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -511,7 +512,15 @@ impl Iceberg {
         }
         let partition = match mode {
             Mode::OverwritePartition { column, value } => Some((column.as_str(), value.as_str())),
-            _ => None,
+            Mode::Merge { .. } => {
+                return Ok(match self.foreign_commit_since(Some(rec.version)) {
+                    None => SliceState::Current {
+                        since: Some(rec.version),
+                    },
+                    Some(reason) => SliceState::Drifted { reason },
+                });
+            }
+            Mode::Append => None,
         };
         let live = self.live_files().await?;
         Ok(match Self::drift(&live, slice, &rec, partition) {
@@ -519,6 +528,33 @@ impl Iceberg {
                 since: Some(rec.version),
             },
             Some(reason) => SliceState::Drifted { reason },
+        })
+    }
+
+    /// Merge slices share files, so their rows cannot be told apart by
+    /// file: a snapshot after `since` that idem did not make may have
+    /// changed them (the current snapshot's ancestry; an expired one is
+    /// not seen).
+    pub fn foreign_commit_since(&self, since: Option<u64>) -> Option<String> {
+        let m = self.metadata()?;
+        let since = since.unwrap_or(0);
+        let mut next = m.current_snapshot().cloned();
+        let mut first = None;
+        while let Some(s) = next {
+            if (s.sequence_number() as u64) <= since {
+                break;
+            }
+            if !s.summary().additional_properties.contains_key("idem.slice") {
+                first = Some(s.sequence_number());
+            }
+            next = s
+                .parent_snapshot_id()
+                .and_then(|p| m.snapshot_by_id(p).cloned());
+        }
+        first.map(|v| {
+            format!(
+                "snapshot {v} was committed by another writer after the slice's commit (sequence {since})"
+            )
         })
     }
 
@@ -746,11 +782,6 @@ impl Iceberg {
         written: &mut Option<Written>,
         swapped: &mut bool,
     ) -> Result<CommitOutcome, TableError> {
-        if matches!(req.mode, Mode::Merge { .. }) {
-            return Err(TableError::Partitioning(
-                "merge on a key is not yet supported for Iceberg tables (Iceberg's row-level MERGE needs delete files idem does not write yet): use --mode overwrite-partition or append, or a Delta table".into(),
-            ));
-        }
         if req.progress.is_some() {
             return Err(TableError::Partitioning(
                 "tracked progress (--source) is not yet supported for Iceberg tables: use a Delta table".into(),
@@ -792,6 +823,73 @@ impl Iceberg {
                 None => (None, self.new_metadata(req).await?),
             };
             self.check_table(req, &m)?;
+            if let Mode::Merge { keys } = req.mode {
+                // A merge rewrites files of the table as it is now: planned
+                // again on every attempt.
+                if let Some(w) = written.take() {
+                    discard(&self.io, &w.files).await;
+                }
+                let live = match &base {
+                    Some(_) => self.live_files().await?,
+                    None => Vec::new(),
+                };
+                if let Some(d) = live
+                    .iter()
+                    .find(|l| l.file.content_type() != DataContentType::Data)
+                {
+                    return Err(TableError::Partitioning(format!(
+                        "the table has row-level delete files (e.g. {}): idem's copy-on-write merge cannot rewrite rows under them; compact the table (rewrite_data_files) first",
+                        d.file.file_path()
+                    )));
+                }
+                let paths: Vec<String> = live
+                    .iter()
+                    .map(|l| l.file.file_path().to_string())
+                    .collect();
+                let spec = self.file_spec(req, &m)?;
+                let (staged, keys, slice) = (staged.to_vec(), keys.clone(), req.slice.to_string());
+                let merged = tokio::task::spawn_blocking(move || {
+                    merge::merge(spec, &staged, &paths, &keys, &slice)
+                })
+                .await
+                .map_err(|e| TableError::Output(format!("merging: {e}")))?;
+                let merged = match merged {
+                    Ok(m) => m,
+                    Err((e, files)) => {
+                        discard(&self.io, &files).await;
+                        return Err(e);
+                    }
+                };
+                *written = Some(Written {
+                    files: merged.added,
+                    schema_id: m.current_schema_id(),
+                    spec_id: m.default_partition_spec_id(),
+                });
+                let files = written.as_ref().map(|w| w.files.as_slice()).unwrap_or(&[]);
+                match self
+                    .replace(
+                        req,
+                        base.as_deref(),
+                        &m,
+                        files,
+                        Some(&merged.removed),
+                        swapped,
+                    )
+                    .await
+                {
+                    Ok(version) => return Ok(CommitOutcome::Committed { version, drift }),
+                    Err(TableError::Conflict(detail)) => {
+                        tracing::info!(
+                            "merge of slice {} lost a race ({detail}); re-planning",
+                            req.slice
+                        );
+                        last_conflict = detail;
+                        raced = true;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
             // Files written for an earlier attempt carry that schema's field
             // ids and that spec: another writer may have changed them since.
             let stale = written.as_ref().is_some_and(|w| {
@@ -808,7 +906,10 @@ impl Iceberg {
                 });
             }
             let files = written.as_ref().map(|w| w.files.as_slice()).unwrap_or(&[]);
-            match self.replace(req, base.as_deref(), &m, files, swapped).await {
+            match self
+                .replace(req, base.as_deref(), &m, files, None, swapped)
+                .await
+            {
                 Ok(version) => return Ok(CommitOutcome::Committed { version, drift }),
                 Err(TableError::Conflict(detail)) => {
                     tracing::info!(
@@ -941,6 +1042,14 @@ impl Iceberg {
         {
             fields.push(Field::new(column, DataType::Utf8, false));
         }
+        if let Mode::Merge { .. } = req.mode {
+            if fields.iter().any(|f| f.name() == OWNER_COLUMN) {
+                return Err(TableError::Output(format!(
+                    "the output has a column named `{OWNER_COLUMN}`, which idem keeps for itself in merge tables (the slice owning each row): rename it"
+                )));
+            }
+            fields.push(Field::new(OWNER_COLUMN, DataType::Utf8, false));
+        }
         let mut nested = Vec::new();
         for (i, f) in fields.iter().enumerate() {
             let t = iceberg_type(f.data_type()).ok_or_else(|| {
@@ -993,24 +1102,12 @@ impl Iceberg {
             .metadata)
     }
 
-    /// Write the staged output into data files of the table (not yet
-    /// committed), each uploaded as soon as it is complete (memory: one
-    /// file): the table's field ids on every column, the partition column
-    /// added for overwrite-partition. On failure the files already
-    /// uploaded are deleted.
-    async fn write_files(
+    /// How this commit's data files are written into the table `m`.
+    fn file_spec(
         &self,
         req: &CommitRequest<'_>,
-        staged: &[PathBuf],
         m: &TableMetadata,
-    ) -> Result<Vec<DataFile>, TableError> {
-        let ischema = m.current_schema().clone();
-        let spec_id = m.default_partition_spec_id();
-        let table = arrow_schema_of(m)?;
-        let partition = match req.mode {
-            Mode::OverwritePartition { column, value } => Some((column.clone(), value.clone())),
-            _ => None,
-        };
+    ) -> Result<FileSpec, TableError> {
         // The folder is cosmetic (the partition value is in the manifest):
         // characters a path or URL would need escaped are replaced.
         let safe = |v: &str| -> String {
@@ -1024,102 +1121,61 @@ impl Iceberg {
                 })
                 .collect()
         };
-        let dir = match &partition {
-            Some((c, v)) => format!("data/{}={}/", safe(c), safe(v)),
-            None => "data/".to_string(),
+        let (dir, partition) = match req.mode {
+            Mode::OverwritePartition { column, value } => (
+                format!("data/{}={}/", safe(column), safe(value)),
+                Some(value.clone()),
+            ),
+            _ => ("data/".to_string(), None),
         };
-        let target = super::target_file_bytes()?;
         let tag = slice_tag(req.slice);
-        let nonce = self.attempt[..12].to_string();
-        let base = m.location().trim_end_matches('/').to_string();
+        Ok(FileSpec {
+            io: self.io.clone(),
+            handle: tokio::runtime::Handle::current(),
+            base: m.location().trim_end_matches('/').to_string(),
+            dir,
+            // Merge files hold many slices' rows: no slice owns them by name.
+            name: match req.mode {
+                Mode::Merge { .. } => format!("idem-merge-{tag}"),
+                _ => format!("idem-{tag}"),
+            },
+            nonce: self.attempt[..12].to_string(),
+            schema: with_field_ids(arrow_schema_of(m)?.as_ref(), m.current_schema()),
+            spec_id: m.default_partition_spec_id(),
+            partition,
+            target: super::target_file_bytes()?,
+        })
+    }
+
+    /// Write the staged output into data files of the table (not yet
+    /// committed), each uploaded as soon as it is complete (memory: one
+    /// file): the table's field ids on every column, the partition column
+    /// added for overwrite-partition. On failure the files already
+    /// uploaded are deleted.
+    async fn write_files(
+        &self,
+        req: &CommitRequest<'_>,
+        staged: &[PathBuf],
+        m: &TableMetadata,
+    ) -> Result<Vec<DataFile>, TableError> {
+        let spec = self.file_spec(req, m)?;
         let mode = req.mode.clone();
         let staged = staged.to_vec();
-        let partition_value = partition.as_ref().map(|(_, v)| v.clone());
-        let io = self.io.clone();
-        let handle = tokio::runtime::Handle::current();
         // Decoding and encoding are CPU work: off the async executor; each
         // complete file is uploaded from there.
         tokio::task::spawn_blocking(move || {
-            let mut files: Vec<DataFile> = Vec::new();
-            let upload = |w: ArrowWriter<Vec<u8>>, rows: u64, files: &mut Vec<DataFile>| {
-                let bytes = w
-                    .into_inner()
-                    .map_err(|e| TableError::Output(format!("encoding a data file: {e}")))?;
-                let path = format!("{base}/{dir}idem-{tag}-{:05}-{nonce}.parquet", files.len());
-                let size = bytes.len() as u64;
-                handle.block_on(async {
-                    io.new_output(&path)
-                        .map_err(ice_err(format!("writing {path}")))?
-                        .write(Bytes::from(bytes))
-                        .await
-                        .map_err(ice_err(format!("writing {path}")))
-                })?;
-                let partition = match &partition_value {
-                    Some(v) => Struct::from_iter([Some(Literal::string(v))]),
-                    None => Struct::empty(),
-                };
-                let file = DataFileBuilder::default()
-                    .content(DataContentType::Data)
-                    .file_path(path.clone())
-                    .file_format(DataFileFormat::Parquet)
-                    .partition(partition)
-                    .partition_spec_id(spec_id)
-                    .record_count(rows)
-                    .file_size_in_bytes(size)
-                    .build()
-                    .map_err(|e| TableError::Output(format!("data file {path}: {e}")))?;
-                files.push(file);
-                Ok::<(), TableError>(())
-            };
-            let written_schema = with_field_ids(&table, &ischema);
+            let (io, handle) = (spec.io.clone(), spec.handle.clone());
+            let mut sink = Sink::new(spec);
             let result = (|| {
-                let mut writer: Option<ArrowWriter<Vec<u8>>> = None;
-                let mut rows = 0u64;
-                for path in &staged {
-                    let file = std::fs::File::open(path)
-                        .map_err(|e| TableError::Staged(format!("{}: {e}", path.display())))?;
-                    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-                        .and_then(|b| b.with_batch_size(8192).build())
-                        .map_err(|e| TableError::Staged(format!("{}: {e}", path.display())))?;
-                    for batch in reader {
-                        let batch = batch
-                            .map_err(|e| TableError::Staged(format!("{}: {e}", path.display())))?;
-                        let batch = super::files::with_partition(batch, &mode)?;
-                        let batch = conform(batch, &written_schema)?;
-                        if writer.is_none() {
-                            let props =
-                                crate::encoding::tune(super::writer_properties(), &batch).build();
-                            writer = Some(
-                                ArrowWriter::try_new(
-                                    Vec::new(),
-                                    written_schema.clone(),
-                                    Some(props),
-                                )
-                                .map_err(|e| {
-                                    TableError::Output(format!("encoding a data file: {e}"))
-                                })?,
-                            );
-                        }
-                        let w = writer.as_mut().expect("writer made above");
-                        w.write(&batch).map_err(|e| {
-                            TableError::Output(format!("encoding a data file: {e}"))
-                        })?;
-                        rows += batch.num_rows() as u64;
-                        if w.bytes_written() + w.in_progress_size() >= target as usize {
-                            upload(writer.take().expect("writer is open"), rows, &mut files)?;
-                            rows = 0;
-                        }
-                    }
+                for batch in staged_batches(&staged) {
+                    sink.push(super::files::with_partition(batch?, &mode)?)?;
                 }
-                if let Some(w) = writer.take() {
-                    upload(w, rows, &mut files)?;
-                }
-                Ok::<(), TableError>(())
+                sink.finish()
             })();
             match result {
-                Ok(()) => Ok(files),
+                Ok(()) => Ok(sink.files),
                 Err(e) => {
-                    handle.block_on(discard(&io, &files));
+                    handle.block_on(discard(&io, &sink.files));
                     Err(e)
                 }
             }
@@ -1137,6 +1193,7 @@ impl Iceberg {
         base_path: Option<&str>,
         m: &TableMetadata,
         files: &[DataFile],
+        merge_removed: Option<&std::collections::HashSet<String>>,
         swapped: &mut bool,
     ) -> Result<u64, TableError> {
         let live = match base_path {
@@ -1148,7 +1205,10 @@ impl Iceberg {
             Mode::OverwritePartition { column, value } => Some((column.clone(), value.clone())),
             _ => None,
         };
-        if let Some((column, value)) = &partition {
+        if merge_removed.is_some() {
+            // Merge tables hold many slices' rows per file; keys, not
+            // files, are owned (checked while merging).
+        } else if let Some((column, value)) = &partition {
             if let Some(owner) = m
                 .properties()
                 .get(&format!("{PARTITION_PROP}{column}={value}"))
@@ -1176,11 +1236,14 @@ impl Iceberg {
         let removed: Vec<&Live> = live
             .iter()
             .filter(|l| l.file.content_type() == DataContentType::Data)
-            .filter(|l| {
-                owned_by(l.file.file_path(), &tag)
-                    || partition
-                        .as_ref()
-                        .is_some_and(|(_, v)| in_partition(&l.file, v))
+            .filter(|l| match merge_removed {
+                Some(set) => set.contains(l.file.file_path()),
+                None => {
+                    owned_by(l.file.file_path(), &tag)
+                        || partition
+                            .as_ref()
+                            .is_some_and(|(_, v)| in_partition(&l.file, v))
+                }
             })
             .collect();
         let seq_no = m.next_sequence_number();
@@ -1633,6 +1696,32 @@ fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, TableE
     RecordBatch::try_new(schema.clone(), cols).map_err(|e| TableError::Output(e.to_string()))
 }
 
+/// The staged output's batches, in order.
+fn staged_batches(
+    staged: &[PathBuf],
+) -> impl Iterator<Item = Result<RecordBatch, TableError>> + '_ {
+    staged.iter().flat_map(|path| {
+        let err =
+            move |e: &dyn std::fmt::Display| TableError::Staged(format!("{}: {e}", path.display()));
+        let reader = std::fs::File::open(path)
+            .map_err(|e| err(&e))
+            .and_then(|f| {
+                ParquetRecordBatchReaderBuilder::try_new(f)
+                    .and_then(|b| b.with_batch_size(8192).build())
+                    .map_err(|e| err(&e))
+            });
+        let (ok, first_err) = match reader {
+            Ok(r) => (Some(r), None),
+            Err(e) => (None, Some(Err(e))),
+        };
+        first_err.into_iter().chain(
+            ok.into_iter()
+                .flatten()
+                .map(move |b| b.map_err(|e| err(&e))),
+        )
+    })
+}
+
 /// A batch read back from a data file, without the field-id metadata
 /// (the output never had it).
 fn strip_field_ids(batch: RecordBatch) -> RecordBatch {
@@ -1650,6 +1739,7 @@ fn strip_field_ids(batch: RecordBatch) -> RecordBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use iceberg::spec::{DataFileBuilder, DataFileFormat};
 
     #[test]
     fn locations_parse_with_defaults_and_options() {
