@@ -554,10 +554,148 @@ fn merge_upserts_on_the_key_like_delta_and_slices_own_their_keys() {
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(err.contains("belongs to slice `date=2026-10-02`"), "{err}");
     assert_eq!(fx.read("events"), after);
-    // Another writer's snapshot: the merge slices are recommitted.
+    // Another writer's snapshot: the merge slices are recommitted, and
+    // the table again holds exactly what Delta holds.
     foreign_delete(&fx, "events", "amount > 900");
-    let out = ok(run(&fx, &module, "2026-10-02", &ice, &merge));
-    assert!(field(&out, "result:").contains("recommitted"), "{out}");
+    assert_ne!(rows(&fx.read("events")), rows(&after));
+    for d in ["2026-10-01", "2026-10-02"] {
+        let out = ok(run(&fx, &module, d, &ice, &merge));
+        assert!(field(&out, "result:").contains("recommitted"), "{out}");
+    }
+    assert_eq!(rows(&fx.read("events")), read_table(&delta, None).rows);
+}
+
+#[test]
+fn a_lost_catalog_response_is_reported_as_committed_and_loses_nothing() {
+    for mode in ["overwrite-partition", "append", "merge"] {
+        let fx = Fixture::new(&["2026-10-01"], 1_000);
+        let module = common::guest("examples/dedup_events");
+        let mut extra = vec!["--mode", mode];
+        if mode == "merge" {
+            extra.extend(["--key", "event_id"]);
+        }
+        // The swap lands, its outcome is "lost": twice (a table's first
+        // snapshot, then a second output replacing it).
+        let lost = [("IDEM_FAULT_FAIL", "lost-commit-response")];
+        for (want, date_rows) in [(1, None), (2, Some(600))] {
+            if let Some(n) = date_rows {
+                let f = fx.data().join("date=2026-10-01/part-00000.parquet");
+                let b = idem::sample::orders_batch(idem::sample::seed_of("2026-10-01"), 0, n);
+                let mut w = parquet::arrow::ArrowWriter::try_new(
+                    std::fs::File::create(&f).unwrap(),
+                    b.schema(),
+                    None,
+                )
+                .unwrap();
+                w.write(&b).unwrap();
+                w.close().unwrap();
+                std::fs::remove_file(fx.data().join("date=2026-10-01/part-00001.parquet")).ok();
+            }
+            let args = common::day_args(
+                s(&module).as_str(),
+                s(&fx.data()).as_str(),
+                "2026-10-01",
+                &fx.table("t"),
+                &extra,
+            );
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = ok(common::idem_env(&refs, &lost));
+            assert_eq!(
+                field(&out, "result:"),
+                format!("committed version {want}"),
+                "{mode}: {out}"
+            );
+        }
+        ok(run(&fx, &module, "2026-10-01", &fx.table("clean"), &extra));
+        let (got, want) = (fx.read("t"), fx.read("clean"));
+        assert_eq!(version(&got), 2, "{mode}: committed once per output");
+        assert_eq!(rows(&got), rows(&want), "{mode}");
+        // Every file the current snapshot names is there (an audit reads
+        // them all).
+        let (code, audit, err) = common::idem(&["audit", &fx.table("t")]);
+        assert_eq!(code, 0, "{mode}: {audit}{err}");
+    }
+}
+
+#[test]
+fn merges_racing_and_merges_across_many_files_match_delta() {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 120_000);
+    let module = common::guest("examples/dedup_events");
+    let ice = fx.table("events");
+    let delta = fx.dir.path().join("delta_events");
+    let merge = ["--mode", "merge", "--key", "event_id"];
+    // Files cut at 1 MiB: a merge rewrites some files, keeps others.
+    let small = [("IDEM_DATA_FILE_MB", "1")];
+    let go = |t: &str, d: &str| {
+        let args = common::day_args(s(&module).as_str(), s(&fx.data()).as_str(), d, t, &merge);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        ok(common::idem_env(&refs, &small))
+    };
+    // Two hosts merging two slices at once, then two merging the same one.
+    let spawn = |d: &str| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_idem"));
+        cmd.args(common::day_args(
+            s(&module).as_str(),
+            s(&fx.data()).as_str(),
+            d,
+            &ice,
+            &merge,
+        ))
+        .env("IDEM_CACHE_DIR", common::test_cache())
+        .env("IDEM_DATA_FILE_MB", "1")
+        .env("IDEM_FAULT_SLEEP_MS", "before-log-write:1500")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    let (a, b) = (wait(spawn("2026-10-01")), wait(spawn("2026-10-02")));
+    assert_eq!((a.0, b.0), (0, 0), "{}\n{}", a.2, b.2);
+    let mut results = vec![field(&a.1, "result:"), field(&b.1, "result:")];
+    results.sort();
+    assert_eq!(results, ["committed version 1", "committed version 2"]);
+    let (a, b) = (wait(spawn("2026-10-01")), wait(spawn("2026-10-01")));
+    assert_eq!((a.0, b.0), (0, 0), "{}\n{}", a.2, b.2);
+    for r in [&a, &b] {
+        assert!(field(&r.1, "result:").starts_with("unchanged"), "{}", r.1);
+    }
+    go(&s(&delta), "2026-10-01");
+    go(&s(&delta), "2026-10-02");
+    assert_eq!(rows(&fx.read("events")), read_table(&delta, None).rows);
+    let n = walk(&fx.warehouse().join("sales.db/events/data")).len();
+    assert!(n > 4, "{n} data files");
+    // Day 1 corrected: part of its files rewritten, day 2's kept.
+    let f = fx.data().join("date=2026-10-01/part-00000.parquet");
+    let b = idem::sample::orders_batch(idem::sample::seed_of("2026-10-01"), 0, 5_000);
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&f).unwrap(), b.schema(), None)
+            .unwrap();
+    w.write(&b).unwrap();
+    w.close().unwrap();
+    for t in [ice.clone(), s(&delta)] {
+        assert_eq!(
+            field(&go(&t, "2026-10-01"), "result:"),
+            "committed version 3"
+        );
+    }
+    assert_eq!(rows(&fx.read("events")), read_table(&delta, None).rows);
+}
+
+#[test]
+fn a_folder_holding_another_catalogs_table_is_not_taken_over() {
+    let fx = Fixture::new(&["2026-10-01"], 500);
+    let module = common::guest("examples/daily_revenue");
+    let other = format!(
+        "iceberg+sqlite://{}?catalog=other#sales.t",
+        s(&fx.catalog())
+    );
+    ok(run(&fx, &module, "2026-10-01", &other, &[]));
+    let (code, _, err) = run(&fx, &module, "2026-10-01", &fx.table("t"), &[]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("already holds another table's Iceberg metadata"),
+        "{err}"
+    );
+    assert!(err.contains("?catalog=NAME"), "{err}");
 }
 
 #[test]

@@ -95,7 +95,18 @@ impl Storage for StoreStorage {
 
     async fn write(&self, path: &str, bs: Bytes) -> Result<()> {
         if is_local(path) {
-            return LocalFsStorage::new().write(path, bs).await;
+            // Whole or not at all (a metadata file is written this way):
+            // a temporary file beside it, renamed over it.
+            let file = std::path::PathBuf::from(path.strip_prefix("file://").unwrap_or(path));
+            let dir = file
+                .parent()
+                .ok_or_else(|| fail("writing", path, "no folder"))?;
+            std::fs::create_dir_all(dir).map_err(|e| fail("writing", path, e))?;
+            let tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| fail("writing", path, e))?;
+            std::fs::write(tmp.path(), &bs).map_err(|e| fail("writing", path, e))?;
+            tmp.persist(&file)
+                .map_err(|e| fail("writing", path, e.error))?;
+            return Ok(());
         }
         let (store, p) = locate(path)?;
         store

@@ -45,6 +45,8 @@ fn owned(batch: RecordBatch, slice: &str) -> Result<RecordBatch, TableError> {
 
 struct Keys {
     names: Vec<String>,
+    /// The table's types of the key columns (what keys are compared as).
+    types: Vec<DataType>,
     converter: RowConverter,
 }
 
@@ -52,19 +54,25 @@ impl Keys {
     fn columns(&self, b: &RecordBatch) -> Result<Vec<ArrayRef>, TableError> {
         self.names
             .iter()
-            .map(|k| {
-                b.column_by_name(k)
-                    .cloned()
-                    .ok_or_else(|| TableError::NoKeyColumn {
-                        column: k.clone(),
-                        columns: b
-                            .schema()
-                            .fields()
-                            .iter()
-                            .map(|f| f.name().as_str())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                    })
+            .zip(&self.types)
+            .map(|(k, t)| {
+                let c = b.column_by_name(k).ok_or_else(|| TableError::NoKeyColumn {
+                    column: k.clone(),
+                    columns: b
+                        .schema()
+                        .fields()
+                        .iter()
+                        .map(|f| f.name().as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?;
+                // Another writer's file may store a key as another width
+                // of the same type: compared as the table's type.
+                if c.data_type() == t {
+                    return Ok(c.clone());
+                }
+                arrow::compute::cast(c, t)
+                    .map_err(|e| TableError::Output(format!("key column `{k}`: {e}")))
             })
             .collect()
     }
@@ -85,7 +93,7 @@ pub(super) fn merge(
     live: &[String],
     keys: &[String],
     slice: &str,
-) -> Result<Merged, (TableError, Vec<DataFile>)> {
+) -> Result<Merged, Box<(TableError, Vec<DataFile>)>> {
     let (io, handle) = (spec.io.clone(), spec.handle.clone());
     let table = spec.schema.clone();
     let types = keys
@@ -105,9 +113,13 @@ pub(super) fn merge(
                 })
         })
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| (e, Vec::new()))?;
+        .map_err(|e| Box::new((e, Vec::new())))?;
     let keys = Keys {
         names: keys.to_vec(),
+        types: keys
+            .iter()
+            .filter_map(|k| table.field_with_name(k).ok().map(|f| f.data_type().clone()))
+            .collect(),
         converter: RowConverter::new(types)
             .map_err(|e| (TableError::Output(e.to_string()), Vec::new()))?,
     };
@@ -128,30 +140,25 @@ pub(super) fn merge(
             let bytes = handle
                 .block_on(async { io.new_input(path)?.read().await })
                 .map_err(ice_err(format!("reading {path}")))?;
-            let batches = || -> Result<Vec<RecordBatch>, TableError> {
-                ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
-                    .and_then(|b| b.build())
-                    .map_err(|e| TableError::Output(format!("reading {path}: {e}")))?
-                    .map(|b| {
-                        b.map_err(|e| TableError::Output(format!("reading {path}: {e}")))
-                            .and_then(|b| conform(b, &table))
-                    })
-                    .collect()
-            };
-            let mut kept_batches = Vec::new();
-            let mut dropped = 0usize;
-            for batch in batches()? {
-                let rows = keys.rows(&batch)?;
+            let err =
+                |e: &dyn std::fmt::Display| TableError::Output(format!("reading {path}: {e}"));
+            // Which rows go: decided from the key and owner columns only
+            // (a file's other columns are decoded only when it is
+            // rewritten, batch by batch).
+            let decide = |batch: &RecordBatch| -> Result<(BooleanArray, usize), TableError> {
+                let rows = keys.rows(batch)?;
                 let owner = batch
                     .column_by_name(OWNER_COLUMN)
+                    .and_then(|c| arrow::compute::cast(c, &DataType::Utf8).ok())
                     .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned());
                 let mut keep = Vec::with_capacity(batch.num_rows());
+                let mut dropped = 0;
                 for (i, row) in rows.iter().enumerate() {
                     let in_output = out_keys.contains(row.as_ref());
                     let row_owner = owner.as_ref().filter(|o| o.is_valid(i)).map(|o| o.value(i));
                     if in_output && let Some(other) = row_owner.filter(|o| *o != slice) {
                         let example = keys
-                            .columns(&batch)?
+                            .columns(batch)?
                             .iter()
                             .map(|c| {
                                 arrow::util::display::array_value_to_string(c, i)
@@ -170,11 +177,27 @@ pub(super) fn merge(
                     dropped += drop as usize;
                     keep.push(!drop);
                 }
-                kept_batches.push((batch, BooleanArray::from(keep)));
+                Ok((BooleanArray::from(keep), dropped))
+            };
+            let builder =
+                ParquetRecordBatchReaderBuilder::try_new(bytes.clone()).map_err(|e| err(&e))?;
+            let mut wanted: Vec<&str> = keys.names.iter().map(String::as_str).collect();
+            if builder.schema().field_with_name(OWNER_COLUMN).is_ok() {
+                wanted.push(OWNER_COLUMN);
+            }
+            let mask = parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), wanted);
+            let mut dropped = 0;
+            for batch in builder.with_projection(mask).build().map_err(|e| err(&e))? {
+                dropped += decide(&batch.map_err(|e| err(&e))?)?.1;
             }
             if dropped > 0 {
                 removed.insert(path.clone());
-                for (batch, keep) in kept_batches {
+                let reader = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+                    .and_then(|b| b.build())
+                    .map_err(|e| err(&e))?;
+                for batch in reader {
+                    let batch = conform(batch.map_err(|e| err(&e))?, &table)?;
+                    let (keep, _) = decide(&batch)?;
                     let kept = arrow::compute::filter_record_batch(&batch, &keep)
                         .map_err(|e| TableError::Output(e.to_string()))?;
                     sink.push(kept)?;
@@ -193,6 +216,6 @@ pub(super) fn merge(
             added: std::mem::take(&mut sink.files),
             removed,
         }),
-        Err(e) => Err((e, std::mem::take(&mut sink.files))),
+        Err(e) => Err(Box::new((e, std::mem::take(&mut sink.files)))),
     }
 }

@@ -65,6 +65,8 @@ const SLICE_PROP: &str = "idem.slice.";
 const PARTITION_PROP: &str = "idem.partition.";
 /// Table property: the commit mode the table was created with.
 const MODE_PROP: &str = "idem.mode";
+/// Table property: the catalog entry the table was created for.
+const TABLE_PROP: &str = "idem.table";
 
 /// Where an Iceberg table is: its catalog and its name there.
 #[derive(Debug, Clone)]
@@ -227,6 +229,10 @@ struct SliceRecord {
     /// The output's column names, in order.
     #[serde(default)]
     columns: Option<Vec<String>>,
+    /// The snapshot that committed it (a merge slice is current only while
+    /// that snapshot is an ancestor of the current one).
+    #[serde(default)]
+    snapshot: i64,
 }
 
 /// Data files written for a commit, and the schema and partition spec
@@ -235,18 +241,24 @@ struct Written {
     files: Vec<DataFile>,
     schema_id: i32,
     spec_id: i32,
+    /// The table they were written for (a lost creation race means
+    /// another table than the one planned).
+    table: (String, String),
 }
 
 /// Whether `metadata/<name>` under the table folder `url` is a first
 /// metadata file an idem commit wrote (its table properties carry the
 /// idem mode, it has no history) and no catalog registered.
-async fn orphan_first_metadata(io: &FileIO, url: &Url, name: &str) -> bool {
+async fn orphan_first_metadata(io: &FileIO, url: &Url, name: &str, table: &str) -> bool {
     let path = match url.to_file_path() {
         Ok(dir) if url.scheme() == "file" => format!("file://{}/metadata/{name}", dir.display()),
         _ => format!("{url}metadata/{name}"),
     };
     match TableMetadata::read_from(io, &path).await {
-        Ok(m) => m.properties().contains_key(MODE_PROP) && m.metadata_log().is_empty(),
+        Ok(m) => {
+            m.properties().get(TABLE_PROP).map(String::as_str) == Some(table)
+                && m.metadata_log().is_empty()
+        }
         Err(_) => false,
     }
 }
@@ -513,7 +525,8 @@ impl Iceberg {
         let partition = match mode {
             Mode::OverwritePartition { column, value } => Some((column.as_str(), value.as_str())),
             Mode::Merge { .. } => {
-                return Ok(match self.foreign_commit_since(Some(rec.version)) {
+                let id = (rec.snapshot != 0).then_some(rec.snapshot);
+                return Ok(match self.foreign_since(rec.version, id) {
                     None => SliceState::Current {
                         since: Some(rec.version),
                     },
@@ -536,24 +549,44 @@ impl Iceberg {
     /// changed them (the current snapshot's ancestry; an expired one is
     /// not seen).
     pub fn foreign_commit_since(&self, since: Option<u64>) -> Option<String> {
+        self.foreign_since(since.unwrap_or(0), None)
+    }
+
+    /// The first snapshot, walking back from the current one to the one at
+    /// sequence `since` (or to snapshot `id`, when known), that another
+    /// writer made and that changed data (a `replace`, i.e. compaction,
+    /// does not). Not reaching snapshot `id` (a rollback past it, or its
+    /// expiry) counts as a change too.
+    fn foreign_since(&self, since: u64, id: Option<i64>) -> Option<String> {
         let m = self.metadata()?;
-        let since = since.unwrap_or(0);
         let mut next = m.current_snapshot().cloned();
         let mut first = None;
+        let mut reached = id.is_none();
         while let Some(s) = next {
+            if Some(s.snapshot_id()) == id {
+                reached = true;
+                break;
+            }
             if (s.sequence_number() as u64) <= since {
                 break;
             }
-            if !s.summary().additional_properties.contains_key("idem.slice") {
+            if !s.summary().additional_properties.contains_key("idem.slice")
+                && s.summary().operation != Operation::Replace
+            {
                 first = Some(s.sequence_number());
             }
             next = s
                 .parent_snapshot_id()
                 .and_then(|p| m.snapshot_by_id(p).cloned());
         }
-        first.map(|v| {
-            format!(
+        if let Some(v) = first {
+            return Some(format!(
                 "snapshot {v} was committed by another writer after the slice's commit (sequence {since})"
+            ));
+        }
+        (!reached).then(|| {
+            format!(
+                "the slice's commit (sequence {since}) is no longer an ancestor of the table's current snapshot (rolled back, or expired)"
             )
         })
     }
@@ -789,7 +822,7 @@ impl Iceberg {
         }
         let mut raced = false;
         let mut last_conflict = String::new();
-        for _ in 0..MAX_ATTEMPTS {
+        for attempt in 0..MAX_ATTEMPTS {
             if fault_fails("commit-read") {
                 return Err(TableError::Iceberg {
                     what: "refreshing the table".into(),
@@ -846,7 +879,7 @@ impl Iceberg {
                     .iter()
                     .map(|l| l.file.file_path().to_string())
                     .collect();
-                let spec = self.file_spec(req, &m)?;
+                let spec = self.file_spec(req, &m, attempt)?;
                 let (staged, keys, slice) = (staged.to_vec(), keys.clone(), req.slice.to_string());
                 let merged = tokio::task::spawn_blocking(move || {
                     merge::merge(spec, &staged, &paths, &keys, &slice)
@@ -855,7 +888,8 @@ impl Iceberg {
                 .map_err(|e| TableError::Output(format!("merging: {e}")))?;
                 let merged = match merged {
                     Ok(m) => m,
-                    Err((e, files)) => {
+                    Err(failed) => {
+                        let (e, files) = *failed;
                         discard(&self.io, &files).await;
                         return Err(e);
                     }
@@ -864,6 +898,7 @@ impl Iceberg {
                     files: merged.added,
                     schema_id: m.current_schema_id(),
                     spec_id: m.default_partition_spec_id(),
+                    table: (m.uuid().to_string(), m.location().to_string()),
                 });
                 let files = written.as_ref().map(|w| w.files.as_slice()).unwrap_or(&[]);
                 match self
@@ -878,6 +913,9 @@ impl Iceberg {
                     .await
                 {
                     Ok(version) => return Ok(CommitOutcome::Committed { version, drift }),
+                    Err(TableError::Conflict(_)) if *swapped => {
+                        return self.after_swap(req).await;
+                    }
                     Err(TableError::Conflict(detail)) => {
                         tracing::info!(
                             "merge of slice {} lost a race ({detail}); re-planning",
@@ -893,16 +931,19 @@ impl Iceberg {
             // Files written for an earlier attempt carry that schema's field
             // ids and that spec: another writer may have changed them since.
             let stale = written.as_ref().is_some_and(|w| {
-                w.schema_id != m.current_schema_id() || w.spec_id != m.default_partition_spec_id()
+                w.schema_id != m.current_schema_id()
+                    || w.spec_id != m.default_partition_spec_id()
+                    || w.table != (m.uuid().to_string(), m.location().to_string())
             });
             if stale && let Some(w) = written.take() {
                 discard(&self.io, &w.files).await;
             }
             if written.is_none() {
                 *written = Some(Written {
-                    files: self.write_files(req, staged, &m).await?,
+                    files: self.write_files(req, staged, &m, attempt).await?,
                     schema_id: m.current_schema_id(),
                     spec_id: m.default_partition_spec_id(),
+                    table: (m.uuid().to_string(), m.location().to_string()),
                 });
             }
             let files = written.as_ref().map(|w| w.files.as_slice()).unwrap_or(&[]);
@@ -911,6 +952,9 @@ impl Iceberg {
                 .await
             {
                 Ok(version) => return Ok(CommitOutcome::Committed { version, drift }),
+                Err(TableError::Conflict(_)) if *swapped => {
+                    return self.after_swap(req).await;
+                }
                 Err(TableError::Conflict(detail)) => {
                     tracing::info!(
                         "commit of slice {} lost a race ({detail}); re-reading",
@@ -926,6 +970,24 @@ impl Iceberg {
             "gave up after {MAX_ATTEMPTS} attempts; other writers keep committing slice {} ({last_conflict})",
             req.slice
         )))
+    }
+
+    /// The catalog swap landed but its outcome was not seen (a lost
+    /// response): the commit is ours if the slice's record names this
+    /// process's commit. Nothing is retried (a retry could plan against
+    /// our own commit and delete its files).
+    async fn after_swap(&mut self, req: &CommitRequest<'_>) -> Result<CommitOutcome, TableError> {
+        self.refresh().await?;
+        match self.record(req.slice) {
+            Some(rec) if rec.attempt == self.attempt => Ok(CommitOutcome::Committed {
+                version: rec.version,
+                drift: None,
+            }),
+            _ => Err(TableError::Iceberg {
+                what: "committing".into(),
+                detail: "the catalog swap's outcome was lost and the table does not show this commit: run again".into(),
+            }),
+        }
     }
 
     /// The table's schema, partitioning and mode must be the run's.
@@ -982,6 +1044,21 @@ impl Iceberg {
             Mode::OverwritePartition { column, .. } => vec![column.clone()],
             _ => Vec::new(),
         };
+        // A merge table names each row's slice: without that column no
+        // slice's rows can be told apart (its vanished keys would stay,
+        // other writers' rows would be overwritten silently).
+        if matches!(req.mode, Mode::Merge { .. })
+            && !matches!(
+                schema
+                    .field_by_name(OWNER_COLUMN)
+                    .map(|f| f.field_type.as_ref()),
+                Some(Type::Primitive(PrimitiveType::String))
+            )
+        {
+            return Err(TableError::Partitioning(format!(
+                "the table has no string column `{OWNER_COLUMN}` (the slice owning each row), which a merge needs: merge into a table idem created, or add the column"
+            )));
+        }
         if parts != wanted {
             return Err(TableError::Partitioning(format!(
                 "the table is partitioned by [{}], but this run writes partition [{}]: give --partition with the table's partition column, or use another table",
@@ -1017,7 +1094,8 @@ impl Iceberg {
             let name = meta.location.filename().unwrap_or_default().to_string();
             let ours = if name.ends_with(".metadata.json") {
                 name.starts_with("00000-")
-                    && orphan_first_metadata(&self.io, &self.url, &name).await
+                    && orphan_first_metadata(&self.io, &self.url, &name, &self.loc.canonical())
+                        .await
             } else {
                 name.starts_with("idem-") || name.contains("-idem-")
             };
@@ -1093,7 +1171,12 @@ impl Iceberg {
             .location(location)
             .schema(schema)
             .partition_spec(spec.build())
-            .properties([(MODE_PROP.to_string(), req.mode.name().to_string())])
+            .properties([
+                (MODE_PROP.to_string(), req.mode.name().to_string()),
+                // Which catalog entry this table is for: what tells a first
+                // commit's leftovers from another catalog's table here.
+                (TABLE_PROP.to_string(), self.loc.canonical()),
+            ])
             .build();
         Ok(TableMetadataBuilder::from_table_creation(creation)
             .map_err(ice_err("creating the table"))?
@@ -1107,6 +1190,7 @@ impl Iceberg {
         &self,
         req: &CommitRequest<'_>,
         m: &TableMetadata,
+        attempt: usize,
     ) -> Result<FileSpec, TableError> {
         // The folder is cosmetic (the partition value is in the manifest):
         // characters a path or URL would need escaped are replaced.
@@ -1139,7 +1223,9 @@ impl Iceberg {
                 Mode::Merge { .. } => format!("idem-merge-{tag}"),
                 _ => format!("idem-{tag}"),
             },
-            nonce: self.attempt[..12].to_string(),
+            // Unique per process and attempt: an attempt never writes over
+            // the files of another (nor of one that may have committed).
+            nonce: format!("{}a{attempt}", &self.attempt[..12]),
             schema: with_field_ids(arrow_schema_of(m)?.as_ref(), m.current_schema()),
             spec_id: m.default_partition_spec_id(),
             partition,
@@ -1157,8 +1243,9 @@ impl Iceberg {
         req: &CommitRequest<'_>,
         staged: &[PathBuf],
         m: &TableMetadata,
+        attempt: usize,
     ) -> Result<Vec<DataFile>, TableError> {
-        let spec = self.file_spec(req, m)?;
+        let spec = self.file_spec(req, m, attempt)?;
         let mode = req.mode.clone();
         let staged = staged.to_vec();
         // Decoding and encoding are CPU work: off the async executor; each
@@ -1453,6 +1540,7 @@ impl Iceberg {
                 .schema
                 .as_ref()
                 .map(|s| s.fields().iter().map(|f| f.name().to_string()).collect()),
+            snapshot: snapshot_id,
         };
         // A slice owns the partition of its latest commit only (a --files
         // slice may move): the one it held before is given up.
