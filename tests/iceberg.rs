@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{field, read_table};
+use common::{field, read_table, wait};
 use serde_json::Value;
 
 fn s(p: &Path) -> String {
@@ -299,15 +299,6 @@ fn spawn_run(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-fn wait(child: std::process::Child) -> (i32, String, String) {
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]

@@ -85,6 +85,16 @@ pub fn idem_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     )
 }
 
+/// Wait for a spawned `idem` with piped output: exit code, stdout, stderr.
+pub fn wait(child: std::process::Child) -> (i32, String, String) {
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// `idem run --module M --input ROOT --partition date=D --table T
 /// --batch-rows 1000 ...extra` (paths or URLs).
 pub fn day_args(module: &str, root: &str, date: &str, table: &str, extra: &[&str]) -> Vec<String> {

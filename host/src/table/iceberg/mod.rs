@@ -263,6 +263,24 @@ async fn orphan_first_metadata(io: &FileIO, url: &Url, name: &str, table: &str) 
     }
 }
 
+impl Written {
+    fn new(files: Vec<DataFile>, m: &TableMetadata) -> Self {
+        Written {
+            files,
+            schema_id: m.current_schema_id(),
+            spec_id: m.default_partition_spec_id(),
+            table: (m.uuid().to_string(), m.location().to_string()),
+        }
+    }
+
+    /// Whether the files were written for the table `m` describes.
+    fn fits(&self, m: &TableMetadata) -> bool {
+        self.schema_id == m.current_schema_id()
+            && self.spec_id == m.default_partition_spec_id()
+            && self.table == (m.uuid().to_string(), m.location().to_string())
+    }
+}
+
 /// Delete data files no snapshot names (best effort: an orphan is
 /// harmless, and expire/orphan-file cleanup removes it).
 async fn discard(io: &FileIO, files: &[DataFile]) {
@@ -856,99 +874,43 @@ impl Iceberg {
                 None => (None, self.new_metadata(req).await?),
             };
             self.check_table(req, &m)?;
-            if let Mode::Merge { keys } = req.mode {
+            let merge_removed = match req.mode {
                 // A merge rewrites files of the table as it is now: planned
                 // again on every attempt.
-                if let Some(w) = written.take() {
-                    discard(&self.io, &w.files).await;
-                }
-                let live = match &base {
-                    Some(_) => self.live_files().await?,
-                    None => Vec::new(),
-                };
-                if let Some(d) = live
-                    .iter()
-                    .find(|l| l.file.content_type() != DataContentType::Data)
-                {
-                    return Err(TableError::Partitioning(format!(
-                        "the table has row-level delete files (e.g. {}): idem's copy-on-write merge cannot rewrite rows under them; compact the table (rewrite_data_files) first",
-                        d.file.file_path()
-                    )));
-                }
-                let paths: Vec<String> = live
-                    .iter()
-                    .map(|l| l.file.file_path().to_string())
-                    .collect();
-                let spec = self.file_spec(req, &m, attempt)?;
-                let (staged, keys, slice) = (staged.to_vec(), keys.clone(), req.slice.to_string());
-                let merged = tokio::task::spawn_blocking(move || {
-                    merge::merge(spec, &staged, &paths, &keys, &slice)
-                })
-                .await
-                .map_err(|e| TableError::Output(format!("merging: {e}")))?;
-                let merged = match merged {
-                    Ok(m) => m,
-                    Err(failed) => {
-                        let (e, files) = *failed;
-                        discard(&self.io, &files).await;
-                        return Err(e);
+                Mode::Merge { keys } => {
+                    if let Some(w) = written.take() {
+                        discard(&self.io, &w.files).await;
                     }
-                };
-                *written = Some(Written {
-                    files: merged.added,
-                    schema_id: m.current_schema_id(),
-                    spec_id: m.default_partition_spec_id(),
-                    table: (m.uuid().to_string(), m.location().to_string()),
-                });
-                let files = written.as_ref().map(|w| w.files.as_slice()).unwrap_or(&[]);
-                match self
-                    .replace(
-                        req,
-                        base.as_deref(),
-                        &m,
-                        files,
-                        Some(&merged.removed),
-                        swapped,
-                    )
-                    .await
-                {
-                    Ok(version) => return Ok(CommitOutcome::Committed { version, drift }),
-                    Err(TableError::Conflict(_)) if *swapped => {
-                        return self.after_swap(req).await;
-                    }
-                    Err(TableError::Conflict(detail)) => {
-                        tracing::info!(
-                            "merge of slice {} lost a race ({detail}); re-planning",
-                            req.slice
-                        );
-                        last_conflict = detail;
-                        raced = true;
-                        continue;
-                    }
-                    Err(e) => return Err(e),
+                    let merged = self
+                        .plan_merge(req, base.is_some(), &m, staged, keys, attempt)
+                        .await?;
+                    *written = Some(Written::new(merged.added, &m));
+                    Some(merged.removed)
                 }
-            }
-            // Files written for an earlier attempt carry that schema's field
-            // ids and that spec: another writer may have changed them since.
-            let stale = written.as_ref().is_some_and(|w| {
-                w.schema_id != m.current_schema_id()
-                    || w.spec_id != m.default_partition_spec_id()
-                    || w.table != (m.uuid().to_string(), m.location().to_string())
-            });
-            if stale && let Some(w) = written.take() {
-                discard(&self.io, &w.files).await;
-            }
-            if written.is_none() {
-                *written = Some(Written {
-                    files: self.write_files(req, staged, &m, attempt).await?,
-                    schema_id: m.current_schema_id(),
-                    spec_id: m.default_partition_spec_id(),
-                    table: (m.uuid().to_string(), m.location().to_string()),
-                });
-            }
+                _ => {
+                    // Files written for an earlier attempt carry that
+                    // schema's field ids and that spec: another writer may
+                    // have changed them since.
+                    if let Some(w) = written.take_if(|w| !w.fits(&m)) {
+                        discard(&self.io, &w.files).await;
+                    }
+                    if written.is_none() {
+                        let files = self.write_files(req, staged, &m, attempt).await?;
+                        *written = Some(Written::new(files, &m));
+                    }
+                    None
+                }
+            };
             let files = written.as_ref().map(|w| w.files.as_slice()).unwrap_or(&[]);
             match self
-                .replace(req, base.as_deref(), &m, files, None, swapped)
+                .replace(
+                    req,
+                    base.as_deref(),
+                    &m,
+                    files,
+                    merge_removed.as_ref(),
+                    swapped,
+                )
                 .await
             {
                 Ok(version) => return Ok(CommitOutcome::Committed { version, drift }),
@@ -970,6 +932,51 @@ impl Iceberg {
             "gave up after {MAX_ATTEMPTS} attempts; other writers keep committing slice {} ({last_conflict})",
             req.slice
         )))
+    }
+
+    /// Rewrite the table's files for a merge of the staged output (see
+    /// [`merge`]) against the table as `m` describes it.
+    async fn plan_merge(
+        &self,
+        req: &CommitRequest<'_>,
+        exists: bool,
+        m: &TableMetadata,
+        staged: &[PathBuf],
+        keys: &[String],
+        attempt: usize,
+    ) -> Result<merge::Merged, TableError> {
+        let live = if exists {
+            self.live_files().await?
+        } else {
+            Vec::new()
+        };
+        if let Some(d) = live
+            .iter()
+            .find(|l| l.file.content_type() != DataContentType::Data)
+        {
+            return Err(TableError::Partitioning(format!(
+                "the table has row-level delete files (e.g. {}): idem's copy-on-write merge cannot rewrite rows under them; compact the table (rewrite_data_files) first",
+                d.file.file_path()
+            )));
+        }
+        let paths: Vec<String> = live
+            .iter()
+            .map(|l| l.file.file_path().to_string())
+            .collect();
+        let spec = self.file_spec(req, m, attempt)?;
+        let (staged, keys, slice) = (staged.to_vec(), keys.to_vec(), req.slice.to_string());
+        let merged =
+            tokio::task::spawn_blocking(move || merge::merge(spec, &staged, &paths, &keys, &slice))
+                .await
+                .map_err(|e| TableError::Output(format!("merging: {e}")))?;
+        match merged {
+            Ok(m) => Ok(m),
+            Err(failed) => {
+                let (e, files) = *failed;
+                discard(&self.io, &files).await;
+                Err(e)
+            }
+        }
     }
 
     /// The catalog swap landed but its outcome was not seen (a lost
@@ -1911,6 +1918,7 @@ mod tests {
                 run_key: String::new(),
                 manifest: String::new(),
                 columns: None,
+                snapshot: 0,
             }
         };
         let live = |extra: Vec<(DataFile, i64)>| {
