@@ -44,7 +44,13 @@ impl Fixture {
     }
     /// What pyiceberg reads in table `sales.<name>`.
     fn read(&self, name: &str) -> Value {
+        self.read_planning(name, "")
+    }
+    /// The same, with how many data files a scan filtered by `filter`
+    /// plans (`planned`).
+    fn read_planning(&self, name: &str, filter: &str) -> Value {
         let out = Command::new(common::python())
+            .env("IDEM_PLAN_FILTER", filter)
             .arg(common::root().join("tests/read_iceberg.py"))
             .arg(self.catalog())
             .arg(self.warehouse())
@@ -255,6 +261,16 @@ fn an_append_slice_replaces_only_its_own_rows() {
     assert_eq!(rows(&got), read_table(&delta, None).rows);
     let last = got["snapshots"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["operation"], "overwrite", "{last}");
+    // Data files carry column bounds: a reader skips files by value.
+    let nothing = fx.read_planning("orders", "amount > 1000000000.0");
+    assert_eq!(nothing["planned"], 0, "files planned that hold no such row");
+    let hi_only = fx.read_planning("orders", "amount < 650.0");
+    assert_eq!(
+        hi_only["planned"], 1,
+        "day 1 (amounts >= 700) was not skipped"
+    );
+    let all = fx.read_planning("orders", "amount > 0.0");
+    assert_eq!(all["planned"], 2);
     // An empty output commits too, and empties the slice (the other
     // slice's rows stay).
     for t in [ice.clone(), s(&delta)] {
@@ -856,4 +872,63 @@ fn a_warehouse_on_s3_holds_the_same_table() {
     assert_eq!(rows(&got), rows(&fx.read("revenue")));
     let (code, audit, err) = s3.idem(&["audit", &ice], &[]);
     assert_eq!(code, 0, "{audit}{err}");
+}
+
+#[test]
+fn an_iceberg_table_at_a_pinned_version_is_a_slice_input() {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 2_000);
+    let clean = common::guest("examples/clean_orders");
+    let revenue = common::guest("examples/daily_revenue");
+    let ice = fx.table("bronze");
+    let delta = fx.dir.path().join("delta_bronze");
+    for t in [ice.clone(), s(&delta)] {
+        for d in ["2026-10-01", "2026-10-02"] {
+            ok(run(&fx, &clean, d, &t, &[]));
+        }
+    }
+    // Silver from each bronze, pinned at version 2, day 1's rows only.
+    let silver = |from: &str, to: &Path, version: &str, day: &str| {
+        common::idem(&[
+            "run",
+            "--module",
+            s(&revenue).as_str(),
+            "--input",
+            from,
+            "--delta-version",
+            version,
+            "--delta-slice",
+            &format!("date={day}"),
+            "--partition",
+            &format!("date={day}"),
+            "--table",
+            s(to).as_str(),
+        ])
+    };
+    let (a, b) = (
+        fx.dir.path().join("silver_a"),
+        fx.dir.path().join("silver_b"),
+    );
+    let from_ice = ok(silver(&ice, &a, "2", "2026-10-01"));
+    let from_delta = ok(silver(&s(&delta), &b, "2", "2026-10-01"));
+    assert_eq!(field(&from_ice, "output:"), field(&from_delta, "output:"));
+    let got = read_table(&a, None);
+    assert!(!got.rows.is_empty());
+    assert_eq!(got.rows, read_table(&b, None).rows);
+    // The same run again reads the same pinned files: nothing to do.
+    let again = ok(silver(&ice, &a, "2", "2026-10-01"));
+    assert!(field(&again, "result:").contains("version 1"), "{again}");
+    // Version 1 holds no commit of day 2: refused, naming it.
+    let (code, _, err) = silver(&ice, &a, "1", "2026-10-02");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("holds no commit of slice `date=2026-10-02`"),
+        "{err}"
+    );
+    // A version the table never had is a clear error.
+    let (code, _, err) = silver(&ice, &a, "9", "2026-10-01");
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("no snapshot with that sequence number"),
+        "{err}"
+    );
 }

@@ -62,9 +62,15 @@ def main() -> None:
                 **{k: v for k, v in props.items() if k.startswith("idem.")},
             }
         )
+    # How many data files a scan with the row filter in IDEM_PLAN_FILTER
+    # plans (files are skipped by their column bounds).
+    planned = None
+    if os.environ.get("IDEM_PLAN_FILTER"):
+        planned = len(list(table.scan(row_filter=os.environ["IDEM_PLAN_FILTER"]).plan_files()))
     print(
         json.dumps(
             {
+                "planned": planned,
                 "version": snap.sequence_number if snap else -1,
                 "columns": cols,
                 "rows": rows,

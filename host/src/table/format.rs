@@ -21,12 +21,6 @@ pub enum Table {
     Iceberg(Iceberg),
 }
 
-fn not_for_iceberg(what: &str) -> TableError {
-    TableError::Partitioning(format!(
-        "{what} is not yet supported for Iceberg tables: use a Delta table"
-    ))
-}
-
 impl Table {
     /// Open the table at `location` to write it (see [`Delta::open`]).
     pub async fn open(location: &str) -> Result<Self, TableError> {
@@ -185,14 +179,14 @@ impl Table {
     ) -> Result<(Vec<InputFile>, bool), TableError> {
         match self {
             Table::Delta(t) => t.input_files(partition, owner).await,
-            Table::Iceberg(_) => Err(not_for_iceberg("reading a table as a slice input")),
+            Table::Iceberg(t) => t.input_files(partition, owner).await,
         }
     }
 
     pub async fn load_version(&mut self, version: u64) -> Result<(), TableError> {
         match self {
             Table::Delta(t) => t.load_version(version).await,
-            Table::Iceberg(_) => Err(not_for_iceberg("pinning a table version")),
+            Table::Iceberg(t) => t.load_version(version),
         }
     }
 

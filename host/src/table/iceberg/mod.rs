@@ -317,6 +317,8 @@ pub struct Iceberg {
     prefix: object_store::path::Path,
     /// The current metadata file and what it says.
     current: Option<(String, TableMetadata)>,
+    /// Read at this snapshot instead of the current one (a pinned input).
+    pinned: Option<i64>,
     attempt: String,
 }
 
@@ -371,6 +373,7 @@ impl Iceberg {
             store,
             prefix,
             current: None,
+            pinned: None,
             attempt: super::attempt_id(location)?,
             loc,
         };
@@ -433,7 +436,11 @@ impl Iceberg {
         let Some(m) = self.metadata() else {
             return Ok(Vec::new());
         };
-        let Some(snap) = m.current_snapshot() else {
+        let snap = match self.pinned {
+            Some(id) => m.snapshot_by_id(id),
+            None => m.current_snapshot(),
+        };
+        let Some(snap) = snap else {
             return Ok(Vec::new());
         };
         let list = self.manifest_list(snap.manifest_list()).await?;
@@ -610,7 +617,117 @@ impl Iceberg {
     }
 
     pub fn slice_seq(&self, slice: &str) -> i64 {
-        self.record(slice).map(|r| r.seq).unwrap_or(0)
+        let Some(id) = self.pinned else {
+            return self.record(slice).map(|r| r.seq).unwrap_or(0);
+        };
+        // At a pinned snapshot: the slice's latest commit in its ancestry.
+        let Some(m) = self.metadata() else {
+            return 0;
+        };
+        let mut next = m.snapshot_by_id(id).cloned();
+        while let Some(s) = next {
+            let p = &s.summary().additional_properties;
+            if p.get("idem.slice").map(String::as_str) == Some(slice) {
+                return p.get("idem.seq").and_then(|v| v.parse().ok()).unwrap_or(1);
+            }
+            next = s
+                .parent_snapshot_id()
+                .and_then(|p| m.snapshot_by_id(p).cloned());
+        }
+        0
+    }
+
+    /// Read the table as of the snapshot with sequence number `version`
+    /// (what `committed version N` names).
+    pub fn load_version(&mut self, version: u64) -> Result<(), TableError> {
+        let m = self.metadata().ok_or_else(|| TableError::NoTable {
+            location: self.location.clone(),
+        })?;
+        let id = m
+            .snapshots()
+            .find(|s| s.sequence_number() as u64 == version)
+            .map(|s| s.snapshot_id())
+            .ok_or_else(|| TableError::Iceberg {
+                what: format!("reading version {version}"),
+                detail: "the table has no snapshot with that sequence number (see `idem log`; expired snapshots cannot be read)".into(),
+            })?;
+        self.pinned = Some(id);
+        Ok(())
+    }
+
+    /// The data files of the pinned (or current) snapshot as a slice
+    /// input, relative to the table's folder, optionally only partition
+    /// `column = value`, or only slice `owner`'s (its files; in a merge
+    /// table every file, and `true`: keep the rows its owner column names).
+    /// idem's files hold their partition column, so no values are added.
+    pub async fn input_files(
+        &self,
+        partition: Option<(&str, &str)>,
+        owner: Option<&str>,
+    ) -> Result<(Vec<super::InputFile>, bool), TableError> {
+        let m = self.metadata().ok_or_else(|| TableError::NoTable {
+            location: self.location.clone(),
+        })?;
+        let unsupported = |detail: String| TableError::Iceberg {
+            what: format!("reading {} as a slice", self.location),
+            detail,
+        };
+        let mode = m.properties().get(MODE_PROP).map(String::as_str);
+        let rows_of = match (owner, mode) {
+            (None, _) => false,
+            (Some(_), Some("merge")) => true,
+            (Some(_), Some(_)) => false,
+            (Some(owner), None) => {
+                return Err(unsupported(format!(
+                    "the rows of slice `{owner}` can only be selected in a table idem writes; this table was not created by idem. Read a version or a partition of it instead"
+                )));
+            }
+        };
+        let base = self.url.as_str();
+        let mut out = Vec::new();
+        for l in self.live_files().await? {
+            if l.file.content_type() != DataContentType::Data {
+                return Err(unsupported(format!(
+                    "the snapshot has row-level delete files (e.g. {}), which idem cannot apply yet: compact the table first",
+                    l.file.file_path()
+                )));
+            }
+            let path = l.file.file_path();
+            if let Some((_, v)) = partition
+                && !in_partition(&l.file, v)
+            {
+                continue;
+            }
+            if let Some(owner) = owner
+                && !rows_of
+                && !owned_by(path, &slice_tag(owner))
+            {
+                continue;
+            }
+            // Relative to the table's folder, as the object is named.
+            let url = folder_url(path).map_err(|e| unsupported(format!("{path}: {e}")))?;
+            let rel = url
+                .as_str()
+                .trim_end_matches('/')
+                .strip_prefix(base)
+                .map(|r| {
+                    percent_encoding::percent_decode_str(r)
+                        .decode_utf8_lossy()
+                        .to_string()
+                })
+                .ok_or_else(|| {
+                    unsupported(format!(
+                        "data file {path} lies outside the table's folder {base}"
+                    ))
+                })?;
+            out.push(super::InputFile {
+                path: rel,
+                partition_values: Vec::new(),
+            });
+        }
+        // In output order for a slice's files (their names number them).
+        out.sort_by(|a, b| (file_index(&a.path), &a.path).cmp(&(file_index(&b.path), &b.path)));
+        Ok((out, rows_of))
     }
 
     pub fn version_of_current(&self, slice: &str) -> Option<u64> {
@@ -620,7 +737,16 @@ impl Iceberg {
     /// The table's schema as Arrow (the types idem writes for each
     /// Iceberg type).
     pub fn arrow_schema(&self) -> Result<SchemaRef, TableError> {
-        arrow_schema_of(self.metadata().ok_or(TableError::NoSchema)?)
+        let m = self.metadata().ok_or(TableError::NoSchema)?;
+        if let Some(schema) = self
+            .pinned
+            .and_then(|id| m.snapshot_by_id(id))
+            .and_then(|s| s.schema_id())
+            .and_then(|id| m.schema_by_id(id))
+        {
+            return arrow_fields_of(schema.as_ref());
+        }
+        arrow_schema_of(m)
     }
 
     /// Every slice's current commit (from the table's properties) with
@@ -835,7 +961,7 @@ impl Iceberg {
     ) -> Result<CommitOutcome, TableError> {
         if req.progress.is_some() {
             return Err(TableError::Partitioning(
-                "tracked progress (--source) is not yet supported for Iceberg tables: use a Delta table".into(),
+                "tracked progress (--next) is not yet supported for Iceberg tables: use a Delta table".into(),
             ));
         }
         let mut raced = false;
@@ -1630,8 +1756,12 @@ fn folder_url(location: &str) -> Result<Url, String> {
 /// A table's schema as Arrow (the types idem writes for each Iceberg
 /// type).
 fn arrow_schema_of(m: &TableMetadata) -> Result<SchemaRef, TableError> {
-    let fields = m
-        .current_schema()
+    arrow_fields_of(m.current_schema().as_ref())
+}
+
+/// An Iceberg schema as Arrow.
+fn arrow_fields_of(schema: &iceberg::spec::Schema) -> Result<SchemaRef, TableError> {
+    let fields = schema
         .as_struct()
         .fields()
         .iter()
