@@ -364,18 +364,25 @@ pub(super) fn with_partition(batch: RecordBatch, mode: &Mode) -> Result<RecordBa
         }
         return Ok(batch);
     }
+    with_text_column(batch, column, value)
+}
+
+/// `batch` with a non-null text column `name` holding `value` in every
+/// row, last.
+pub(super) fn with_text_column(
+    batch: RecordBatch,
+    name: &str,
+    value: &str,
+) -> Result<RecordBatch, TableError> {
     let mut fields: Vec<Field> = batch
         .schema()
         .fields()
         .iter()
         .map(|f| f.as_ref().clone())
         .collect();
-    fields.push(Field::new(column, DataType::Utf8, false));
+    fields.push(Field::new(name, DataType::Utf8, false));
     let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-    columns.push(Arc::new(StringArray::from(vec![
-        value.as_str();
-        batch.num_rows()
-    ])));
+    columns.push(Arc::new(StringArray::from(vec![value; batch.num_rows()])));
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
         .map_err(|e| TableError::Output(e.to_string()))
 }

@@ -87,18 +87,6 @@ impl Table {
         }
     }
 
-    pub async fn is_current(
-        &self,
-        slice: &str,
-        digest: &Digest,
-        mode: &Mode,
-    ) -> Result<bool, TableError> {
-        Ok(matches!(
-            self.slice_state(slice, digest, mode).await?,
-            SliceState::Current { .. }
-        ))
-    }
-
     pub async fn foreign_commit_since(
         &self,
         since: Option<u64>,

@@ -378,19 +378,6 @@ impl Delta {
         })
     }
 
-    /// Whether `digest` is the slice's current output and still intact.
-    pub async fn is_current(
-        &self,
-        slice: &str,
-        digest: &Digest,
-        mode: &Mode,
-    ) -> Result<bool, TableError> {
-        Ok(matches!(
-            self.slice_state(slice, digest, mode).await?,
-            SliceState::Current { .. }
-        ))
-    }
-
     /// Merge slices share files, so their rows cannot be told apart by file:
     /// any commit after the slice's that idem did not make may have changed
     /// them.

@@ -139,26 +139,49 @@ impl Delta {
                 .bytes()
                 .await
                 .map_err(|e| err(&e))?;
-            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-                .map_err(|e| err(&e))?
-                .build()
-                .map_err(|e| err(&e))?;
-            for batch in reader {
-                let batch = batch.map_err(|e| err(&e))?;
-                let batch = as_output(batch, c.output_columns.as_deref(), partition)
-                    .map_err(|e| err(&e))?;
-                digester.update(&batch).map_err(|e| err(&e))?;
-            }
+            digest_file(
+                bytes,
+                c.output_columns.as_deref(),
+                partition,
+                |b| b,
+                &mut digester,
+            )
+            .map_err(|e| err(&e))?;
         }
         let rows = digester.rows();
         Ok((digester.finish(), rows))
     }
 }
 
+/// Decode one data file and feed its rows, each batch `prepare`d and put
+/// in the output's form ([`as_output`]), to `digester`: how audit reads a
+/// slice back, for either format.
+pub(super) fn digest_file(
+    bytes: bytes::Bytes,
+    columns: Option<&[String]>,
+    partition: Option<(&str, &str)>,
+    prepare: impl Fn(RecordBatch) -> RecordBatch,
+    digester: &mut OutputDigester,
+) -> Result<(), String> {
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .and_then(|b| b.build())
+        .map_err(|e| e.to_string())?;
+    for batch in reader {
+        let batch = as_output(
+            prepare(batch.map_err(|e| e.to_string())?),
+            columns,
+            partition,
+        )
+        .map_err(|e| e.to_string())?;
+        digester.update(&batch).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// A data file's batch in the output's column order, with the partition
 /// column (which Delta keeps in the log, not in the file) put back where
 /// the output had it.
-pub(super) fn as_output(
+fn as_output(
     batch: RecordBatch,
     columns: Option<&[String]>,
     partition: Option<(&str, &str)>,

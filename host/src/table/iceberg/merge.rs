@@ -8,10 +8,9 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::datatypes::DataType;
 use arrow::row::{RowConverter, SortField};
 use iceberg::spec::DataFile;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -30,17 +29,7 @@ pub(super) struct Merged {
 
 /// The output batch with the owner column.
 fn owned(batch: RecordBatch, slice: &str) -> Result<RecordBatch, TableError> {
-    let mut fields: Vec<Field> = batch
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    fields.push(Field::new(OWNER_COLUMN, DataType::Utf8, false));
-    let mut cols: Vec<ArrayRef> = batch.columns().to_vec();
-    cols.push(Arc::new(StringArray::from(vec![slice; batch.num_rows()])));
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
-        .map_err(|e| TableError::Output(e.to_string()))
+    crate::table::files::with_text_column(batch, OWNER_COLUMN, slice)
 }
 
 struct Keys {

@@ -818,20 +818,14 @@ impl Iceberg {
                 .read()
                 .await
                 .map_err(|e| err(&e))?;
-            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-                .map_err(|e| err(&e))?
-                .build()
-                .map_err(|e| err(&e))?;
-            for batch in reader {
-                let batch = batch.map_err(|e| err(&e))?;
-                let batch = super::proof::as_output(
-                    strip_field_ids(batch),
-                    c.output_columns.as_deref(),
-                    None,
-                )
-                .map_err(|e| err(&e))?;
-                digester.update(&batch).map_err(|e| err(&e))?;
-            }
+            super::proof::digest_file(
+                bytes,
+                c.output_columns.as_deref(),
+                None,
+                strip_field_ids,
+                &mut digester,
+            )
+            .map_err(|e| err(&e))?;
         }
         let rows = digester.rows();
         Ok((digester.finish(), rows))
