@@ -95,6 +95,55 @@ fn main() {
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "unknown".into());
     parts.push(format!("target/{arch}"));
     println!("cargo:rustc-env=IDEM_ENGINE_CRATES={}", parts.join(" "));
+    embed_guest_sdks(&dir);
+}
+
+/// The JavaScript and Python guest SDKs travel inside the binary, so that
+/// `idem build` of a JS or Python transform needs no checkout of idem:
+/// writes `$OUT_DIR/guest_sdks.rs` with (relative path, bytes) of every
+/// file `guest-sdk/js/{package.json,src/}` and
+/// `guest-sdk/python/idem_guest/` hold (tests and caches excluded).
+fn embed_guest_sdks(host: &std::path::Path) {
+    let sdk = host.join("../guest-sdk");
+    let mut out = String::new();
+    for (name, base, parts) in [
+        ("JS", sdk.join("js"), &["package.json", "src"][..]),
+        ("PYTHON", sdk.join("python"), &["idem_guest"][..]),
+    ] {
+        let mut files = Vec::new();
+        for part in parts {
+            let p = base.join(part);
+            println!("cargo:rerun-if-changed={}", p.display());
+            collect(&base, &p, &mut files);
+        }
+        files.sort();
+        out.push_str(&format!("pub const {name}: &[(&str, &[u8])] = &[\n"));
+        for (rel, abs) in files {
+            out.push_str(&format!("    ({rel:?}, include_bytes!({abs:?})),\n"));
+        }
+        out.push_str("];\n");
+    }
+    let dest = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    std::fs::write(dest.join("guest_sdks.rs"), out).expect("writing guest_sdks.rs");
+}
+
+/// Files under `p` (or `p` itself), as (path relative to `base` with `/`,
+/// absolute path); skips caches and tests' output.
+fn collect(base: &std::path::Path, p: &std::path::Path, files: &mut Vec<(String, String)>) {
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if name == "__pycache__" || name == "node_modules" || name.starts_with('.') {
+        return;
+    }
+    if p.is_dir() {
+        for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
+            collect(base, &e.path(), files);
+        }
+    } else if p.is_file() && !name.ends_with(".pyc") {
+        let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let rel = p.strip_prefix(base).unwrap_or(p);
+        let rel: Vec<String> = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+        files.push((rel.join("/"), abs.display().to_string()));
+    }
 }
 
 struct Package {

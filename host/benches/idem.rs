@@ -1,6 +1,6 @@
 //! idem's benchmark suite: `cargo bench -p idem [-- --rows N --e2e-rows N --samples N
-//! --backfill-rows N --serve-runs N --peer-rows N --only FIGURE]` (FIGURE: startup, sandbox,
-//! e2e, memory, s3, backfill, serve, peers).
+//! --backfill-rows N --serve-runs N --peer-rows N --lang-rows N --only FIGURE]` (FIGURE:
+//! startup, sandbox, e2e, memory, s3, backfill, serve, peers, languages).
 //!
 //! Every figure is printed next to a baseline measured in the same run and
 //! their ratio. Whole-pipeline figures run in child processes (this binary
@@ -204,6 +204,80 @@ fn sandbox_overhead(rows: u64, out: &mut Vec<Row>) {
             ratio: n.as_secs_f64() / w.as_secs_f64(),
             target: ">= 0.75",
         });
+    }
+}
+
+/// Figure 10: the same transforms written in JavaScript and Python, on the
+/// same in-memory batches as figure 1, against the Rust guest; each is
+/// checked to give the Rust guest's output digest. Module size and compile
+/// time (first load, no cache) are in the figure's name.
+fn languages(rows: u64, out: &mut Vec<Row>) {
+    let batches: Vec<RecordBatch> = (0..rows.div_ceil(BATCH as u64))
+        .map(|i| {
+            idem::sample::orders_batch(
+                7,
+                i * BATCH as u64,
+                (rows - i * BATCH as u64).min(BATCH as u64) as usize,
+            )
+        })
+        .collect();
+    let cache = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(cache.path().into()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    for ex in ["clean_orders", "daily_revenue"] {
+        let ctx = GuestContext {
+            slice_id: "bench".into(),
+            logical_date: Some("2026-10-01".into()),
+            params: params(ex).into(),
+            input_schema: idem::sample::orders_schema(),
+            batch_rows: BATCH,
+        };
+        // Best of `n` runs, each in a fresh instance; and the digest.
+        let best = |path: &Path, n: usize| {
+            let bytes = std::fs::read(path).unwrap();
+            let start = Instant::now();
+            let m = sandbox.load(&bytes).unwrap();
+            let compile = start.elapsed();
+            let (d, digest) = (0..n)
+                .map(|_| {
+                    let mut t = sandbox.instantiate(&m).unwrap();
+                    let start = Instant::now();
+                    let o = execute(
+                        &mut t,
+                        &ctx,
+                        idem::execute::batches(batches.iter().cloned().map(Ok)),
+                        |_| Ok(()),
+                    )
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                    (start.elapsed(), o.output_digest)
+                })
+                .min_by_key(|(d, _)| *d)
+                .unwrap();
+            (d, digest, bytes.len(), compile)
+        };
+        let (rust, rust_digest, _, _) = best(&module(ex), 3);
+        for (lang, suffix, runs, target) in [
+            ("JavaScript", "js", 2, ">= 0.1"),
+            ("Python", "py", 1, ">= 0.02"),
+        ] {
+            let path = guest(&format!("examples/{ex}_{suffix}"));
+            let (d, digest, size, compile) = best(&path, runs);
+            assert_eq!(digest, rust_digest, "{ex}: {lang} and Rust outputs differ");
+            out.push(Row {
+                figure: format!(
+                    "10. {ex}: {lang} vs Rust guest, rows/s ({:.1} MB module, compiled in {:.1} s)",
+                    size as f64 / 1e6,
+                    compile.as_secs_f64()
+                ),
+                idem: mrows(rows, d),
+                baseline: mrows(rows, rust),
+                ratio: rust.as_secs_f64() / d.as_secs_f64(),
+                target,
+            });
+        }
     }
 }
 
@@ -1135,6 +1209,7 @@ fn main() {
     let backfill_rows = arg(&args, "--backfill-rows", 100_000);
     let serve_runs = arg(&args, "--serve-runs", 300);
     let peer_rows = arg(&args, "--peer-rows", 5_000_000);
+    let lang_rows = arg(&args, "--lang-rows", 1_000_000);
     let only = args
         .iter()
         .position(|a| a == "--only")
@@ -1168,6 +1243,9 @@ fn main() {
     }
     if want("peers") {
         peers(peer_rows, samples, &mut out);
+    }
+    if want("languages") {
+        languages(lang_rows, &mut out);
     }
     print(&out);
 }

@@ -1,15 +1,24 @@
-//! `idem build`: compile a guest crate for wasm32-unknown-unknown and encode
-//! the core module into a component, ready for the sandbox.
+//! `idem build`: turn a transform's source folder into a component the
+//! sandbox admits. Rust crates are compiled for wasm32-unknown-unknown;
+//! JavaScript and Python projects are embedded in a JS or Python engine
+//! that is itself a component (componentize-js, componentize-py), whose
+//! toolchains `idem build` installs into a cache the first time.
+
+mod js;
+mod python;
+mod rust;
+mod toolchain;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use thiserror::Error;
 
 use crate::digest::Digest;
 use crate::sandbox::{Sandbox, SandboxError};
 
-/// Why a guest crate did not build.
+pub use toolchain::default_toolchain_dir;
+
+/// Why a transform did not build.
 #[derive(Debug, Error)]
 pub enum BuildError {
     /// cargo could not be started.
@@ -31,6 +40,45 @@ pub enum BuildError {
         /// The crate.
         crate_dir: String,
     },
+    /// The folder is not a transform project idem knows how to build.
+    #[error("{0}")]
+    Project(String),
+    /// A program the build needs is not installed.
+    #[error("{what} needs `{program}`, which could not be run ({source}): {fix}")]
+    Missing {
+        /// The language's build.
+        what: &'static str,
+        /// The program.
+        program: String,
+        /// How to get it.
+        fix: &'static str,
+        /// Why it could not run.
+        source: std::io::Error,
+    },
+    /// Installing a toolchain into the cache failed.
+    #[error(
+        "installing the {what} toolchain into {dir} failed: {detail}. It is fetched once from {registry}; check the network or proxy settings, or set IDEM_TOOLCHAIN_DIR to a folder where it is already installed"
+    )]
+    Toolchain {
+        /// Which toolchain.
+        what: &'static str,
+        /// Where it was being installed.
+        dir: String,
+        /// The package registry.
+        registry: &'static str,
+        /// What went wrong (the tool's last lines).
+        detail: String,
+    },
+    /// The language's component builder failed on the project.
+    #[error("{what} of {dir} failed:\n{detail}")]
+    Componentize {
+        /// The language's build.
+        what: &'static str,
+        /// The project.
+        dir: String,
+        /// The builder's message.
+        detail: String,
+    },
     /// The module is not an admissible transform.
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
@@ -44,6 +92,66 @@ pub enum BuildError {
     },
 }
 
+/// The language of a transform's source folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Language {
+    /// A Rust crate (`Cargo.toml`) using the `idem-guest` crate.
+    Rust,
+    /// A JavaScript package (`package.json`) using the `idem-guest` npm SDK.
+    #[value(name = "js")]
+    JavaScript,
+    /// A Python project (`pyproject.toml` or `app.py`) using `idem_guest`.
+    Python,
+}
+
+impl Language {
+    /// What the folder holds: `Cargo.toml` is Rust, `package.json` is
+    /// JavaScript, `pyproject.toml` or `app.py` is Python. A folder with
+    /// more than one of them must be told which (`--lang`).
+    pub fn detect(dir: &Path) -> Result<Language, BuildError> {
+        let found: Vec<(Language, &str)> = [
+            (Language::Rust, "Cargo.toml"),
+            (Language::JavaScript, "package.json"),
+            (Language::Python, "pyproject.toml"),
+            (Language::Python, "app.py"),
+        ]
+        .into_iter()
+        .filter(|(_, f)| dir.join(f).is_file())
+        .collect();
+        let mut langs: Vec<Language> = found.iter().map(|(l, _)| *l).collect();
+        langs.dedup();
+        match langs.as_slice() {
+            [one] => Ok(*one),
+            [] if !dir.is_dir() => Err(BuildError::Project(format!(
+                "{} is not a folder: pass the transform's project folder",
+                dir.display()
+            ))),
+            [] => Err(BuildError::Project(format!(
+                "{} holds no Cargo.toml (Rust), package.json (JavaScript), pyproject.toml or app.py (Python): pass a transform's project folder, or create one with `idem new NAME --lang rust|js|python`",
+                dir.display()
+            ))),
+            _ => Err(BuildError::Project(format!(
+                "{} holds {}: say which language to build with --lang",
+                dir.display(),
+                found
+                    .iter()
+                    .map(|(_, f)| *f)
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ))),
+        }
+    }
+
+    /// The name users see.
+    pub fn name(self) -> &'static str {
+        match self {
+            Language::Rust => "rust",
+            Language::JavaScript => "js",
+            Language::Python => "python",
+        }
+    }
+}
+
 /// A built component.
 #[derive(Debug, Clone)]
 pub struct Built {
@@ -51,6 +159,8 @@ pub struct Built {
     pub path: PathBuf,
     /// Its digest (what run keys and manifests name).
     pub digest: Digest,
+    /// The language it was built from.
+    pub language: Language,
 }
 
 /// The guests' own target dir: `$IDEM_GUEST_TARGET_DIR`, else
@@ -66,100 +176,39 @@ pub fn default_target_dir() -> PathBuf {
     }
 }
 
-/// Build the guest crate at `crate_dir` (release, wasm32-unknown-unknown),
-/// encode it as a component, check admission, and write it to `out` (default
-/// `<target_dir>/components/<crate>.wasm`).
+/// Build the transform at `dir` in the language its files show (see
+/// [`Language::detect`]), check admission, and write the component to
+/// `out` (default `<target_dir>/components/<name>.wasm`).
 pub fn build_guest(
-    crate_dir: &Path,
+    dir: &Path,
     target_dir: &Path,
     out: Option<&Path>,
     sandbox: &Sandbox,
 ) -> Result<Built, BuildError> {
-    let manifest = crate_dir.join("Cargo.toml");
-    let mut child = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        // `rustc --crate-type cdylib`: the crate's `rlib` type (for its
-        // native tests) would otherwise stop cargo from link-time
-        // optimizing it.
-        .args([
-            "rustc",
-            "--release",
-            "--lib",
-            "--crate-type",
-            "cdylib",
-            "--target",
-            "wasm32-unknown-unknown",
-        ])
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .arg("--target-dir")
-        .arg(target_dir)
-        .args(["--message-format", "json-render-diagnostics"])
-        // The host's own build flags (coverage, sanitizers) are not the guest's.
-        // SIMD128 is deterministic (relaxed SIMD is not enabled) and lets
-        // Arrow's kernels vectorize inside the sandbox.
-        .env_remove("RUSTFLAGS")
-        .env("CARGO_ENCODED_RUSTFLAGS", "-Ctarget-feature=+simd128")
-        // Guests ship without debug info: smaller modules compile faster.
-        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
-        // One codegen unit, link-time optimized: Arrow's code inlines into
-        // the transform's loop. These override the guest's own
-        // [profile.release] (the README says so).
-        .env("CARGO_PROFILE_RELEASE_LTO", "true")
-        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(BuildError::Cargo)?;
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let mut wasm: Option<PathBuf> = None;
-    let canonical = std::fs::canonicalize(&manifest).unwrap_or(manifest.clone());
-    for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
-        let Ok(line) = line else { break };
-        let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else {
-            continue;
-        };
-        if msg["reason"] != "compiler-artifact" {
-            continue;
-        }
-        if msg["manifest_path"].as_str().map(PathBuf::from) != Some(canonical.clone()) {
-            continue;
-        }
-        if let Some(files) = msg["filenames"].as_array() {
-            for f in files.iter().filter_map(|f| f.as_str()) {
-                if f.ends_with(".wasm") {
-                    wasm = Some(PathBuf::from(f));
-                }
-            }
-        }
-    }
-    let status = child.wait().map_err(BuildError::Cargo)?;
-    let crate_name = crate_dir.display().to_string();
-    if !status.success() {
-        return Err(BuildError::CompileFailed {
-            crate_dir: crate_name,
-        });
-    }
-    let wasm = wasm.ok_or(BuildError::NoWasm {
-        crate_dir: crate_name,
-    })?;
-    let core = std::fs::read(&wasm).map_err(|e| BuildError::Write {
-        path: wasm.display().to_string(),
-        source: e,
-    })?;
-    let component = crate::sandbox::encode(&core)?;
+    let language = Language::detect(dir)?;
+    build_as(language, dir, target_dir, out, sandbox)
+}
+
+/// [`build_guest`] in a given language.
+pub fn build_as(
+    language: Language,
+    dir: &Path,
+    target_dir: &Path,
+    out: Option<&Path>,
+    sandbox: &Sandbox,
+) -> Result<Built, BuildError> {
+    let (component, name) = match language {
+        Language::Rust => rust::build(dir, target_dir)?,
+        Language::JavaScript | Language::Python => reuse_or(language, dir, target_dir)?,
+    };
     // Refuse to hand out a component the sandbox would reject.
     sandbox.inspect(&component)?.1.verdict()?;
     let digest = Digest::of_bytes(&component);
     let path = match out {
         Some(p) => p.to_path_buf(),
-        None => {
-            let stem = wasm
-                .file_stem()
-                .map(|s| s.to_string_lossy().to_string())
-                .unwrap_or_default();
-            target_dir.join("components").join(format!("{stem}.wasm"))
-        }
+        None => target_dir.join("components").join(format!("{name}.wasm")),
     };
-    if let Some(parent) = path.parent() {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|e| BuildError::Write {
             path: path.display().to_string(),
             source: e,
@@ -169,5 +218,155 @@ pub fn build_guest(
         path: path.display().to_string(),
         source: e,
     })?;
-    Ok(Built { path, digest })
+    Ok(Built {
+        path,
+        digest,
+        language,
+    })
+}
+
+/// A JavaScript or Python build, or the component an earlier build made
+/// from exactly the same inputs: the project's files (all but
+/// `node_modules`, caches and hidden folders), the embedded SDK, the WIT
+/// world and the pinned toolchain. Their builders take ~20 s and do not
+/// give the same bytes twice (componentize-js snapshots a heap), so reusing
+/// the component also keeps its digest, and every memo keyed on it,
+/// stable across rebuilds of unchanged sources. Cargo does the same for
+/// Rust crates.
+fn reuse_or(
+    language: Language,
+    dir: &Path,
+    target_dir: &Path,
+) -> Result<(Vec<u8>, String), BuildError> {
+    use sha2::{Digest as _, Sha256};
+    let mut h = Sha256::new();
+    let mut feed = |name: &str, bytes: &[u8]| {
+        h.update((name.len() as u64).to_le_bytes());
+        h.update(name.as_bytes());
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    feed("language", language.name().as_bytes());
+    feed("wit", WIT.as_bytes());
+    let (sdk, tools): (&[(&str, &[u8])], &[&str]) = match language {
+        Language::JavaScript => (sdks::JS, js::TOOLCHAIN),
+        _ => (sdks::PYTHON, python::TOOLCHAIN),
+    };
+    for (rel, bytes) in sdk {
+        feed(rel, bytes);
+    }
+    for text in tools {
+        feed("toolchain", text.as_bytes());
+    }
+    let mut files = Vec::new();
+    project_files(dir, dir, &mut files);
+    files.sort();
+    for (rel, path) in &files {
+        let bytes = std::fs::read(path).map_err(|e| {
+            BuildError::Project(format!("reading {}: {e}", path.display()))
+        })?;
+        feed(rel, &bytes);
+    }
+    let key = hex::encode(&h.finalize()[..16]);
+    let cached = target_dir
+        .join("reuse")
+        .join(format!("{}-{key}.wasm", language.name()));
+    let named = cached.with_extension("name");
+    if let (Ok(component), Ok(name)) = (std::fs::read(&cached), std::fs::read_to_string(&named)) {
+        return Ok((component, name));
+    }
+    let (component, name) = match language {
+        Language::JavaScript => js::build(dir, &toolchain::default_toolchain_dir())?,
+        _ => python::build(dir, &toolchain::default_toolchain_dir())?,
+    };
+    // Best effort: a build that cannot be kept is still a build. The name
+    // is written first and the component renamed into place last, so a
+    // component found is always complete.
+    let keep = || -> std::io::Result<()> {
+        std::fs::create_dir_all(target_dir.join("reuse"))?;
+        std::fs::write(&named, &name)?;
+        let tmp = cached.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, &component)?;
+        std::fs::rename(&tmp, &cached)
+    };
+    if let Err(e) = keep() {
+        tracing::debug!("could not keep the build in {}: {e}", cached.display());
+    }
+    Ok((component, name))
+}
+
+/// A project's source files as (relative path with `/`, path), skipping
+/// dependencies, caches, build output and hidden entries.
+fn project_files(base: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.')
+            || ["node_modules", "__pycache__", "target", "dist"].contains(&name.as_str())
+            || name.ends_with(".wasm")
+            || name.ends_with(".pyc")
+        {
+            continue;
+        }
+        match e.file_type() {
+            Ok(t) if t.is_dir() => project_files(base, &path, out),
+            Ok(t) if t.is_file() => {
+                let rel = path.strip_prefix(base).unwrap_or(&path);
+                let rel: Vec<String> =
+                    rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+                out.push((rel.join("/"), path));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The `idem:transform` WIT world every guest exports, as the host knows it.
+pub(crate) const WIT: &str = include_str!("../../wit/transform.wit");
+
+/// The JavaScript and Python SDKs, embedded at build time (host/build.rs).
+mod sdks {
+    include!(concat!(env!("OUT_DIR"), "/guest_sdks.rs"));
+}
+
+/// Write an embedded SDK's files under `dir`.
+fn write_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BuildError> {
+    for (rel, bytes) in files {
+        let path = dir.join(rel);
+        let write = || -> std::io::Result<()> {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&path, bytes)
+        };
+        write().map_err(|e| BuildError::Write {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+    }
+    Ok(())
+}
+
+/// A name for the component file: letters, digits, `_` and `-` of `raw`,
+/// else the folder's name.
+fn file_stem(raw: Option<&str>, dir: &Path) -> String {
+    let folder = std::fs::canonicalize(dir)
+        .ok()
+        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "transform".into());
+    let raw = raw.map(|r| r.rsplit('/').next().unwrap_or(r).to_string()).unwrap_or(folder);
+    let stem: String = raw
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .collect();
+    if stem.is_empty() { "transform".into() } else { stem }
+}
+
+/// The last lines of a tool's output, for an error message.
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }

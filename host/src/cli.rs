@@ -93,8 +93,14 @@ impl LimitArgs {
 
 #[derive(Args, Debug)]
 pub struct BuildArgs {
-    /// The guest crate's directory.
+    /// The transform's project folder: a Rust crate (Cargo.toml), a
+    /// JavaScript package (package.json) or a Python project
+    /// (pyproject.toml or app.py).
     pub path: PathBuf,
+    /// The project's language, when its folder holds more than one kind of
+    /// project file (default: what the files show).
+    #[arg(long, value_enum)]
+    pub lang: Option<idem::build::Language>,
     /// Where to write the component (default: <target-dir>/components/<crate>.wasm).
     #[arg(long, short)]
     pub out: Option<PathBuf>,
@@ -107,9 +113,16 @@ pub struct BuildArgs {
 pub fn build(a: BuildArgs, out: Out) -> Result<ExitCode> {
     let sandbox = Sandbox::new(SandboxConfig::default())?;
     let target = a.target_dir.unwrap_or_else(idem::build::default_target_dir);
-    let built = idem::build::build_guest(&a.path, &target, a.out.as_deref(), &sandbox)?;
+    let built = match a.lang {
+        Some(lang) => idem::build::build_as(lang, &a.path, &target, a.out.as_deref(), &sandbox)?,
+        None => idem::build::build_guest(&a.path, &target, a.out.as_deref(), &sandbox)?,
+    };
     out.emit(
-        json!({"module": built.digest.as_str(), "path": built.path.display().to_string()}),
+        json!({
+            "module": built.digest.as_str(),
+            "path": built.path.display().to_string(),
+            "language": built.language.name(),
+        }),
         || println!("{}  {}", built.digest, built.path.display()),
     );
     Ok(ExitCode::SUCCESS)

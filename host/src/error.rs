@@ -238,9 +238,13 @@ impl BuildError {
     pub fn kind(&self) -> Kind {
         match self {
             BuildError::Sandbox(e) => e.kind(),
-            BuildError::Cargo(_) | BuildError::CompileFailed { .. } | BuildError::NoWasm { .. } => {
-                Kind::Input
-            }
+            BuildError::Cargo(_)
+            | BuildError::CompileFailed { .. }
+            | BuildError::NoWasm { .. }
+            | BuildError::Project(_)
+            | BuildError::Missing { .. }
+            | BuildError::Toolchain { .. }
+            | BuildError::Componentize { .. } => Kind::Input,
             BuildError::Write { .. } => Kind::Storage,
         }
     }

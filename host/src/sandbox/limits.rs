@@ -43,9 +43,10 @@ impl Default for Limits {
 }
 
 /// Core instances one guest may create. A wit-bindgen component has a
-/// handful (the module, wit-component's shim and fixup); a component that
-/// needs dozens is not a transform.
-pub(super) const MAX_INSTANCES: usize = 32;
+/// handful (the module, wit-component's shim and fixup); a componentize-py
+/// one 33 (CPython, its libraries and the stubbed WASI adapter); a
+/// component that needs many more is not a transform.
+pub(super) const MAX_INSTANCES: usize = 64;
 /// Linear memories one guest may define. Each one reserves gigabytes of
 /// address space, so the count is bounded as well as their total size.
 pub(super) const MAX_MEMORIES: usize = 8;

@@ -1,0 +1,131 @@
+//! JavaScript guests: the project (a `package.json` whose `main`, else
+//! `src/index.js` or `index.js`, exports `transform`) is bundled by esbuild
+//! with idem's embedded `idem-guest` SDK and embedded in StarlingMonkey by
+//! componentize-js, with every WASI feature disabled.
+
+use std::path::Path;
+use std::process::Command;
+
+use super::toolchain::{self, Spec};
+use super::{BuildError, WIT, sdks};
+
+/// The toolchain's pinned packages, their lock file and the build driver.
+pub(super) const TOOLCHAIN: &[&str] = &[
+    include_str!("../../toolchains/js/package.json"),
+    include_str!("../../toolchains/js/package-lock.json"),
+    include_str!("../../toolchains/js/build.mjs"),
+];
+
+const WHAT: &str = "a JavaScript build";
+const NODE_FIX: &str = "install Node.js 18 or newer with npm (e.g. `apt install nodejs npm`) and make sure `node` and `npm` are on PATH";
+
+/// Build the project at `dir`; returns the component and its file stem.
+pub(super) fn build(dir: &Path, toolchains: &Path) -> Result<(Vec<u8>, String), BuildError> {
+    let manifest = dir.join("package.json");
+    let text = std::fs::read_to_string(&manifest).map_err(|e| {
+        BuildError::Project(format!("reading {}: {e}", manifest.display()))
+    })?;
+    let package: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        BuildError::Project(format!(
+            "{} is not JSON ({e}): fix the file",
+            manifest.display()
+        ))
+    })?;
+    let entry = match package.get("main").and_then(|m| m.as_str()) {
+        Some(main) => dir.join(main),
+        None => ["src/index.js", "index.js"]
+            .iter()
+            .map(|f| dir.join(f))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| dir.join("src/index.js")),
+    };
+    if !entry.is_file() {
+        return Err(BuildError::Project(format!(
+            "{}: no entry module {}: set \"main\" in package.json to the file that does `export const transform = exportTransform(...)`",
+            dir.display(),
+            entry.display()
+        )));
+    }
+    let node = version("node")?;
+    let major: u32 = node
+        .trim_start_matches('v')
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    if major < 18 {
+        return Err(BuildError::Missing {
+            what: WHAT,
+            program: "node".into(),
+            fix: NODE_FIX,
+            source: std::io::Error::other(format!("it is {node}, older than 18")),
+        });
+    }
+    version("npm")?;
+    let files = [
+        ("package.json", TOOLCHAIN[0]),
+        ("package-lock.json", TOOLCHAIN[1]),
+        ("build.mjs", TOOLCHAIN[2]),
+    ];
+    let spec = Spec {
+        what: "JavaScript",
+        prefix: "js",
+        registry: "the npm registry",
+        files: &files,
+        extra: format!("node {major}"),
+    };
+    let tools = toolchain::ensure(toolchains, &spec, |d| {
+        toolchain::run_step(
+            Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(d),
+        )
+    })?;
+    let work = tempfile::tempdir().map_err(|e| BuildError::Write {
+        path: std::env::temp_dir().display().to_string(),
+        source: e,
+    })?;
+    let sdk = work.path().join("idem-guest");
+    super::write_files(&sdk, sdks::JS)?;
+    let wit = work.path().join("transform.wit");
+    let out = work.path().join("component.wasm");
+    super::write_files(work.path(), &[("transform.wit", WIT.as_bytes())])?;
+    let entry = std::fs::canonicalize(&entry).unwrap_or(entry);
+    let result = Command::new("node")
+        .arg(tools.join("build.mjs"))
+        .arg(&entry)
+        .arg(&sdk)
+        .arg(&wit)
+        .arg(&out)
+        .current_dir(dir)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .map_err(|source| BuildError::Missing {
+            what: WHAT,
+            program: "node".into(),
+            fix: NODE_FIX,
+            source,
+        })?;
+    if !result.status.success() {
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&result.stdout),
+            String::from_utf8_lossy(&result.stderr)
+        );
+        return Err(BuildError::Componentize {
+            what: "the JavaScript build (esbuild, componentize-js)",
+            dir: dir.display().to_string(),
+            detail: super::tail(&text, 25),
+        });
+    }
+    let component = std::fs::read(&out).map_err(|e| BuildError::Write {
+        path: out.display().to_string(),
+        source: e,
+    })?;
+    let name = package.get("name").and_then(|n| n.as_str());
+    Ok((component, super::file_stem(name, dir)))
+}
+
+fn version(program: &str) -> Result<String, BuildError> {
+    toolchain::version(program, WHAT, NODE_FIX)
+}

@@ -1,0 +1,192 @@
+//! Transforms written in JavaScript and Python: built by `idem build` with
+//! the toolchains it installs (componentize-js, componentize-py), admitted
+//! by the strict profile, and giving the Rust examples' output digests and
+//! schemas on the same input, run after run.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+/// `idem exec` of `module` over `inputs`; returns (code, stdout, stderr).
+fn exec(module: &Path, inputs: &[PathBuf], out: &Path, params: &str, extra: &[&str]) -> (i32, String, String) {
+    let mut args: Vec<String> = vec![
+        "exec".into(),
+        "--module".into(),
+        module.display().to_string(),
+        "--output".into(),
+        out.display().to_string(),
+        "--params".into(),
+        params.into(),
+        "--batch-rows".into(),
+        "1000".into(),
+        "--input".into(),
+    ];
+    args.extend(inputs.iter().map(|p| p.display().to_string()));
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    common::idem(&args)
+}
+
+/// The output digest `idem exec` printed; panics with its output otherwise.
+fn exec_digest(module: &Path, inputs: &[PathBuf], out: &Path, params: &str, extra: &[&str]) -> String {
+    let (code, stdout, stderr) = exec(module, inputs, out, params, extra);
+    assert_eq!(code, 0, "{} failed:\n{stdout}\n{stderr}", module.display());
+    common::field(&stdout, "output")
+}
+
+/// (name, type, nullable) of every field of a Parquet file's Arrow schema.
+fn schema_of(file: &Path) -> Vec<(String, String, bool)> {
+    let f = std::fs::File::open(file).unwrap();
+    let b = ParquetRecordBatchReaderBuilder::try_new(f).unwrap();
+    b.schema()
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), f.data_type().to_string(), f.is_nullable()))
+        .collect()
+}
+
+#[test]
+fn js_and_python_examples_give_the_rust_digests_and_schemas_run_after_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = common::orders(&dir.path().join("orders"), "2026-10-01", 20_000, 3);
+    for (example, params) in [
+        ("clean_orders", r#"{"min_amount": 250}"#),
+        ("daily_revenue", "{}"),
+    ] {
+        let extra = ["--logical-date", "2026-10-01"];
+        let rust_out = dir.path().join(format!("{example}.parquet"));
+        let rust = exec_digest(&common::guest(&format!("examples/{example}")), &inputs, &rust_out, params, &extra);
+        for lang in ["js", "py"] {
+            let module = common::guest(&format!("examples/{example}_{lang}"));
+            // Three fresh processes, each with its own engine and instance.
+            for run in 0..3 {
+                let out = dir.path().join(format!("{example}_{lang}_{run}.parquet"));
+                let digest = exec_digest(&module, &inputs, &out, params, &extra);
+                assert_eq!(digest, rust, "{example}_{lang} run {run}: output differs from Rust's");
+                assert_eq!(
+                    schema_of(&out),
+                    schema_of(&rust_out),
+                    "{example}_{lang}: output schema differs from Rust's"
+                );
+            }
+        }
+    }
+}
+
+/// A project folder under `dir` with `files` (relative path, text).
+fn project(dir: &Path, files: &[(&str, &str)]) -> PathBuf {
+    for (rel, text) in files {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    dir.to_path_buf()
+}
+
+#[test]
+fn build_names_what_is_wrong_with_a_project() {
+    let dir = tempfile::tempdir().unwrap();
+    let build = |p: &Path, extra: &[&str]| {
+        let path = p.display().to_string();
+        let out = dir.path().join("out.wasm").display().to_string();
+        let mut args = vec!["build", path.as_str(), "--out", out.as_str()];
+        args.extend(extra);
+        common::idem(&args)
+    };
+    // Nothing to build.
+    let empty = project(&dir.path().join("empty"), &[("README.md", "hi")]);
+    let (code, _, err) = build(&empty, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no Cargo.toml") && err.contains("idem new"), "{err}");
+    // Two languages in one folder: asks for --lang.
+    let both = project(
+        &dir.path().join("both"),
+        &[("package.json", "{}"), ("app.py", "")],
+    );
+    let (code, _, err) = build(&both, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("package.json and app.py") && err.contains("--lang"), "{err}");
+    // A JavaScript package whose entry module is missing.
+    let js = project(&dir.path().join("js"), &[("package.json", r#"{"main": "lib/t.js"}"#)]);
+    let (code, _, err) = build(&js, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("lib/t.js") && err.contains("\"main\""), "{err}");
+    // A Python project naming a module it does not have.
+    let py = project(
+        &dir.path().join("py"),
+        &[("pyproject.toml", "[tool.idem]\nmodule = \"clean\"\n")],
+    );
+    let (code, _, err) = build(&py, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`clean`") && err.contains("[tool.idem]"), "{err}");
+    // --lang picks one when both are there (and then names what is missing).
+    let (code, _, err) = build(&both, &["--lang", "python"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("componentize-py") || err.contains("Transform"), "{err}");
+    assert!(!dir.path().join("out.wasm").exists());
+}
+
+#[test]
+fn a_javascript_syntax_error_is_named_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let js = project(
+        dir.path(),
+        &[
+            ("package.json", r#"{"name": "broken"}"#),
+            (
+                "src/index.js",
+                "import { exportTransform } from 'idem-guest';\nclass T {\n  push(b) { return b +; }\n}\nexport const transform = exportTransform(T);\n",
+            ),
+        ],
+    );
+    let out = dir.path().join("out.wasm");
+    let (code, _, err) = common::idem(&["build", &js.display().to_string(), "--out", &out.display().to_string()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("index.js:3"), "{err}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_missing_node_or_python_is_named_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let js = project(
+        &dir.path().join("js"),
+        &[("package.json", "{}"), ("index.js", "export const transform = {};\n")],
+    );
+    let py = project(&dir.path().join("py"), &[("app.py", "")]);
+    // A PATH with nothing on it: neither node nor python3 can be found.
+    let empty = dir.path().join("bin");
+    std::fs::create_dir_all(&empty).unwrap();
+    let path = empty.display().to_string();
+    for (p, program) in [(&js, "`node`"), (&py, "`python3`")] {
+        let (code, _, err) = common::idem_env(
+            &["build", &p.display().to_string(), "--out", "/dev/null/x.wasm"],
+            &[("PATH", &path)],
+        );
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(program) && err.contains("install"), "{err}");
+    }
+}
+
+#[test]
+fn a_toolchain_that_cannot_be_installed_leaves_nothing_half_installed() {
+    let dir = tempfile::tempdir().unwrap();
+    let py = project(&dir.path().join("py"), &[("app.py", "")]);
+    let tools = dir.path().join("toolchains");
+    // An index that refuses connections: pip fails at once.
+    let (code, _, err) = common::idem_env(
+        &["build", &py.display().to_string(), "--out", &dir.path().join("x.wasm").display().to_string()],
+        &[
+            ("IDEM_TOOLCHAIN_DIR", &tools.display().to_string()),
+            ("PIP_INDEX_URL", "http://127.0.0.1:9/simple"),
+            ("PIP_RETRIES", "0"),
+            ("PIP_NO_CACHE_DIR", "1"),
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("installing the Python toolchain") && err.contains("PyPI"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&tools).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "a failed install left {left:?}");
+}
