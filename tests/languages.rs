@@ -21,6 +21,10 @@ fn exec(module: &Path, inputs: &[PathBuf], out: &Path, params: &str, extra: &[&s
         params.into(),
         "--batch-rows".into(),
         "1000".into(),
+        // A ~15 MB JS or Python engine compiles once per suite (then the
+        // compiled cache serves); on 2 busy cores that can pass 60 s.
+        "--compile-deadline-ms".into(),
+        "600000".into(),
         "--input".into(),
     ];
     args.extend(inputs.iter().map(|p| p.display().to_string()));
@@ -33,7 +37,13 @@ fn exec(module: &Path, inputs: &[PathBuf], out: &Path, params: &str, extra: &[&s
 fn exec_digest(module: &Path, inputs: &[PathBuf], out: &Path, params: &str, extra: &[&str]) -> String {
     let (code, stdout, stderr) = exec(module, inputs, out, params, extra);
     assert_eq!(code, 0, "{} failed:\n{stdout}\n{stderr}", module.display());
-    common::field(&stdout, "output")
+    digest_of(&stdout)
+}
+
+/// The digest of `idem exec`'s `output:` line (which also names the file).
+fn digest_of(stdout: &str) -> String {
+    let line = common::field(stdout, "output:");
+    line.split_whitespace().next().unwrap_or_default().to_string()
 }
 
 /// (name, type, nullable) of every field of a Parquet file's Arrow schema.
@@ -189,4 +199,167 @@ fn a_toolchain_that_cannot_be_installed_leaves_nothing_half_installed() {
     assert!(err.contains("installing the Python toolchain") && err.contains("PyPI"), "{err}");
     let left: Vec<_> = std::fs::read_dir(&tools).unwrap().flatten().map(|e| e.file_name()).collect();
     assert!(left.is_empty(), "a failed install left {left:?}");
+}
+
+/// The values of Float64 column `name` in a Parquet file.
+fn floats(file: &Path, name: &str) -> Vec<f64> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::Float64Type;
+    let f = std::fs::File::open(file).unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(f).unwrap().build().unwrap();
+    reader
+        .flat_map(|b| {
+            let b = b.unwrap();
+            b.column_by_name(name)
+                .unwrap()
+                .as_primitive::<Float64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect()
+}
+
+#[test]
+fn guests_that_throw_read_the_clock_or_draw_random_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = common::orders(&dir.path().join("orders"), "2026-10-01", 3_000, 1);
+    for (lang, clock, date) in [
+        ("js", "Date.now", "new Date"),
+        ("py", "time.time", "datetime.datetime.now"),
+    ] {
+        let module = common::guest(&format!("tests/guests/probe_{lang}"));
+        let out = dir.path().join(format!("{lang}.parquet"));
+        let run = |mode: &str, extra: &[&str]| {
+            exec(&module, &inputs, &out, &format!(r#"{{"mode":"{mode}"}}"#), extra)
+        };
+        // An exception is a guest error carrying its message, not a trap.
+        let (code, _, err) = run("throw", &[]);
+        assert_eq!(code, 3, "{lang}: {err}");
+        assert!(err.contains("boom at a batch of 1000 rows"), "{lang}: {err}");
+        assert!(!err.contains("unreachable"), "{lang}: {err}");
+        // The clock does not exist: reading it is an error naming it and
+        // the logical date, every time.
+        for (mode, call) in [("clock", clock), ("date", date)] {
+            let (code, _, err) = run(mode, &[]);
+            assert_eq!(code, 3, "{lang} {mode}: {err}");
+            assert!(err.contains("clock") && err.contains(call), "{lang} {mode}: {err}");
+            assert!(err.contains("logical"), "{lang} {mode}: {err}");
+        }
+        // Randomness is a fixed-seed generator: the same values in every
+        // fresh process, and still random-looking within a run.
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            let (code, stdout, err) = run("random", &[]);
+            assert_eq!(code, 0, "{lang}: {err}");
+            let r = floats(&out, "r");
+            assert_eq!(r.len(), 4, "{lang}");
+            assert!(r.iter().all(|x| (0.0..1.0).contains(x)), "{lang}: {r:?}");
+            assert!(r.windows(2).all(|w| w[0] != w[1]), "{lang}: {r:?}");
+            seen.push((digest_of(&stdout), r));
+        }
+        assert_eq!(seen[0], seen[1], "{lang}: random values differ between runs");
+        // Printing goes to the run log (never to the output or a digest).
+        let (code, _, err) = run("log", &["-v"]);
+        assert_eq!(code, 0, "{lang}: {err}");
+        assert!(err.contains("hello from a"), "{lang}: {err}");
+    }
+}
+
+#[test]
+fn js_and_python_components_import_only_the_host_interface() {
+    let sandbox = common::sandbox_with(idem::sandbox::Limits {
+        compile_deadline_ms: 600_000,
+        ..Default::default()
+    });
+    for rel in ["examples/clean_orders_js", "examples/daily_revenue_py"] {
+        let module = sandbox.load(&common::guest_bytes(rel)).unwrap();
+        let imports: Vec<&str> = module.admission.imports.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(imports, ["idem:transform/host@0.2.0"], "{rel}");
+        assert!(module.admission.verdict().is_ok(), "{rel}");
+    }
+}
+
+/// `program args` in the workspace root; panics with its output unless it
+/// succeeded.
+fn run_ok(program: &Path, args: &[&str], env: &[(&str, &Path)]) -> String {
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args).current_dir(common::root());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap_or_else(|e| panic!("running {}: {e}", program.display()));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{} {args:?} failed:\n{text}", program.display());
+    text
+}
+
+#[test]
+fn the_sdks_own_unit_tests_pass_against_independent_arrow_implementations() {
+    // JavaScript: the SDK's IPC reader and writer against the apache-arrow
+    // npm package (installed by scripts/test).
+    let modules = std::env::var_os("IDEM_NODE_MODULES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/idem-node/node_modules"));
+    assert!(
+        modules.join("apache-arrow").is_dir(),
+        "no apache-arrow under {}: run the suite with scripts/test (it installs tests/node into /var/tmp/idem-node)",
+        modules.display()
+    );
+    let text = run_ok(
+        Path::new("node"),
+        &["--test", "guest-sdk/js/test/"],
+        &[("NODE_PATH", &modules)],
+    );
+    assert!(!text.contains("# skipped") || text.contains("# skipped 0"), "{text}");
+    // Python: the SDK's IPC reader and writer against pyarrow (in the
+    // tests' virtual environment).
+    let text = run_ok(
+        &common::python(),
+        &["-m", "unittest", "discover", "-s", "guest-sdk/python/tests", "-t", "guest-sdk/python"],
+        &[("PYTHONDONTWRITEBYTECODE", Path::new("1"))],
+    );
+    assert!(text.contains("OK") && !text.contains("skipped"), "{text}");
+}
+
+#[test]
+fn new_js_and_python_projects_build_and_run_unedited() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = common::orders(&dir.path().join("orders"), "2026-10-01", 2_000, 1);
+    for (lang, name) in [("js", "daily-totals"), ("python", "daily_totals")] {
+        let project = dir.path().join(lang);
+        let (code, stdout, err) = common::idem(&[
+            "new",
+            name,
+            "--lang",
+            lang,
+            "--dir",
+            &project.display().to_string(),
+        ]);
+        assert_eq!(code, 0, "{lang}: {err}");
+        assert!(stdout.contains("idem build"), "{stdout}");
+        // It refuses to write over itself.
+        let (code, _, err) = common::idem(&["new", name, "--lang", lang, "--dir", &project.display().to_string()]);
+        assert_eq!(code, 2, "{lang}: {err}");
+        let module = dir.path().join(format!("{lang}.wasm"));
+        let (code, stdout, err) = common::idem(&[
+            "build",
+            &project.display().to_string(),
+            "--out",
+            &module.display().to_string(),
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{lang}: {err}");
+        let built: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(built["language"], lang, "{stdout}");
+        let out = dir.path().join(format!("{lang}.parquet"));
+        let (code, stdout, err) = exec(&module, &inputs, &out, r#"{"min_amount": 250}"#, &["-v"]);
+        assert_eq!(code, 0, "{lang}: {err}");
+        let rows = common::field(&stdout, "rows:");
+        assert!(rows.starts_with("2000 in, ") && !rows.ends_with(" 2000 out"), "{lang}: {rows}");
+        assert!(err.contains("kept ") && err.contains(" of 2000 rows"), "{lang}: {err}");
+    }
 }

@@ -49,8 +49,14 @@ fn module(example: &str) -> PathBuf {
 }
 
 fn guest(rel: &str) -> PathBuf {
+    // Building compiles the component once (a JS or Python engine takes
+    // ~15-45 s), outside any run's compile budget.
     let sandbox = Sandbox::new(SandboxConfig {
         cache_dir: None,
+        limits: idem::sandbox::Limits {
+            compile_deadline_ms: 600_000,
+            ..Default::default()
+        },
         ..SandboxConfig::default()
     })
     .unwrap();
@@ -224,6 +230,10 @@ fn languages(rows: u64, out: &mut Vec<Row>) {
     let cache = tempfile::tempdir().unwrap();
     let sandbox = Sandbox::new(SandboxConfig {
         cache_dir: Some(cache.path().into()),
+        limits: idem::sandbox::Limits {
+            compile_deadline_ms: 600_000,
+            ..Default::default()
+        },
         ..SandboxConfig::default()
     })
     .unwrap();

@@ -111,7 +111,11 @@ pub struct BuildArgs {
 }
 
 pub fn build(a: BuildArgs, out: Out) -> Result<ExitCode> {
-    let sandbox = Sandbox::new(SandboxConfig::default())?;
+    // The user's own project: its first compile (a JS or Python engine
+    // takes ~15-45 s) is not held to a run's compile budget.
+    let mut config = SandboxConfig::default();
+    config.limits.compile_deadline_ms = BUILD_COMPILE_DEADLINE_MS;
+    let sandbox = Sandbox::new(config)?;
     let target = a.target_dir.unwrap_or_else(idem::build::default_target_dir);
     let built = match a.lang {
         Some(lang) => idem::build::build_as(lang, &a.path, &target, a.out.as_deref(), &sandbox)?,
@@ -127,6 +131,9 @@ pub fn build(a: BuildArgs, out: Out) -> Result<ExitCode> {
     );
     Ok(ExitCode::SUCCESS)
 }
+
+/// How long `idem build` lets its own output compile (10 minutes).
+const BUILD_COMPILE_DEADLINE_MS: u64 = 600_000;
 
 pub fn inspect(bytes: &[u8], out: Out) -> Result<ExitCode> {
     let sandbox = Sandbox::new(SandboxConfig {
@@ -813,6 +820,10 @@ pub struct NewArgs {
     /// own guest-sdk/ when it is on disk, else the published crate).
     #[arg(long)]
     pub sdk_path: Option<PathBuf>,
+    /// The transform's language: a Rust crate, a JavaScript package or a
+    /// Python project.
+    #[arg(long, value_enum, default_value = "rust")]
+    pub lang: idem::build::Language,
 }
 
 pub fn new(a: NewArgs, out: Out) -> Result<ExitCode> {
@@ -829,18 +840,22 @@ pub fn new(a: NewArgs, out: Out) -> Result<ExitCode> {
                 _ => Sdk::Version(env!("CARGO_PKG_VERSION").to_string()),
             },
         };
-    let files = idem::scaffold::new_crate(&dir, &a.name, &sdk)?;
+    let files = match a.lang {
+        idem::build::Language::Rust => idem::scaffold::new_crate(&dir, &a.name, &sdk)?,
+        lang => idem::scaffold::new_project(&dir, &a.name, lang)?,
+    };
     let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
     out.emit(
         json!({"crate": a.name, "path": dir.display().to_string(), "files": files}),
         || {
             println!("created {} in {}", a.name, dir.display());
-            println!("next:    cd {} && cargo test", dir.display());
-            println!(
-                "         idem build {} --out {}.wasm",
-                dir.display(),
-                a.name.replace('-', "_")
-            );
+            let build = format!("idem build {} --out {}.wasm", dir.display(), a.name.replace('-', "_"));
+            if a.lang == idem::build::Language::Rust {
+                println!("next:    cd {} && cargo test", dir.display());
+                println!("         {build}");
+            } else {
+                println!("next:    {build}");
+            }
         },
     );
     Ok(ExitCode::SUCCESS)

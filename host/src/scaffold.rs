@@ -48,13 +48,6 @@ pub fn new_crate(dir: &Path, name: &str, sdk: &Sdk) -> Result<Vec<PathBuf>, Scaf
     if !valid {
         return Err(ScaffoldError::BadName(name.to_string()));
     }
-    let taken = match std::fs::read_dir(dir) {
-        Ok(mut d) => d.next().is_some(),
-        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
-    };
-    if taken {
-        return Err(ScaffoldError::Exists(dir.display().to_string()));
-    }
     let ident = type_name(name);
     let dependency = match sdk {
         Sdk::Path(p) => format!(
@@ -75,10 +68,77 @@ pub fn new_crate(dir: &Path, name: &str, sdk: &Sdk) -> Result<Vec<PathBuf>, Scaf
     {
         files.push(("Cargo.lock".to_string(), lock));
     }
+    write_new(dir, files)
+}
+
+/// Create a JavaScript (`lang = Js`) or Python project `name` in `dir`:
+/// a transform `idem build` turns into an admitted component without
+/// edits. The SDK is not a dependency to install: `idem build` embeds the
+/// one it was built with. Returns the files written.
+pub fn new_project(
+    dir: &Path,
+    name: &str,
+    lang: crate::build::Language,
+) -> Result<Vec<PathBuf>, ScaffoldError> {
+    use crate::build::Language;
+    let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        && name.len() <= 64
+        && name != "idem_guest"
+        && name != "idem-guest";
+    if !valid {
+        return Err(ScaffoldError::BadName(name.to_string()));
+    }
+    let ident = camel(name);
+    let files: Vec<(String, String)> = match lang {
+        Language::JavaScript => vec![
+            (
+                "package.json".into(),
+                format!(
+                    "{{\n  \"name\": {},\n  \"version\": \"0.1.0\",\n  \"private\": true,\n  \"type\": \"module\",\n  \"main\": \"src/index.js\"\n}}\n",
+                    serde_json::Value::from(name)
+                ),
+            ),
+            ("src/index.js".into(), JS_TEMPLATE.replace("Template", &ident)),
+            ("README.md".into(), LANG_README.replace("NAME", name)),
+            (".gitignore".into(), "node_modules/\n*.wasm\n".into()),
+        ],
+        Language::Python => vec![
+            (
+                "pyproject.toml".into(),
+                format!(
+                    "[project]\nname = {}\nversion = \"0.1.0\"\nrequires-python = \">=3.10\"\n\n[tool.idem]\n# The module that defines and exports the transform.\nmodule = \"app\"\n",
+                    toml_string(name)
+                ),
+            ),
+            ("app.py".into(), PY_TEMPLATE.replace("Template", &ident)),
+            ("README.md".into(), LANG_README.replace("NAME", name)),
+            (".gitignore".into(), "__pycache__/\n*.wasm\n".into()),
+        ],
+        Language::Rust => {
+            return Err(ScaffoldError::BadName(format!(
+                "{name}: Rust crates are created by new_crate"
+            )));
+        }
+    };
+    write_new(dir, files)
+}
+
+/// Write `files` under `dir`, which must be missing or empty; never over a
+/// file that appeared meanwhile.
+fn write_new(dir: &Path, files: Vec<(String, String)>) -> Result<Vec<PathBuf>, ScaffoldError> {
+    let taken = match std::fs::read_dir(dir) {
+        Ok(mut d) => d.next().is_some(),
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+    };
+    if taken {
+        return Err(ScaffoldError::Exists(dir.display().to_string()));
+    }
     let mut written = Vec::new();
     for (rel, text) in files {
         let path = dir.join(&rel);
-        // Never over a file that appeared meanwhile.
         let write = |path: &Path| -> std::io::Result<()> {
             use std::io::Write;
             if let Some(parent) = path.parent() {
@@ -98,6 +158,119 @@ pub fn new_crate(dir: &Path, name: &str, sdk: &Sdk) -> Result<Vec<PathBuf>, Scaf
     }
     Ok(written)
 }
+
+const JS_TEMPLATE: &str = r#"// An idem transform in JavaScript. idem feeds it the slice's rows in
+// batches of `--batch-rows` (the same batches on every rerun) and commits
+// what it returns, only when that output is new.
+//
+// It runs in a sandbox with no clock, no network and no files (Date.now()
+// throws; Math.random() is a fixed-seed generator): everything it may
+// depend on is in its input, its params and the context, so a rerun
+// produces the same bytes.
+//
+// This one keeps the rows whose `amount` column (when the input has one)
+// is at least the `min_amount` param, and logs how many it kept. Columns
+// are typed arrays (`column.values`); see the SDK's README for the kernels.
+import { compare, exportTransform, filter, log } from 'idem-guest';
+
+class Template {
+  /** Called once, before the first batch: read params, check the schema. */
+  open(ctx) {
+    // `--params '{"min_amount": 10}'` (default: keep every row).
+    this.minAmount = ctx.paramNumber('min_amount');
+    this.rowsIn = 0;
+    this.rowsOut = 0;
+  }
+
+  // A transform that reads only some input columns says so, and the host
+  // decodes only those (batches then hold exactly them, in order):
+  // columns() { return ['customer', 'amount']; }
+
+  /** One input batch in; the rows to output (or undefined) out. */
+  push(batch) {
+    this.rowsIn += batch.numRows;
+    const amount = batch.schema.field('amount') ? batch.column('amount') : undefined;
+    const kept = this.minAmount != null && amount !== undefined
+      ? filter(batch, compare(amount, '>=', this.minAmount))
+      : batch;
+    this.rowsOut += kept.numRows;
+    return kept;
+  }
+
+  /** Called once, after the last batch: emit buffered rows or aggregates. */
+  finish() {
+    // `idem run` shows these lines on stderr, prefixed with the module.
+    log.info(`kept ${this.rowsOut} of ${this.rowsIn} rows`);
+    return undefined;
+  }
+}
+
+export const transform = exportTransform(Template);
+"#;
+
+const PY_TEMPLATE: &str = r#""""An idem transform in Python. idem feeds it the slice's rows in batches
+of `--batch-rows` (the same batches on every rerun) and commits what it
+returns, only when that output is new.
+
+It runs in a sandbox with no clock, no network and no files (time.time()
+raises; `random` is seeded the same way on every run): everything it may
+depend on is in its input, its params and the context, so a rerun produces
+the same bytes.
+
+This one keeps the rows whose `amount` column (when the input has one) is
+at least the `min_amount` param, and logs how many it kept. Columns hold
+their values in `array`/`memoryview` buffers; see the SDK's README for the
+kernels in `idem_guest.compute`.
+"""
+
+import idem_guest as ig
+from idem_guest import compute
+
+
+class Template(ig.Transform):
+    def open(self, ctx):
+        """Called once, before the first batch: read params, check the schema."""
+        # `--params '{"min_amount": 10}'` (default: keep every row).
+        self.min_amount = ctx.param_float("min_amount")
+        self.rows_in = 0
+        self.rows_out = 0
+
+    # A transform that reads only some input columns says so, and the host
+    # decodes only those (batches then hold exactly them, in order):
+    # def columns(self):
+    #     return ["customer", "amount"]
+
+    def push(self, batch):
+        """One input batch in; the rows to output (or None) out."""
+        self.rows_in += batch.num_rows
+        if self.min_amount is not None and "amount" in batch.schema:
+            batch = batch.filter(compute.ge(batch.column("amount"), self.min_amount))
+        self.rows_out += batch.num_rows
+        return batch
+
+    def finish(self):
+        """Called once, after the last batch: emit buffered rows or aggregates."""
+        # `idem run` shows these lines on stderr, prefixed with the module.
+        ig.log.info(f"kept {self.rows_out} of {self.rows_in} rows")
+        return None
+
+
+ig.export(Template)
+"#;
+
+const LANG_README: &str = r#"# NAME
+
+An idem transform.
+
+    idem build . --out NAME.wasm
+    idem sample --out data/orders
+    idem run --module NAME.wasm --input data/orders --partition date=2026-10-01 \
+        --table lake/NAME --params '{"min_amount": 10}'
+
+Rerun the last command: it finds its committed run and changes nothing.
+`idem build` installs its build toolchain once (into ~/.cache/idem/toolchains,
+or IDEM_TOOLCHAIN_DIR) and embeds the idem-guest SDK it was built with.
+"#;
 
 /// Names cargo refuses for a package (Rust keywords, the built-in crates),
 /// and the SDK's own.

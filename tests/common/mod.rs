@@ -21,8 +21,14 @@ pub fn guest(rel: &str) -> PathBuf {
     if let Some(p) = map.get(rel) {
         return p.clone();
     }
+    // The build compiles the component into the tests' compiled cache, with
+    // time for a JS or Python engine on busy cores.
     let sandbox = Sandbox::new(SandboxConfig {
-        cache_dir: None,
+        cache_dir: Some(test_cache()),
+        limits: Limits {
+            compile_deadline_ms: 600_000,
+            ..Limits::default()
+        },
         ..SandboxConfig::default()
     })
     .unwrap();

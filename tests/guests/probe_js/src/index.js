@@ -1,0 +1,30 @@
+// Test guest (tests/languages.rs). `{"mode": ...}`:
+//   throw   - push throws an Error with a message naming the batch
+//   clock   - open reads Date.now()
+//   date    - open constructs new Date() (the current time)
+//   random  - finish emits 4 Math.random() values as column `r`
+//   log     - open writes a line with console.log
+import { Batch, DataType, Field, Schema, column, exportTransform } from 'idem-guest';
+
+class Probe {
+  open(ctx) {
+    this.mode = ctx.paramString('mode') ?? 'random';
+    if (this.mode === 'clock') this.t = Date.now();
+    if (this.mode === 'date') this.t = new Date().getTime();
+    if (this.mode === 'log') console.log('hello from a JavaScript guest');
+  }
+
+  push(batch) {
+    if (this.mode === 'throw') throw new Error(`boom at a batch of ${batch.numRows} rows`);
+    return undefined;
+  }
+
+  finish() {
+    if (this.mode !== 'random') return undefined;
+    const values = new Float64Array(4);
+    for (let i = 0; i < values.length; i++) values[i] = Math.random();
+    return new Batch(new Schema([new Field('r', DataType.Float64, false)]), [column(DataType.Float64, values)]);
+  }
+}
+
+export const transform = exportTransform(Probe);
