@@ -117,6 +117,13 @@ fn embed_guest_sdks(host: &std::path::Path) {
             collect(&base, &p, &mut files);
         }
         files.sort();
+        // A binary without an SDK would fail every build of that language
+        // with "no module idem_guest": refuse to produce one.
+        assert!(
+            files.iter().any(|(rel, _)| rel.ends_with(".js") || rel.ends_with(".py")),
+            "{} has no SDK sources to embed: is the checkout complete?",
+            base.display()
+        );
         out.push_str(&format!("pub const {name}: &[(&str, &[u8])] = &[\n"));
         for (rel, abs) in files {
             out.push_str(&format!("    ({rel:?}, include_bytes!({abs:?})),\n"));

@@ -57,23 +57,63 @@ fn schema_of(file: &Path) -> Vec<(String, String, bool)> {
         .collect()
 }
 
+/// Orders with the sample's schema and the values where languages differ:
+/// a leading byte-order mark, non-ASCII and astral customer names (sorted
+/// by UTF-8 bytes, not UTF-16 units), NaN, -0.0, infinities, nulls, and
+/// quantities past 2^53 (rounded to f64 as Rust's `as` does).
+fn edge_orders(dir: &Path) -> PathBuf {
+    use arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
+    use std::sync::Arc;
+    let customers = [
+        "\u{feff}alice", "alice", "zoë", "\u{1F600}grin", "\u{FFFF}x", "", "Ångström", "bob",
+    ];
+    let amounts = [
+        Some(f64::NAN), Some(-0.0), Some(0.0), None, Some(1e308), Some(-5.5), Some(250.0),
+        Some(300.25), Some(f64::INFINITY), Some(251.0), Some(-0.0),
+    ];
+    let quantities = [(1i64 << 53) + 1, -3, 0, 1, i64::MAX, 7, 2, i64::MIN + 1, 3];
+    let n = 5_000usize;
+    let batch = RecordBatch::try_new(
+        idem::sample::orders_schema(),
+        vec![
+            Arc::new(StringArray::from_iter_values((0..n).map(|i| format!("e{i}")))),
+            Arc::new(Int64Array::from_iter_values((0..n).map(|i| i as i64))),
+            Arc::new(StringArray::from_iter_values((0..n).map(|i| customers[i % customers.len()]))),
+            Arc::new(Float64Array::from_iter((0..n).map(|i| amounts[(i / 3) % amounts.len()]))),
+            Arc::new(Int64Array::from_iter_values((0..n).map(|i| quantities[(i / 2) % quantities.len()]))),
+            Arc::new(StringArray::from_iter_values((0..n).map(|i| ["paid", "refunded"][i % 2]))),
+        ],
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("edge.parquet");
+    let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    path
+}
+
 #[test]
 fn js_and_python_examples_give_the_rust_digests_and_schemas_run_after_run() {
     let dir = tempfile::tempdir().unwrap();
-    let inputs = common::orders(&dir.path().join("orders"), "2026-10-01", 20_000, 3);
-    for (example, params) in [
-        ("clean_orders", r#"{"min_amount": 250}"#),
-        ("daily_revenue", "{}"),
+    let sample = common::orders(&dir.path().join("orders"), "2026-10-01", 20_000, 3);
+    let edge = vec![edge_orders(&dir.path().join("edge"))];
+    for (example, params, inputs) in [
+        ("clean_orders", r#"{"min_amount": 250}"#, &sample),
+        ("daily_revenue", "{}", &sample),
+        ("clean_orders", r#"{"min_amount": -1}"#, &edge),
+        ("daily_revenue", "{}", &edge),
     ] {
+        let inputs: &[PathBuf] = inputs;
         let extra = ["--logical-date", "2026-10-01"];
         let rust_out = dir.path().join(format!("{example}.parquet"));
-        let rust = exec_digest(&common::guest(&format!("examples/{example}")), &inputs, &rust_out, params, &extra);
+        let rust = exec_digest(&common::guest(&format!("examples/{example}")), inputs, &rust_out, params, &extra);
         for lang in ["js", "py"] {
             let module = common::guest(&format!("examples/{example}_{lang}"));
             // Three fresh processes, each with its own engine and instance.
             for run in 0..3 {
                 let out = dir.path().join(format!("{example}_{lang}_{run}.parquet"));
-                let digest = exec_digest(&module, &inputs, &out, params, &extra);
+                let digest = exec_digest(&module, inputs, &out, params, &extra);
                 assert_eq!(digest, rust, "{example}_{lang} run {run}: output differs from Rust's");
                 assert_eq!(
                     schema_of(&out),
@@ -131,10 +171,11 @@ fn build_names_what_is_wrong_with_a_project() {
     let (code, _, err) = build(&py, &[]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("`clean`") && err.contains("[tool.idem]"), "{err}");
-    // --lang picks one when both are there (and then names what is missing).
+    // --lang picks one when both are there; a module that exports no
+    // transform fails the build, naming what to add.
     let (code, _, err) = build(&both, &["--lang", "python"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("componentize-py") || err.contains("Transform"), "{err}");
+    assert!(err.contains("no transform") && err.contains("idem_guest.export("), "{err}");
     assert!(!dir.path().join("out.wasm").exists());
 }
 
@@ -219,13 +260,38 @@ fn floats(file: &Path, name: &str) -> Vec<f64> {
         .collect()
 }
 
+/// The first 4 numbers of an SDK's random generator after its reset at
+/// `open`, computed natively (node with the JS SDK; CPython's
+/// `random.Random(0)`, which the Python SDK seeds), as a JSON list.
+fn expected_random(lang: &str) -> String {
+    let root = common::root().canonicalize().unwrap();
+    let (program, flag, script) = match lang {
+        "js" => (
+            "node",
+            "-e",
+            format!(
+                "import({:?}).then(m => {{ m.installSandbox(); m.resetRandom(); process.stdout.write(JSON.stringify([Math.random(), Math.random(), Math.random(), Math.random()])); }})",
+                root.join("guest-sdk/js/src/sandbox.js").display().to_string()
+            ),
+        ),
+        _ => (
+            "python3",
+            "-c",
+            "import json, random; r = random.Random(0); print(json.dumps([r.random() for _ in range(4)]))".to_string(),
+        ),
+    };
+    let out = std::process::Command::new(program).args([flag, &script]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
 #[test]
 fn guests_that_throw_read_the_clock_or_draw_random_numbers() {
     let dir = tempfile::tempdir().unwrap();
     let inputs = common::orders(&dir.path().join("orders"), "2026-10-01", 3_000, 1);
     for (lang, clock, date) in [
         ("js", "Date.now", "new Date"),
-        ("py", "time.time", "datetime.datetime.now"),
+        ("py", "time.time", "datetime.now"),
     ] {
         let module = common::guest(&format!("tests/guests/probe_{lang}"));
         let out = dir.path().join(format!("{lang}.parquet"));
@@ -258,6 +324,11 @@ fn guests_that_throw_read_the_clock_or_draw_random_numbers() {
             seen.push((digest_of(&stdout), r));
         }
         assert_eq!(seen[0], seen[1], "{lang}: random values differ between runs");
+        // ... and they are the SDK's fixed-seed generator's, not a seed
+        // frozen into the module when it was built: the same generator run
+        // outside the sandbox gives the same numbers.
+        let expected: Vec<f64> = serde_json::from_str(&expected_random(lang)).unwrap();
+        assert_eq!(seen[0].1, expected, "{lang}: not the SDK's seeded generator");
         // Printing goes to the run log (never to the output or a digest).
         let (code, _, err) = run("log", &["-v"]);
         assert_eq!(code, 0, "{lang}: {err}");
@@ -361,5 +432,32 @@ fn new_js_and_python_projects_build_and_run_unedited() {
         let rows = common::field(&stdout, "rows:");
         assert!(rows.starts_with("2000 in, ") && !rows.ends_with(" 2000 out"), "{lang}: {rows}");
         assert!(err.contains("kept ") && err.contains(" of 2000 rows"), "{lang}: {err}");
+        // Built again unchanged: the same component (reused, same digest).
+        let build_digest = |tag: &str| {
+            let (code, stdout, err) = common::idem(&[
+                "build",
+                &project.display().to_string(),
+                "--out",
+                &dir.path().join(format!("{lang}-{tag}.wasm")).display().to_string(),
+                "--json",
+            ]);
+            assert_eq!(code, 0, "{lang}: {err}");
+            serde_json::from_str::<serde_json::Value>(&stdout).unwrap()["module"].clone()
+        };
+        assert_eq!(build_digest("again"), built["module"], "{lang}: an unchanged project rebuilt");
+        // Edited: rebuilt, and the edit is in the new component.
+        let source = project.join(if lang == "js" { "src/index.js" } else { "app.py" });
+        let text = std::fs::read_to_string(&source).unwrap();
+        let edited = text
+            .replace("`kept ${this.rowsOut}", "`held ${this.rowsOut}")
+            .replace("f\"kept {self.rows_out}", "f\"held {self.rows_out}");
+        assert_ne!(edited, text, "{lang}: the template's log line moved");
+        std::fs::write(&source, edited).unwrap();
+        let edited = build_digest("edited");
+        assert_ne!(edited, built["module"], "{lang}: an edited project was not rebuilt");
+        let module = dir.path().join(format!("{lang}-edited.wasm"));
+        let (code, _, err) = exec(&module, &inputs, &out, r#"{"min_amount": 250}"#, &["-v"]);
+        assert_eq!(code, 0, "{lang}: {err}");
+        assert!(err.contains("held ") && !err.contains("kept "), "{lang}: {err}");
     }
 }

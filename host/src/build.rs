@@ -197,9 +197,11 @@ pub fn build_as(
     out: Option<&Path>,
     sandbox: &Sandbox,
 ) -> Result<Built, BuildError> {
+    let reuse_dir = target_dir.join("reuse");
     let (component, name) = match language {
         Language::Rust => rust::build(dir, target_dir)?,
-        Language::JavaScript | Language::Python => reuse_or(language, dir, target_dir)?,
+        Language::JavaScript => js::build(dir, &toolchain::default_toolchain_dir(), &reuse_dir)?,
+        Language::Python => python::build(dir, &toolchain::default_toolchain_dir(), &reuse_dir)?,
     };
     // Refuse to hand out a component the sandbox would reject. Loading
     // compiles it into the sandbox's compiled-code cache (when it has one),
@@ -228,79 +230,61 @@ pub fn build_as(
     })
 }
 
-/// A JavaScript or Python build, or the component an earlier build made
-/// from exactly the same inputs: the project's files (all but
-/// `node_modules`, caches and hidden folders), the embedded SDK, the WIT
-/// world and the pinned toolchain. Their builders take ~20 s and do not
-/// give the same bytes twice (componentize-js snapshots a heap), so reusing
-/// the component also keeps its digest, and every memo keyed on it,
-/// stable across rebuilds of unchanged sources. Cargo does the same for
-/// Rust crates.
-fn reuse_or(
+/// The component an earlier build made from exactly `inputs` (the bytes
+/// the builder consumes: for JavaScript the bundle, for Python the copied
+/// project files, plus the SDK, the WIT world and the toolchain pins), else
+/// `make()`'s, kept for next time. JS and Python builders take ~20 s and
+/// do not give the same bytes twice (componentize-js snapshots a heap), so
+/// reuse also keeps the module digest, and every memo keyed on it, stable
+/// across rebuilds of unchanged sources. Cargo does the same for Rust.
+///
+/// The first complete entry wins: a component is written to a temporary
+/// file and hard-linked into place, which fails if another build got there
+/// first; that build's component is returned instead, so two concurrent
+/// builds of one project hand out the same digest.
+fn reuse(
+    reuse_dir: &Path,
     language: Language,
-    dir: &Path,
-    target_dir: &Path,
-) -> Result<(Vec<u8>, String), BuildError> {
+    inputs: &[(&str, &[u8])],
+    make: impl FnOnce() -> Result<Vec<u8>, BuildError>,
+) -> Result<Vec<u8>, BuildError> {
     use sha2::{Digest as _, Sha256};
     let mut h = Sha256::new();
-    let mut feed = |name: &str, bytes: &[u8]| {
+    for (name, bytes) in inputs {
         h.update((name.len() as u64).to_le_bytes());
         h.update(name.as_bytes());
         h.update((bytes.len() as u64).to_le_bytes());
         h.update(bytes);
-    };
-    feed("language", language.name().as_bytes());
-    feed("wit", WIT.as_bytes());
-    let (sdk, tools): (&[(&str, &[u8])], &[&str]) = match language {
-        Language::JavaScript => (sdks::JS, js::TOOLCHAIN),
-        _ => (sdks::PYTHON, python::TOOLCHAIN),
-    };
-    for (rel, bytes) in sdk {
-        feed(rel, bytes);
-    }
-    for text in tools {
-        feed("toolchain", text.as_bytes());
-    }
-    let mut files = Vec::new();
-    project_files(dir, dir, &mut files);
-    files.sort();
-    for (rel, path) in &files {
-        let bytes = std::fs::read(path).map_err(|e| {
-            BuildError::Project(format!("reading {}: {e}", path.display()))
-        })?;
-        feed(rel, &bytes);
     }
     let key = hex::encode(&h.finalize()[..16]);
-    let cached = target_dir
-        .join("reuse")
-        .join(format!("{}-{key}.wasm", language.name()));
-    let named = cached.with_extension("name");
-    if let (Ok(component), Ok(name)) = (std::fs::read(&cached), std::fs::read_to_string(&named)) {
-        return Ok((component, name));
+    let cached = reuse_dir.join(format!("{}-{key}.wasm", language.name()));
+    if let Ok(component) = std::fs::read(&cached) {
+        return Ok(component);
     }
-    let (component, name) = match language {
-        Language::JavaScript => js::build(dir, &toolchain::default_toolchain_dir())?,
-        _ => python::build(dir, &toolchain::default_toolchain_dir())?,
-    };
-    // Best effort: a build that cannot be kept is still a build. The name
-    // is written first and the component renamed into place last, so a
-    // component found is always complete.
+    let component = make()?;
+    // Best effort: a build that cannot be kept is still a build.
     let keep = || -> std::io::Result<()> {
-        std::fs::create_dir_all(target_dir.join("reuse"))?;
-        std::fs::write(&named, &name)?;
-        let tmp = cached.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, &component)?;
-        std::fs::rename(&tmp, &cached)
+        std::fs::create_dir_all(reuse_dir)?;
+        let tmp = tempfile::NamedTempFile::new_in(reuse_dir)?;
+        std::fs::write(tmp.path(), &component)?;
+        std::fs::hard_link(tmp.path(), &cached)
     };
-    if let Err(e) = keep() {
-        tracing::debug!("could not keep the build in {}: {e}", cached.display());
+    match keep() {
+        Ok(()) => Ok(component),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            Ok(std::fs::read(&cached).unwrap_or(component))
+        }
+        Err(e) => {
+            tracing::debug!("could not keep the build in {}: {e}", cached.display());
+            Ok(component)
+        }
     }
-    Ok((component, name))
 }
 
-/// A project's source files as (relative path with `/`, path), skipping
-/// dependencies, caches, build output and hidden entries.
-fn project_files(base: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) {
+/// A project's source files as (relative path with `/`, path), following
+/// symlinks (as the builders do), skipping dependencies, caches, build
+/// output and hidden entries; at most 16 folders deep.
+fn project_files(base: &Path, dir: &Path, depth: usize, out: &mut Vec<(String, PathBuf)>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -308,15 +292,15 @@ fn project_files(base: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) {
         let path = e.path();
         let name = e.file_name().to_string_lossy().into_owned();
         if name.starts_with('.')
-            || ["node_modules", "__pycache__", "target", "dist"].contains(&name.as_str())
+            || ["node_modules", "__pycache__"].contains(&name.as_str())
             || name.ends_with(".wasm")
             || name.ends_with(".pyc")
         {
             continue;
         }
-        match e.file_type() {
-            Ok(t) if t.is_dir() => project_files(base, &path, out),
-            Ok(t) if t.is_file() => {
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_dir() && depth < 16 => project_files(base, &path, depth + 1, out),
+            Ok(m) if m.is_file() => {
                 let rel = path.strip_prefix(base).unwrap_or(&path);
                 let rel: Vec<String> =
                     rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();

@@ -4,7 +4,8 @@
 import { DataType, Kind } from './types.js';
 import { IdemError } from './error.js';
 
-const decoder = new TextDecoder('utf-8');
+// ignoreBOM: a leading U+FEFF is part of the value (Rust keeps it too).
+const decoder = new TextDecoder('utf-8', { ignoreBOM: true });
 const encoder = new TextEncoder();
 const TWO32 = 4294967296;
 

@@ -826,5 +826,5 @@ export class StringKeys {
 }
 
 const utf8enc = new TextEncoder();
-const utf8 = new TextDecoder('utf-8');
+const utf8 = new TextDecoder('utf-8', { ignoreBOM: true });
 

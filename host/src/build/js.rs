@@ -20,7 +20,11 @@ const WHAT: &str = "a JavaScript build";
 const NODE_FIX: &str = "install Node.js 18 or newer with npm (e.g. `apt install nodejs npm`) and make sure `node` and `npm` are on PATH";
 
 /// Build the project at `dir`; returns the component and its file stem.
-pub(super) fn build(dir: &Path, toolchains: &Path) -> Result<(Vec<u8>, String), BuildError> {
+pub(super) fn build(
+    dir: &Path,
+    toolchains: &Path,
+    reuse_dir: &Path,
+) -> Result<(Vec<u8>, String), BuildError> {
     let manifest = dir.join("package.json");
     let text = std::fs::read_to_string(&manifest).map_err(|e| {
         BuildError::Project(format!("reading {}: {e}", manifest.display()))
@@ -72,7 +76,7 @@ pub(super) fn build(dir: &Path, toolchains: &Path) -> Result<(Vec<u8>, String), 
         prefix: "js",
         registry: "the npm registry",
         files: &files,
-        extra: format!("node {major}"),
+        extra: format!("node {major} {}", toolchain::platform()),
     };
     let tools = toolchain::ensure(toolchains, &spec, |d| {
         toolchain::run_step(
@@ -85,18 +89,39 @@ pub(super) fn build(dir: &Path, toolchains: &Path) -> Result<(Vec<u8>, String), 
         path: std::env::temp_dir().display().to_string(),
         source: e,
     })?;
-    let sdk = work.path().join("idem-guest");
-    super::write_files(&sdk, sdks::JS)?;
-    let wit = work.path().join("transform.wit");
-    let out = work.path().join("component.wasm");
+    // At a stable path: the bundle names its modules' paths in comments,
+    // and the reuse key is the bundle.
+    let sdk = toolchain::sdk_dir(&tools, sdks::JS)?.join("idem-guest");
     super::write_files(work.path(), &[("transform.wit", WIT.as_bytes())])?;
     let entry = std::fs::canonicalize(&entry).unwrap_or(entry);
+    let bundle = work.path().join("bundle.js");
+    step(&tools, dir, &["bundle".as_ref(), entry.as_os_str(), sdk.as_os_str(), bundle.as_os_str()])?;
+    let code = std::fs::read(&bundle).map_err(|e| BuildError::Write {
+        path: bundle.display().to_string(),
+        source: e,
+    })?;
+    // The bundle is everything of the project that reaches the component.
+    let mut inputs: Vec<(&str, &[u8])> = vec![("bundle", &code), ("wit", WIT.as_bytes())];
+    inputs.extend(TOOLCHAIN.iter().map(|t| ("toolchain", t.as_bytes())));
+    let component = super::reuse(reuse_dir, super::Language::JavaScript, &inputs, || {
+        let out = work.path().join("component.wasm");
+        let wit = work.path().join("transform.wit");
+        step(&tools, dir, &["componentize".as_ref(), bundle.as_os_str(), wit.as_os_str(), out.as_os_str()])?;
+        std::fs::read(&out).map_err(|e| BuildError::Write {
+            path: out.display().to_string(),
+            source: e,
+        })
+    })?;
+    let name = package.get("name").and_then(|n| n.as_str());
+    Ok((component, super::file_stem(name, dir)))
+}
+
+/// One step of the driver (`node build.mjs STEP ARGS...`) in the project's
+/// folder; its output becomes the error when it fails.
+fn step(tools: &Path, dir: &Path, args: &[&std::ffi::OsStr]) -> Result<(), BuildError> {
     let result = Command::new("node")
         .arg(tools.join("build.mjs"))
-        .arg(&entry)
-        .arg(&sdk)
-        .arg(&wit)
-        .arg(&out)
+        .args(args)
         .current_dir(dir)
         .env("RUST_BACKTRACE", "0")
         .output()
@@ -106,24 +131,23 @@ pub(super) fn build(dir: &Path, toolchains: &Path) -> Result<(Vec<u8>, String), 
             fix: NODE_FIX,
             source,
         })?;
-    if !result.status.success() {
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&result.stdout),
-            String::from_utf8_lossy(&result.stderr)
-        );
-        return Err(BuildError::Componentize {
-            what: "the JavaScript build (esbuild, componentize-js)",
-            dir: dir.display().to_string(),
-            detail: super::tail(&text, 25),
-        });
+    if result.status.success() {
+        return Ok(());
     }
-    let component = std::fs::read(&out).map_err(|e| BuildError::Write {
-        path: out.display().to_string(),
-        source: e,
-    })?;
-    let name = package.get("name").and_then(|n| n.as_str());
-    Ok((component, super::file_stem(name, dir)))
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&result.stdout),
+        String::from_utf8_lossy(&result.stderr)
+    );
+    Err(BuildError::Componentize {
+        what: "the JavaScript build (esbuild, componentize-js)",
+        dir: dir.display().to_string(),
+        detail: format!(
+            "{}\n(if the toolchain in {} is damaged, delete that folder: the next build reinstalls it)",
+            super::tail(&text, 25),
+            tools.display()
+        ),
+    })
 }
 
 fn version(program: &str) -> Result<String, BuildError> {

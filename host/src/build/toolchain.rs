@@ -59,6 +59,8 @@ pub(super) fn ensure(
     }
     h.update(spec.extra.as_bytes());
     let key = hex::encode(&h.finalize()[..8]);
+    // Absolute: the builders run in other folders.
+    let root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
     let dir = root.join(format!("{}-{key}", spec.prefix));
     if dir.join(COMPLETE).is_file() {
         return Ok(dir);
@@ -69,10 +71,11 @@ pub(super) fn ensure(
         registry: spec.registry,
         detail,
     };
-    std::fs::create_dir_all(root).map_err(|e| fail(e.to_string()))?;
+    std::fs::create_dir_all(&root).map_err(|e| fail(e.to_string()))?;
+    remove_stale_installs(&root);
     let tmp = tempfile::Builder::new()
         .prefix(&format!(".{}-{key}-installing-", spec.prefix))
-        .tempdir_in(root)
+        .tempdir_in(&root)
         .map_err(|e| fail(e.to_string()))?;
     for (name, text) in spec.files {
         std::fs::write(tmp.path().join(name), text).map_err(|e| fail(e.to_string()))?;
@@ -85,6 +88,11 @@ pub(super) fn ensure(
     install(tmp.path()).map_err(fail)?;
     std::fs::write(tmp.path().join(COMPLETE), key.as_bytes()).map_err(|e| fail(e.to_string()))?;
     let tmp = tmp.keep();
+    // A folder of that name without the marker is not a toolchain (a copy
+    // cut short, say): it is replaced.
+    if dir.exists() && !dir.join(COMPLETE).is_file() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     if let Err(e) = std::fs::rename(&tmp, &dir) {
         // Another build finished the same install first: use its folder.
         let _ = std::fs::remove_dir_all(&tmp);
@@ -95,8 +103,75 @@ pub(super) fn ensure(
     Ok(dir)
 }
 
+/// The embedded SDK's files, written once under the toolchain folder
+/// `tools` as `sdk-<digest>/idem-guest/`, a path that stays the same for
+/// the same files (written to a temporary folder, then renamed).
+pub(super) fn sdk_dir(tools: &Path, files: &[(&str, &[u8])]) -> Result<PathBuf, BuildError> {
+    let mut h = Sha256::new();
+    for (rel, bytes) in files {
+        h.update((rel.len() as u64).to_le_bytes());
+        h.update(rel.as_bytes());
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    }
+    let dir = tools.join(format!("sdk-{}", hex::encode(&h.finalize()[..8])));
+    if dir.join(COMPLETE).is_file() {
+        return Ok(dir);
+    }
+    let write = |e: std::io::Error| BuildError::Write {
+        path: dir.display().to_string(),
+        source: e,
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix(".sdk-writing-")
+        .tempdir_in(tools)
+        .map_err(write)?;
+    super::write_files(&tmp.path().join("idem-guest"), files)?;
+    std::fs::write(tmp.path().join(COMPLETE), b"").map_err(write)?;
+    let tmp = tmp.keep();
+    if std::fs::rename(&tmp, &dir).is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    if !dir.join(COMPLETE).is_file() {
+        return Err(write(std::io::Error::other("another build left it incomplete")));
+    }
+    Ok(dir)
+}
+
+/// The machine a toolchain's native parts (esbuild, componentize-py) are
+/// built for: part of its folder's name, so a cache shared with another
+/// system never hands it the wrong binaries.
+pub(super) fn platform() -> String {
+    format!(
+        "{}-{}-{}",
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+        if cfg!(target_env = "musl") { "musl" } else { "gnu" }
+    )
+}
+
 /// Marks a folder whose install finished.
 const COMPLETE: &str = ".idem-complete";
+
+/// Installs that a killed build left behind (an hour old: no live install
+/// takes that long), and their hundreds of MB.
+fn remove_stale_installs(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age.as_secs() > 3600);
+        if name.starts_with('.') && (name.contains("-installing-") || name.starts_with(".sdk-writing-")) && old {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
 
 /// Run an install step; `Err` holds the command and its last output lines.
 pub(super) fn run_step(cmd: &mut Command) -> Result<(), String> {
