@@ -2,6 +2,8 @@
 
 - throw: push raises ValueError with a message naming the batch
 - clock: open reads time.time()
+- clock-from: open calls `time` imported with `from time import time` before
+  idem_guest (the SDK's guards are armed before this module is imported)
 - date: open reads datetime.datetime.now()
 - random: finish emits 4 random.random() values as column `r`
 - log: open prints a line
@@ -10,6 +12,7 @@
 import datetime
 import random
 import time
+from time import time as wall_time
 
 import idem_guest as ig
 
@@ -19,6 +22,8 @@ class Probe(ig.Transform):
         self.mode = ctx.param_str("mode", "random")
         if self.mode == "clock":
             self.t = time.time()
+        if self.mode == "clock-from":
+            self.t = wall_time()
         if self.mode == "date":
             self.t = datetime.datetime.now()
         if self.mode == "log":
