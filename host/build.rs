@@ -120,7 +120,9 @@ fn embed_guest_sdks(host: &std::path::Path) {
         // A binary without an SDK would fail every build of that language
         // with "no module idem_guest": refuse to produce one.
         assert!(
-            files.iter().any(|(rel, _)| rel.ends_with(".js") || rel.ends_with(".py")),
+            files
+                .iter()
+                .any(|(rel, _)| rel.ends_with(".js") || rel.ends_with(".py")),
             "{} has no SDK sources to embed: is the checkout complete?",
             base.display()
         );
@@ -148,7 +150,10 @@ fn collect(base: &std::path::Path, p: &std::path::Path, files: &mut Vec<(String,
     } else if p.is_file() && !name.ends_with(".pyc") {
         let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
         let rel = p.strip_prefix(base).unwrap_or(p);
-        let rel: Vec<String> = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+        let rel: Vec<String> = rel
+            .iter()
+            .map(|c| c.to_string_lossy().into_owned())
+            .collect();
         files.push((rel.join("/"), abs.display().to_string()));
     }
 }

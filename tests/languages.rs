@@ -10,7 +10,13 @@ use std::path::{Path, PathBuf};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 /// `idem exec` of `module` over `inputs`; returns (code, stdout, stderr).
-fn exec(module: &Path, inputs: &[PathBuf], out: &Path, params: &str, extra: &[&str]) -> (i32, String, String) {
+fn exec(
+    module: &Path,
+    inputs: &[PathBuf],
+    out: &Path,
+    params: &str,
+    extra: &[&str],
+) -> (i32, String, String) {
     let mut args: Vec<String> = vec![
         "exec".into(),
         "--module".into(),
@@ -34,7 +40,13 @@ fn exec(module: &Path, inputs: &[PathBuf], out: &Path, params: &str, extra: &[&s
 }
 
 /// The output digest `idem exec` printed; panics with its output otherwise.
-fn exec_digest(module: &Path, inputs: &[PathBuf], out: &Path, params: &str, extra: &[&str]) -> String {
+fn exec_digest(
+    module: &Path,
+    inputs: &[PathBuf],
+    out: &Path,
+    params: &str,
+    extra: &[&str],
+) -> String {
     let (code, stdout, stderr) = exec(module, inputs, out, params, extra);
     assert_eq!(code, 0, "{} failed:\n{stdout}\n{stderr}", module.display());
     digest_of(&stdout)
@@ -43,7 +55,10 @@ fn exec_digest(module: &Path, inputs: &[PathBuf], out: &Path, params: &str, extr
 /// The digest of `idem exec`'s `output:` line (which also names the file).
 fn digest_of(stdout: &str) -> String {
     let line = common::field(stdout, "output:");
-    line.split_whitespace().next().unwrap_or_default().to_string()
+    line.split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// (name, type, nullable) of every field of a Parquet file's Arrow schema.
@@ -65,29 +80,60 @@ fn edge_orders(dir: &Path) -> PathBuf {
     use arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
     use std::sync::Arc;
     let customers = [
-        "\u{feff}alice", "alice", "zoë", "\u{1F600}grin", "\u{FFFF}x", "", "Ångström", "bob",
+        "\u{feff}alice",
+        "alice",
+        "zoë",
+        "\u{1F600}grin",
+        "\u{FFFF}x",
+        "",
+        "Ångström",
+        "bob",
     ];
     let amounts = [
-        Some(f64::NAN), Some(-0.0), Some(0.0), None, Some(1e308), Some(-5.5), Some(250.0),
-        Some(300.25), Some(f64::INFINITY), Some(251.0), Some(-0.0),
+        Some(f64::NAN),
+        Some(-0.0),
+        Some(0.0),
+        None,
+        Some(1e308),
+        Some(-5.5),
+        Some(250.0),
+        Some(300.25),
+        Some(f64::INFINITY),
+        Some(251.0),
+        Some(-0.0),
     ];
     let quantities = [(1i64 << 53) + 1, -3, 0, 1, i64::MAX, 7, 2, i64::MIN + 1, 3];
     let n = 5_000usize;
     let batch = RecordBatch::try_new(
         idem::sample::orders_schema(),
         vec![
-            Arc::new(StringArray::from_iter_values((0..n).map(|i| format!("e{i}")))),
+            Arc::new(StringArray::from_iter_values(
+                (0..n).map(|i| format!("e{i}")),
+            )),
             Arc::new(Int64Array::from_iter_values((0..n).map(|i| i as i64))),
-            Arc::new(StringArray::from_iter_values((0..n).map(|i| customers[i % customers.len()]))),
-            Arc::new(Float64Array::from_iter((0..n).map(|i| amounts[(i / 3) % amounts.len()]))),
-            Arc::new(Int64Array::from_iter_values((0..n).map(|i| quantities[(i / 2) % quantities.len()]))),
-            Arc::new(StringArray::from_iter_values((0..n).map(|i| ["paid", "refunded"][i % 2]))),
+            Arc::new(StringArray::from_iter_values(
+                (0..n).map(|i| customers[i % customers.len()]),
+            )),
+            Arc::new(Float64Array::from_iter(
+                (0..n).map(|i| amounts[(i / 3) % amounts.len()]),
+            )),
+            Arc::new(Int64Array::from_iter_values(
+                (0..n).map(|i| quantities[(i / 2) % quantities.len()]),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                (0..n).map(|i| ["paid", "refunded"][i % 2]),
+            )),
         ],
     )
     .unwrap();
     std::fs::create_dir_all(dir).unwrap();
     let path = dir.join("edge.parquet");
-    let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), batch.schema(), None).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(&path).unwrap(),
+        batch.schema(),
+        None,
+    )
+    .unwrap();
     w.write(&batch).unwrap();
     w.close().unwrap();
     path
@@ -107,14 +153,23 @@ fn js_and_python_examples_give_the_rust_digests_and_schemas_run_after_run() {
         let inputs: &[PathBuf] = inputs;
         let extra = ["--logical-date", "2026-10-01"];
         let rust_out = dir.path().join(format!("{example}.parquet"));
-        let rust = exec_digest(&common::guest(&format!("examples/{example}")), inputs, &rust_out, params, &extra);
+        let rust = exec_digest(
+            &common::guest(&format!("examples/{example}")),
+            inputs,
+            &rust_out,
+            params,
+            &extra,
+        );
         for lang in ["js", "py"] {
             let module = common::guest(&format!("examples/{example}_{lang}"));
             // Three fresh processes, each with its own engine and instance.
             for run in 0..3 {
                 let out = dir.path().join(format!("{example}_{lang}_{run}.parquet"));
                 let digest = exec_digest(&module, inputs, &out, params, &extra);
-                assert_eq!(digest, rust, "{example}_{lang} run {run}: output differs from Rust's");
+                assert_eq!(
+                    digest, rust,
+                    "{example}_{lang} run {run}: output differs from Rust's"
+                );
                 assert_eq!(
                     schema_of(&out),
                     schema_of(&rust_out),
@@ -149,7 +204,10 @@ fn build_names_what_is_wrong_with_a_project() {
     let empty = project(&dir.path().join("empty"), &[("README.md", "hi")]);
     let (code, _, err) = build(&empty, &[]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("no Cargo.toml") && err.contains("idem new"), "{err}");
+    assert!(
+        err.contains("no Cargo.toml") && err.contains("idem new"),
+        "{err}"
+    );
     // Two languages in one folder: asks for --lang.
     let both = project(
         &dir.path().join("both"),
@@ -157,12 +215,21 @@ fn build_names_what_is_wrong_with_a_project() {
     );
     let (code, _, err) = build(&both, &[]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("package.json and app.py") && err.contains("--lang"), "{err}");
+    assert!(
+        err.contains("package.json and app.py") && err.contains("--lang"),
+        "{err}"
+    );
     // A JavaScript package whose entry module is missing.
-    let js = project(&dir.path().join("js"), &[("package.json", r#"{"main": "lib/t.js"}"#)]);
+    let js = project(
+        &dir.path().join("js"),
+        &[("package.json", r#"{"main": "lib/t.js"}"#)],
+    );
     let (code, _, err) = build(&js, &[]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("lib/t.js") && err.contains("\"main\""), "{err}");
+    assert!(
+        err.contains("lib/t.js") && err.contains("\"main\""),
+        "{err}"
+    );
     // A Python project naming a module it does not have.
     let py = project(
         &dir.path().join("py"),
@@ -170,12 +237,18 @@ fn build_names_what_is_wrong_with_a_project() {
     );
     let (code, _, err) = build(&py, &[]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("`clean`") && err.contains("[tool.idem]"), "{err}");
+    assert!(
+        err.contains("`clean`") && err.contains("[tool.idem]"),
+        "{err}"
+    );
     // --lang picks one when both are there; a module that exports no
     // transform fails the build, naming what to add.
     let (code, _, err) = build(&both, &["--lang", "python"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("no transform") && err.contains("idem_guest.export("), "{err}");
+    assert!(
+        err.contains("no transform") && err.contains("idem_guest.export("),
+        "{err}"
+    );
     assert!(!dir.path().join("out.wasm").exists());
 }
 
@@ -193,7 +266,12 @@ fn a_javascript_syntax_error_is_named_with_its_line() {
         ],
     );
     let out = dir.path().join("out.wasm");
-    let (code, _, err) = common::idem(&["build", &js.display().to_string(), "--out", &out.display().to_string()]);
+    let (code, _, err) = common::idem(&[
+        "build",
+        &js.display().to_string(),
+        "--out",
+        &out.display().to_string(),
+    ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("index.js:3"), "{err}");
     assert!(!out.exists());
@@ -204,7 +282,10 @@ fn a_missing_node_or_python_is_named_with_the_fix() {
     let dir = tempfile::tempdir().unwrap();
     let js = project(
         &dir.path().join("js"),
-        &[("package.json", "{}"), ("index.js", "export const transform = {};\n")],
+        &[
+            ("package.json", "{}"),
+            ("index.js", "export const transform = {};\n"),
+        ],
     );
     let py = project(&dir.path().join("py"), &[("app.py", "")]);
     // A PATH with nothing on it: neither node nor python3 can be found.
@@ -213,7 +294,12 @@ fn a_missing_node_or_python_is_named_with_the_fix() {
     let path = empty.display().to_string();
     for (p, program) in [(&js, "`node`"), (&py, "`python3`")] {
         let (code, _, err) = common::idem_env(
-            &["build", &p.display().to_string(), "--out", "/dev/null/x.wasm"],
+            &[
+                "build",
+                &p.display().to_string(),
+                "--out",
+                "/dev/null/x.wasm",
+            ],
             &[("PATH", &path)],
         );
         assert_eq!(code, 2, "{err}");
@@ -228,7 +314,12 @@ fn a_toolchain_that_cannot_be_installed_leaves_nothing_half_installed() {
     let tools = dir.path().join("toolchains");
     // An index that refuses connections: pip fails at once.
     let (code, _, err) = common::idem_env(
-        &["build", &py.display().to_string(), "--out", &dir.path().join("x.wasm").display().to_string()],
+        &[
+            "build",
+            &py.display().to_string(),
+            "--out",
+            &dir.path().join("x.wasm").display().to_string(),
+        ],
         &[
             ("IDEM_TOOLCHAIN_DIR", &tools.display().to_string()),
             ("PIP_INDEX_URL", "http://127.0.0.1:9/simple"),
@@ -237,8 +328,15 @@ fn a_toolchain_that_cannot_be_installed_leaves_nothing_half_installed() {
         ],
     );
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("installing the Python toolchain") && err.contains("PyPI"), "{err}");
-    let left: Vec<_> = std::fs::read_dir(&tools).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(
+        err.contains("installing the Python toolchain") && err.contains("PyPI"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&tools)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
     assert!(left.is_empty(), "a failed install left {left:?}");
 }
 
@@ -247,7 +345,10 @@ fn floats(file: &Path, name: &str) -> Vec<f64> {
     use arrow::array::AsArray;
     use arrow::datatypes::Float64Type;
     let f = std::fs::File::open(file).unwrap();
-    let reader = ParquetRecordBatchReaderBuilder::try_new(f).unwrap().build().unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(f)
+        .unwrap()
+        .build()
+        .unwrap();
     reader
         .flat_map(|b| {
             let b = b.unwrap();
@@ -280,8 +381,15 @@ fn expected_random(lang: &str) -> String {
             "import json, random; r = random.Random(0); print(json.dumps([r.random() for _ in range(4)]))".to_string(),
         ),
     };
-    let out = std::process::Command::new(program).args([flag, &script]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new(program)
+        .args([flag, &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -296,12 +404,21 @@ fn guests_that_throw_read_the_clock_or_draw_random_numbers() {
         let module = common::guest(&format!("tests/guests/probe_{lang}"));
         let out = dir.path().join(format!("{lang}.parquet"));
         let run = |mode: &str, extra: &[&str]| {
-            exec(&module, &inputs, &out, &format!(r#"{{"mode":"{mode}"}}"#), extra)
+            exec(
+                &module,
+                &inputs,
+                &out,
+                &format!(r#"{{"mode":"{mode}"}}"#),
+                extra,
+            )
         };
         // An exception is a guest error carrying its message, not a trap.
         let (code, _, err) = run("throw", &[]);
         assert_eq!(code, 3, "{lang}: {err}");
-        assert!(err.contains("boom at a batch of 1000 rows"), "{lang}: {err}");
+        assert!(
+            err.contains("boom at a batch of 1000 rows"),
+            "{lang}: {err}"
+        );
         assert!(!err.contains("unreachable"), "{lang}: {err}");
         // The clock does not exist: reading it is an error naming it and
         // the logical date, every time.
@@ -314,7 +431,10 @@ fn guests_that_throw_read_the_clock_or_draw_random_numbers() {
         for (mode, call) in modes {
             let (code, _, err) = run(mode, &[]);
             assert_eq!(code, 3, "{lang} {mode}: {err}");
-            assert!(err.contains("clock") && err.contains(call), "{lang} {mode}: {err}");
+            assert!(
+                err.contains("clock") && err.contains(call),
+                "{lang} {mode}: {err}"
+            );
             assert!(err.contains("logical"), "{lang} {mode}: {err}");
         }
         // Randomness is a fixed-seed generator: the same values in every
@@ -329,12 +449,18 @@ fn guests_that_throw_read_the_clock_or_draw_random_numbers() {
             assert!(r.windows(2).all(|w| w[0] != w[1]), "{lang}: {r:?}");
             seen.push((digest_of(&stdout), r));
         }
-        assert_eq!(seen[0], seen[1], "{lang}: random values differ between runs");
+        assert_eq!(
+            seen[0], seen[1],
+            "{lang}: random values differ between runs"
+        );
         // ... and they are the SDK's fixed-seed generator's, not a seed
         // frozen into the module when it was built: the same generator run
         // outside the sandbox gives the same numbers.
         let expected: Vec<f64> = serde_json::from_str(&expected_random(lang)).unwrap();
-        assert_eq!(seen[0].1, expected, "{lang}: not the SDK's seeded generator");
+        assert_eq!(
+            seen[0].1, expected,
+            "{lang}: not the SDK's seeded generator"
+        );
         // Printing goes to the run log (never to the output or a digest).
         let (code, _, err) = run("log", &["-v"]);
         assert_eq!(code, 0, "{lang}: {err}");
@@ -350,7 +476,12 @@ fn js_and_python_components_import_only_the_host_interface() {
     });
     for rel in ["examples/clean_orders_js", "examples/daily_revenue_py"] {
         let module = sandbox.load(&common::guest_bytes(rel)).unwrap();
-        let imports: Vec<&str> = module.admission.imports.iter().map(|(n, _)| n.as_str()).collect();
+        let imports: Vec<&str> = module
+            .admission
+            .imports
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
         assert_eq!(imports, ["idem:transform/host@0.2.0"], "{rel}");
         assert!(module.admission.verdict().is_ok(), "{rel}");
     }
@@ -364,13 +495,19 @@ fn run_ok(program: &Path, args: &[&str], env: &[(&str, &Path)]) -> String {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().unwrap_or_else(|e| panic!("running {}: {e}", program.display()));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", program.display()));
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "{} {args:?} failed:\n{text}", program.display());
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed:\n{text}",
+        program.display()
+    );
     text
 }
 
@@ -391,12 +528,23 @@ fn the_sdks_own_unit_tests_pass_against_independent_arrow_implementations() {
         &["--test", "guest-sdk/js/test/"],
         &[("NODE_PATH", &modules)],
     );
-    assert!(!text.contains("# skipped") || text.contains("# skipped 0"), "{text}");
+    assert!(
+        !text.contains("# skipped") || text.contains("# skipped 0"),
+        "{text}"
+    );
     // Python: the SDK's IPC reader and writer against pyarrow (in the
     // tests' virtual environment).
     let text = run_ok(
         &common::python(),
-        &["-m", "unittest", "discover", "-s", "guest-sdk/python/tests", "-t", "guest-sdk/python"],
+        &[
+            "-m",
+            "unittest",
+            "discover",
+            "-s",
+            "guest-sdk/python/tests",
+            "-t",
+            "guest-sdk/python",
+        ],
         &[("PYTHONDONTWRITEBYTECODE", Path::new("1"))],
     );
     assert!(text.contains("OK") && !text.contains("skipped"), "{text}");
@@ -419,7 +567,14 @@ fn new_js_and_python_projects_build_and_run_unedited() {
         assert_eq!(code, 0, "{lang}: {err}");
         assert!(stdout.contains("idem build"), "{stdout}");
         // It refuses to write over itself.
-        let (code, _, err) = common::idem(&["new", name, "--lang", lang, "--dir", &project.display().to_string()]);
+        let (code, _, err) = common::idem(&[
+            "new",
+            name,
+            "--lang",
+            lang,
+            "--dir",
+            &project.display().to_string(),
+        ]);
         assert_eq!(code, 2, "{lang}: {err}");
         let module = dir.path().join(format!("{lang}.wasm"));
         let (code, stdout, err) = common::idem(&[
@@ -436,23 +591,40 @@ fn new_js_and_python_projects_build_and_run_unedited() {
         let (code, stdout, err) = exec(&module, &inputs, &out, r#"{"min_amount": 250}"#, &["-v"]);
         assert_eq!(code, 0, "{lang}: {err}");
         let rows = common::field(&stdout, "rows:");
-        assert!(rows.starts_with("2000 in, ") && !rows.ends_with(" 2000 out"), "{lang}: {rows}");
-        assert!(err.contains("kept ") && err.contains(" of 2000 rows"), "{lang}: {err}");
+        assert!(
+            rows.starts_with("2000 in, ") && !rows.ends_with(" 2000 out"),
+            "{lang}: {rows}"
+        );
+        assert!(
+            err.contains("kept ") && err.contains(" of 2000 rows"),
+            "{lang}: {err}"
+        );
         // Built again unchanged: the same component (reused, same digest).
         let build_digest = |tag: &str| {
             let (code, stdout, err) = common::idem(&[
                 "build",
                 &project.display().to_string(),
                 "--out",
-                &dir.path().join(format!("{lang}-{tag}.wasm")).display().to_string(),
+                &dir.path()
+                    .join(format!("{lang}-{tag}.wasm"))
+                    .display()
+                    .to_string(),
                 "--json",
             ]);
             assert_eq!(code, 0, "{lang}: {err}");
             serde_json::from_str::<serde_json::Value>(&stdout).unwrap()["module"].clone()
         };
-        assert_eq!(build_digest("again"), built["module"], "{lang}: an unchanged project rebuilt");
+        assert_eq!(
+            build_digest("again"),
+            built["module"],
+            "{lang}: an unchanged project rebuilt"
+        );
         // Edited: rebuilt, and the edit is in the new component.
-        let source = project.join(if lang == "js" { "src/index.js" } else { "app.py" });
+        let source = project.join(if lang == "js" {
+            "src/index.js"
+        } else {
+            "app.py"
+        });
         let text = std::fs::read_to_string(&source).unwrap();
         let edited = text
             .replace("`kept ${this.rowsOut}", "`held ${this.rowsOut}")
@@ -460,10 +632,16 @@ fn new_js_and_python_projects_build_and_run_unedited() {
         assert_ne!(edited, text, "{lang}: the template's log line moved");
         std::fs::write(&source, edited).unwrap();
         let edited = build_digest("edited");
-        assert_ne!(edited, built["module"], "{lang}: an edited project was not rebuilt");
+        assert_ne!(
+            edited, built["module"],
+            "{lang}: an edited project was not rebuilt"
+        );
         let module = dir.path().join(format!("{lang}-edited.wasm"));
         let (code, _, err) = exec(&module, &inputs, &out, r#"{"min_amount": 250}"#, &["-v"]);
         assert_eq!(code, 0, "{lang}: {err}");
-        assert!(err.contains("held ") && !err.contains("kept "), "{lang}: {err}");
+        assert!(
+            err.contains("held ") && !err.contains("kept "),
+            "{lang}: {err}"
+        );
     }
 }

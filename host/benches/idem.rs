@@ -119,9 +119,9 @@ fn mrows(rows: u64, d: Duration) -> String {
     format!("{:.2} Mrows/s", rows as f64 / d.as_secs_f64() / 1e6)
 }
 
-/// Figure 1: the same batches through the wasm build and the native build.
-fn sandbox_overhead(rows: u64, out: &mut Vec<Row>) {
-    let batches: Vec<RecordBatch> = (0..rows.div_ceil(BATCH as u64))
+/// `rows` sample orders in batches of `BATCH` rows, in memory.
+fn sample_batches(rows: u64) -> Vec<RecordBatch> {
+    (0..rows.div_ceil(BATCH as u64))
         .map(|i| {
             idem::sample::orders_batch(
                 7,
@@ -129,7 +129,12 @@ fn sandbox_overhead(rows: u64, out: &mut Vec<Row>) {
                 (rows - i * BATCH as u64).min(BATCH as u64) as usize,
             )
         })
-        .collect();
+        .collect()
+}
+
+/// Figure 1: the same batches through the wasm build and the native build.
+fn sandbox_overhead(rows: u64, out: &mut Vec<Row>) {
+    let batches = sample_batches(rows);
     let cache = tempfile::tempdir().unwrap();
     let sandbox = Sandbox::new(SandboxConfig {
         cache_dir: Some(cache.path().into()),
@@ -219,15 +224,7 @@ fn sandbox_overhead(rows: u64, out: &mut Vec<Row>) {
 /// figure's name. The compiled code is cached under the bench's work dir
 /// across runs (a JS or Python engine takes ~15-45 s to compile once).
 fn languages(rows: u64, out: &mut Vec<Row>) {
-    let batches: Vec<RecordBatch> = (0..rows.div_ceil(BATCH as u64))
-        .map(|i| {
-            idem::sample::orders_batch(
-                7,
-                i * BATCH as u64,
-                (rows - i * BATCH as u64).min(BATCH as u64) as usize,
-            )
-        })
-        .collect();
+    let batches = sample_batches(rows);
     let sandbox = Sandbox::new(SandboxConfig {
         cache_dir: Some(work_dir().join("compiled-cache")),
         limits: idem::sandbox::Limits {

@@ -248,15 +248,7 @@ fn reuse(
     inputs: &[(&str, &[u8])],
     make: impl FnOnce() -> Result<Vec<u8>, BuildError>,
 ) -> Result<Vec<u8>, BuildError> {
-    use sha2::{Digest as _, Sha256};
-    let mut h = Sha256::new();
-    for (name, bytes) in inputs {
-        h.update((name.len() as u64).to_le_bytes());
-        h.update(name.as_bytes());
-        h.update((bytes.len() as u64).to_le_bytes());
-        h.update(bytes);
-    }
-    let key = hex::encode(&h.finalize()[..16]);
+    let key = hex::encode(&framed_sha256(inputs)[..16]);
     let cached = reuse_dir.join(format!("{}-{key}.wasm", language.name()));
     if let Ok(component) = std::fs::read(&cached) {
         return Ok(component);
@@ -281,6 +273,20 @@ fn reuse(
     }
 }
 
+/// sha256 over (name, bytes) pairs, each framed by its lengths so that no
+/// two different lists hash alike.
+fn framed_sha256(pairs: &[(&str, &[u8])]) -> Vec<u8> {
+    use sha2::{Digest as _, Sha256};
+    let mut h = Sha256::new();
+    for (name, bytes) in pairs {
+        h.update((name.len() as u64).to_le_bytes());
+        h.update(name.as_bytes());
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    }
+    h.finalize().to_vec()
+}
+
 /// A project's source files as (relative path with `/`, path), following
 /// symlinks (as the builders do), skipping dependencies, caches, build
 /// output and hidden entries; at most 16 folders deep.
@@ -302,8 +308,10 @@ fn project_files(base: &Path, dir: &Path, depth: usize, out: &mut Vec<(String, P
             Ok(m) if m.is_dir() && depth < 16 => project_files(base, &path, depth + 1, out),
             Ok(m) if m.is_file() => {
                 let rel = path.strip_prefix(base).unwrap_or(&path);
-                let rel: Vec<String> =
-                    rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+                let rel: Vec<String> = rel
+                    .iter()
+                    .map(|c| c.to_string_lossy().into_owned())
+                    .collect();
                 out.push((rel.join("/"), path));
             }
             _ => {}
@@ -344,12 +352,24 @@ fn file_stem(raw: Option<&str>, dir: &Path) -> String {
         .ok()
         .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_else(|| "transform".into());
-    let raw = raw.map(|r| r.rsplit('/').next().unwrap_or(r).to_string()).unwrap_or(folder);
+    let raw = raw
+        .map(|r| r.rsplit('/').next().unwrap_or(r).to_string())
+        .unwrap_or(folder);
     let stem: String = raw
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
-    if stem.is_empty() { "transform".into() } else { stem }
+    if stem.is_empty() {
+        "transform".into()
+    } else {
+        stem
+    }
 }
 
 /// The last lines of a tool's output, for an error message.

@@ -849,7 +849,11 @@ pub fn new(a: NewArgs, out: Out) -> Result<ExitCode> {
         json!({"crate": a.name, "path": dir.display().to_string(), "files": files}),
         || {
             println!("created {} in {}", a.name, dir.display());
-            let build = format!("idem build {} --out {}.wasm", dir.display(), a.name.replace('-', "_"));
+            let build = format!(
+                "idem build {} --out {}.wasm",
+                dir.display(),
+                a.name.replace('-', "_")
+            );
             if a.lang == idem::build::Language::Rust {
                 println!("next:    cd {} && cargo test", dir.display());
                 println!("         {build}");

@@ -101,7 +101,10 @@ pub fn new_project(
                     serde_json::Value::from(name)
                 ),
             ),
-            ("src/index.js".into(), JS_TEMPLATE.replace("Template", &ident)),
+            (
+                "src/index.js".into(),
+                JS_TEMPLATE.replace("Template", &ident),
+            ),
             ("README.md".into(), LANG_README.replace("NAME", name)),
             (".gitignore".into(), "node_modules/\n*.wasm\n".into()),
         ],

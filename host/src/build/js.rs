@@ -26,9 +26,8 @@ pub(super) fn build(
     reuse_dir: &Path,
 ) -> Result<(Vec<u8>, String), BuildError> {
     let manifest = dir.join("package.json");
-    let text = std::fs::read_to_string(&manifest).map_err(|e| {
-        BuildError::Project(format!("reading {}: {e}", manifest.display()))
-    })?;
+    let text = std::fs::read_to_string(&manifest)
+        .map_err(|e| BuildError::Project(format!("reading {}: {e}", manifest.display())))?;
     let package: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
         BuildError::Project(format!(
             "{} is not JSON ({e}): fix the file",
@@ -95,7 +94,16 @@ pub(super) fn build(
     super::write_files(work.path(), &[("transform.wit", WIT.as_bytes())])?;
     let entry = std::fs::canonicalize(&entry).unwrap_or(entry);
     let bundle = work.path().join("bundle.js");
-    step(&tools, dir, &["bundle".as_ref(), entry.as_os_str(), sdk.as_os_str(), bundle.as_os_str()])?;
+    step(
+        &tools,
+        dir,
+        &[
+            "bundle".as_ref(),
+            entry.as_os_str(),
+            sdk.as_os_str(),
+            bundle.as_os_str(),
+        ],
+    )?;
     let code = std::fs::read(&bundle).map_err(|e| BuildError::Write {
         path: bundle.display().to_string(),
         source: e,
@@ -106,7 +114,16 @@ pub(super) fn build(
     let component = super::reuse(reuse_dir, super::Language::JavaScript, &inputs, || {
         let out = work.path().join("component.wasm");
         let wit = work.path().join("transform.wit");
-        step(&tools, dir, &["componentize".as_ref(), bundle.as_os_str(), wit.as_os_str(), out.as_os_str()])?;
+        step(
+            &tools,
+            dir,
+            &[
+                "componentize".as_ref(),
+                bundle.as_os_str(),
+                wit.as_os_str(),
+                out.as_os_str(),
+            ],
+        )?;
         std::fs::read(&out).map_err(|e| BuildError::Write {
             path: out.display().to_string(),
             source: e,

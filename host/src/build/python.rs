@@ -18,8 +18,7 @@ const PYTHON_FIX: &str = "install Python 3.9 or newer with pip (e.g. `apt instal
 /// Runs componentize-py's command line from the toolchain folder's
 /// packages (a `pip install --target` folder, which, unlike a virtual
 /// environment, still works after it is renamed into place).
-const LAUNCH: &str =
-    "import sys; from componentize_py import script; sys.argv[0] = 'componentize-py'; sys.exit(script())";
+const LAUNCH: &str = "import sys; from componentize_py import script; sys.argv[0] = 'componentize-py'; sys.exit(script())";
 
 /// Build the project at `dir`; returns the component and its file stem.
 pub(super) fn build(
@@ -29,9 +28,8 @@ pub(super) fn build(
 ) -> Result<(Vec<u8>, String), BuildError> {
     let pyproject = dir.join("pyproject.toml");
     let project: toml::Table = if pyproject.is_file() {
-        let text = std::fs::read_to_string(&pyproject).map_err(|e| {
-            BuildError::Project(format!("reading {}: {e}", pyproject.display()))
-        })?;
+        let text = std::fs::read_to_string(&pyproject)
+            .map_err(|e| BuildError::Project(format!("reading {}: {e}", pyproject.display())))?;
         text.parse().map_err(|e| {
             BuildError::Project(format!(
                 "{} is not TOML ({e}): fix the file",
@@ -128,13 +126,15 @@ pub(super) fn build(
     files.sort();
     let mut copied: Vec<(String, Vec<u8>)> = Vec::new();
     for (rel, path) in &files {
-        let bytes = std::fs::read(path).map_err(|e| {
-            BuildError::Project(format!("reading {}: {e}", path.display()))
-        })?;
+        let bytes = std::fs::read(path)
+            .map_err(|e| BuildError::Project(format!("reading {}: {e}", path.display())))?;
         copied.push((rel.clone(), bytes));
     }
     let project_dir = work.path().join("project");
-    let as_files: Vec<(&str, &[u8])> = copied.iter().map(|(r, b)| (r.as_str(), b.as_slice())).collect();
+    let as_files: Vec<(&str, &[u8])> = copied
+        .iter()
+        .map(|(r, b)| (r.as_str(), b.as_slice()))
+        .collect();
     super::write_files(&project_dir, &as_files)?;
     let sdk = work.path().join("sdk");
     super::write_files(&sdk, sdks::PYTHON)?;
@@ -147,7 +147,8 @@ pub(super) fn build(
     );
     super::write_files(&entry, &[("idem_app.py", entry_text.as_bytes())])?;
     super::write_files(work.path(), &[("transform.wit", WIT.as_bytes())])?;
-    let mut inputs: Vec<(&str, &[u8])> = vec![("entry", entry_text.as_bytes()), ("wit", WIT.as_bytes())];
+    let mut inputs: Vec<(&str, &[u8])> =
+        vec![("entry", entry_text.as_bytes()), ("wit", WIT.as_bytes())];
     inputs.extend(sdks::PYTHON.iter().copied());
     inputs.extend(TOOLCHAIN.iter().map(|t| ("toolchain", t.as_bytes())));
     inputs.extend(as_files.iter().copied());

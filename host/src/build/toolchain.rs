@@ -107,14 +107,10 @@ pub(super) fn ensure(
 /// `tools` as `sdk-<digest>/idem-guest/`, a path that stays the same for
 /// the same files (written to a temporary folder, then renamed).
 pub(super) fn sdk_dir(tools: &Path, files: &[(&str, &[u8])]) -> Result<PathBuf, BuildError> {
-    let mut h = Sha256::new();
-    for (rel, bytes) in files {
-        h.update((rel.len() as u64).to_le_bytes());
-        h.update(rel.as_bytes());
-        h.update((bytes.len() as u64).to_le_bytes());
-        h.update(bytes);
-    }
-    let dir = tools.join(format!("sdk-{}", hex::encode(&h.finalize()[..8])));
+    let dir = tools.join(format!(
+        "sdk-{}",
+        hex::encode(&super::framed_sha256(files)[..8])
+    ));
     if dir.join(COMPLETE).is_file() {
         return Ok(dir);
     }
@@ -133,7 +129,9 @@ pub(super) fn sdk_dir(tools: &Path, files: &[(&str, &[u8])]) -> Result<PathBuf, 
         let _ = std::fs::remove_dir_all(&tmp);
     }
     if !dir.join(COMPLETE).is_file() {
-        return Err(write(std::io::Error::other("another build left it incomplete")));
+        return Err(write(std::io::Error::other(
+            "another build left it incomplete",
+        )));
     }
     Ok(dir)
 }
@@ -146,7 +144,11 @@ pub(super) fn platform() -> String {
         "{}-{}-{}",
         std::env::consts::OS,
         std::env::consts::ARCH,
-        if cfg!(target_env = "musl") { "musl" } else { "gnu" }
+        if cfg!(target_env = "musl") {
+            "musl"
+        } else {
+            "gnu"
+        }
     )
 }
 
@@ -167,7 +169,10 @@ fn remove_stale_installs(root: &Path) {
             .ok()
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age.as_secs() > 3600);
-        if name.starts_with('.') && (name.contains("-installing-") || name.starts_with(".sdk-writing-")) && old {
+        if name.starts_with('.')
+            && (name.contains("-installing-") || name.starts_with(".sdk-writing-"))
+            && old
+        {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
@@ -185,7 +190,11 @@ pub(super) fn run_step(cmd: &mut Command) -> Result<(), String> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    Err(format!("{shown} exited with {}:\n{}", out.status, super::tail(&text, 15)))
+    Err(format!(
+        "{shown} exited with {}:\n{}",
+        out.status,
+        super::tail(&text, 15)
+    ))
 }
 
 /// The version line of `program --version`, or why it could not be run.
