@@ -1128,13 +1128,24 @@ fn a_pooled_engine_runs_and_refuses_exactly_as_the_plain_one() {
 /// Run the hostile guest in echo mode declaring `columns`; the outcome and
 /// the batches it returned.
 fn echo_declaring(columns: serde_json::Value) -> Result<(Outcome, Vec<RecordBatch>), ExecError> {
+    echo_taking(columns, serde_json::json!([]))
+}
+
+/// Run the hostile guest in echo mode declaring `columns`, and taking
+/// `dictionaries` dictionary-encoded; the outcome and its batches.
+fn echo_taking(
+    columns: serde_json::Value,
+    dictionaries: serde_json::Value,
+) -> Result<(Outcome, Vec<RecordBatch>), ExecError> {
     let sandbox = common::sandbox_with(Limits::default());
     let module = sandbox.load(&common::guest_bytes(HOSTILE)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let files = common::orders(dir.path(), "2026-10-01", 2_500, 2);
     let slice = ResolvedSlice::from_files("s", &files).unwrap();
     let reader = slice.reader(1000).unwrap();
-    let params = serde_json::json!({"mode": "echo", "columns": columns}).to_string();
+    let params =
+        serde_json::json!({"mode": "echo", "columns": columns, "dictionaries": dictionaries})
+            .to_string();
     let c = ctx(&slice, reader.schema(), &params, 1000);
     let mut inst = sandbox.instantiate(&module).unwrap();
     let mut out = Vec::new();
@@ -1193,6 +1204,67 @@ fn declared_columns_are_all_a_transform_gets_and_wrong_ones_fail() {
             }
             Err(e) => panic!("{declared}: wrong error: {e}"),
             Ok(_) => panic!("{declared} was accepted"),
+        }
+    }
+}
+
+/// A transform that takes a string column dictionary-encoded
+/// (`input-encoding`) gets it as `Dictionary(Int32, Utf8)` in every batch,
+/// with the same values (its echo digests like the plain echo); other
+/// columns stay as they are; the outcome (and so the manifest) records it.
+/// Naming a column it does not read, a non-string column or one twice
+/// fails the run, naming the column.
+#[test]
+fn columns_taken_dictionary_encoded_arrive_so_and_wrong_ones_fail() {
+    use arrow::datatypes::DataType;
+    let dict = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+    let cols = serde_json::json!(["customer", "quantity"]);
+    let (plain, plain_out) = echo_declaring(cols.clone()).unwrap();
+    assert!(plain.dictionaries.is_empty());
+    assert_eq!(plain_out[0].column(0).data_type(), &DataType::Utf8);
+    let (o, out) = echo_taking(cols, serde_json::json!(["customer"])).unwrap();
+    assert_eq!(o.dictionaries, ["customer".to_string()]);
+    assert_eq!(o.rows_out, 2_500);
+    for b in &out {
+        assert_eq!(b.column(0).data_type(), &dict);
+        assert_eq!(b.column(1).data_type(), &DataType::Int64);
+    }
+    assert_eq!(
+        o.output_digest, plain.output_digest,
+        "the same rows, whatever the encoding"
+    );
+    // Without a column list: every column, the named one encoded.
+    let (o, out) = echo_taking(serde_json::Value::Null, serde_json::json!(["customer"])).unwrap();
+    assert_eq!(out[0].num_columns(), 6);
+    let at = out[0].schema().index_of("customer").unwrap();
+    assert_eq!(out[0].column(at).data_type(), &dict);
+    assert_eq!(o.dictionaries, ["customer".to_string()]);
+
+    for (columns, dictionaries, says) in [
+        (
+            serde_json::json!(["amount", "quantity"]),
+            serde_json::json!(["customer"]),
+            "`customer` is not among the columns the transform reads",
+        ),
+        (
+            serde_json::json!(["customer", "amount"]),
+            serde_json::json!(["amount"]),
+            "`amount` is Float64; only string (Utf8) and binary columns",
+        ),
+        (
+            serde_json::Value::Null,
+            serde_json::json!(["customer", "customer"]),
+            "`customer` is named twice",
+        ),
+    ] {
+        match echo_taking(columns, dictionaries.clone()) {
+            Err(e @ ExecError::Columns(_)) => {
+                let m = e.to_string();
+                assert!(m.contains(says), "{dictionaries}: {m}");
+                assert!(m.contains("dictionary-encoded"), "{m}");
+            }
+            Err(e) => panic!("{dictionaries}: wrong error: {e}"),
+            Ok(_) => panic!("{dictionaries} was accepted"),
         }
     }
 }

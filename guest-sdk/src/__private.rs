@@ -67,6 +67,15 @@ mod wasm {
         ipc::encode(out.as_ref()).map_err(|e| format!("output batch: {e}"))
     }
 
+    /// Before `open` (a host never asks then) no column is taken encoded.
+    pub fn dictionary_columns<T: Transform>(state: &RefCell<Option<T>>) -> Vec<String> {
+        state
+            .borrow()
+            .as_ref()
+            .map(|t| t.dictionary_columns())
+            .unwrap_or_default()
+    }
+
     pub fn finish<T: Transform>(state: &RefCell<Option<T>>) -> Result<Vec<u8>, String> {
         let mut guard = state.borrow_mut();
         let t = guard.as_mut().ok_or("finish before open")?;

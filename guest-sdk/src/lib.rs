@@ -67,6 +67,18 @@ pub trait Transform: Default + 'static {
     fn columns(&self) -> Option<Vec<String>> {
         None
     }
+
+    /// Of the columns read, the string or binary ones this transform takes
+    /// dictionary-encoded, asked right after [`Transform::columns`]: each
+    /// batch then holds them as `Dictionary(Int32, Utf8)` (or `Binary`),
+    /// whatever the file's encoding. A group-by or a lookup then works
+    /// once per distinct value of a batch instead of once per row.
+    /// A dictionary may hold values no row uses, in any order, a value
+    /// under two keys: the output must depend on the values only.
+    /// The default takes none.
+    fn dictionary_columns(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Severity of a [`log`] line.
@@ -114,7 +126,7 @@ pub fn install_panic_hook() {
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",
-        world: "transform-world",
+        world: "transform-world-encoded",
         pub_export_macro: true,
         export_macro_name: "export_world",
         default_bindings_module: "idem_guest::bindings",
@@ -152,6 +164,11 @@ macro_rules! export {
                 }
                 fn finish() -> ::core::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
                     __IDEM_STATE.with(|s| $crate::__private::finish::<$t>(s))
+                }
+            }
+            impl $crate::bindings::exports::idem::transform::input_encoding::Guest for __IdemGuest {
+                fn dictionary_columns() -> ::std::vec::Vec<::std::string::String> {
+                    __IDEM_STATE.with(|s| $crate::__private::dictionary_columns::<$t>(s))
                 }
             }
     $crate::bindings::export_world!(__IdemGuest with_types_in $crate::bindings);

@@ -249,8 +249,8 @@ pub fn exec(a: ExecArgs, out: Out) -> Result<ExitCode> {
     let stager = idem::output::Stager::spawn(staging.path().join("output.parquet"), 4)?;
     let mut instance = sandbox.instantiate(&module)?;
     let progress = idem::progress::rows("running", None);
-    let batches = |columns: Option<&[String]>| {
-        Ok(reader.narrow(columns)?.prefetch(2).inspect(|b| {
+    let batches = |declared: &idem::execute::Declared| {
+        Ok(reader.narrow(declared)?.prefetch(2).inspect(|b| {
             if let Ok(b) = b {
                 progress.inc(b.num_rows() as u64);
             }

@@ -8,6 +8,7 @@ use thiserror::Error;
 
 use crate::digest::{Digest, DigestError, PipelinedDigester};
 use crate::sandbox::{GuestContext, Instance, SandboxError};
+pub use crate::slice::Declared;
 use crate::slice::SliceError;
 
 /// Why an execution failed. Nothing is committed after any of these.
@@ -51,9 +52,10 @@ pub fn show_guest_log(module: &str, lines: &[String]) {
 /// Something that transforms batches: a sandboxed [`Instance`] or a native
 /// [`Native`] build.
 pub trait Transformer {
-    /// Start the run; returns the input columns the transform reads
-    /// (`None`: all of them).
-    fn open(&mut self, ctx: &GuestContext) -> Result<Option<Vec<String>>, ExecError>;
+    /// Start the run; returns what the transform declared it reads: the
+    /// input columns (`None`: all of them) and which it takes
+    /// dictionary-encoded.
+    fn open(&mut self, ctx: &GuestContext) -> Result<Declared, ExecError>;
     /// One input batch in, output rows (if any) out.
     fn push(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>, ExecError>;
     /// End of input.
@@ -69,8 +71,13 @@ pub trait Transformer {
 }
 
 impl Transformer for Instance {
-    fn open(&mut self, ctx: &GuestContext) -> Result<Option<Vec<String>>, ExecError> {
-        Ok(Instance::open(self, ctx)?)
+    fn open(&mut self, ctx: &GuestContext) -> Result<Declared, ExecError> {
+        let columns = Instance::open(self, ctx)?;
+        let dictionaries = Instance::dictionary_columns(self)?;
+        Ok(Declared {
+            columns,
+            dictionaries,
+        })
     }
     fn push(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>, ExecError> {
         Ok(Instance::push(self, batch)?)
@@ -125,7 +132,7 @@ impl<T: idem_guest::Transform> Native<T> {
 }
 
 impl<T: idem_guest::Transform> Transformer for Native<T> {
-    fn open(&mut self, ctx: &GuestContext) -> Result<Option<Vec<String>>, ExecError> {
+    fn open(&mut self, ctx: &GuestContext) -> Result<Declared, ExecError> {
         let params = if ctx.params.trim().is_empty() {
             serde_json::json!({})
         } else {
@@ -140,7 +147,10 @@ impl<T: idem_guest::Transform> Transformer for Native<T> {
             batch_rows: ctx.batch_rows,
         };
         self.inner.open(&c).map_err(|e| ExecError::Native(e.0))?;
-        Ok(self.inner.columns())
+        Ok(Declared {
+            columns: self.inner.columns(),
+            dictionaries: self.inner.dictionary_columns(),
+        })
     }
     fn push(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>, ExecError> {
         let out = self
@@ -172,6 +182,57 @@ pub struct Outcome {
     pub fuel: Option<u64>,
     /// The input columns the transform declared it reads (`None`: all).
     pub columns: Option<Vec<String>>,
+    /// The columns it took dictionary-encoded.
+    pub dictionaries: Vec<String>,
+}
+
+/// A name from the guest, shown short and escaped.
+fn shown(n: &str) -> String {
+    let mut v: String = n
+        .chars()
+        .take(100)
+        .collect::<String>()
+        .escape_debug()
+        .to_string();
+    if n.chars().count() > 100 {
+        v.push('…');
+    }
+    v
+}
+
+/// Check the columns a transform takes dictionary-encoded against the
+/// schema of the batches it reads: each named once, each read, each a
+/// string or binary column.
+pub fn check_dictionaries(declared: &[String], read: &SchemaRef) -> Result<(), ExecError> {
+    let fail = |m: String| ExecError::Columns(format!("taken dictionary-encoded: {m}"));
+    if declared.len() > MAX_DECLARED {
+        return Err(fail(format!(
+            "{} names, more than the {MAX_DECLARED} a transform may declare",
+            declared.len()
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for name in declared {
+        if !seen.insert(name.as_str()) {
+            return Err(fail(format!("`{}` is named twice", shown(name))));
+        }
+        let Ok(field) = read.field_with_name(name) else {
+            let have: Vec<&str> = read.fields().iter().map(|f| f.name().as_str()).collect();
+            return Err(fail(format!(
+                "`{}` is not among the columns the transform reads ({}); name only those",
+                shown(name),
+                have.join(", ")
+            )));
+        };
+        if idem_guest::native::dictionary_type(field.data_type()).is_none() {
+            return Err(fail(format!(
+                "`{}` is {}; only string (Utf8) and binary columns can be taken dictionary-encoded",
+                shown(name),
+                field.data_type()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Most columns a transform may declare.
@@ -191,19 +252,6 @@ pub fn check_columns(declared: &[String], schema: &SchemaRef) -> Result<(), Exec
             declared.len()
         )));
     }
-    // Names come from the guest: shown short and escaped.
-    let shown = |n: &str| {
-        let mut v: String = n
-            .chars()
-            .take(100)
-            .collect::<String>()
-            .escape_debug()
-            .to_string();
-        if n.chars().count() > 100 {
-            v.push('…');
-        }
-        v
-    };
     let mut seen = std::collections::HashSet::new();
     for name in declared {
         if !seen.insert(name.as_str()) {
@@ -230,21 +278,23 @@ pub type Batches = Vec<Result<RecordBatch, SliceError>>;
 /// An input given as batches already in memory (tests, benchmarks): each
 /// is narrowed to the declared columns by name as it goes by. A slice is
 /// read narrowed from the start instead ([`crate::slice::SliceReader::narrow`]).
-pub fn batches<I>(input: I) -> impl FnOnce(Option<&[String]>) -> Result<Batches, SliceError>
+pub fn batches<I>(input: I) -> impl FnOnce(&Declared) -> Result<Batches, SliceError>
 where
     I: IntoIterator<Item = Result<RecordBatch, SliceError>>,
 {
-    move |columns| {
+    move |declared| {
+        let malformed = |e: idem_guest::Error| SliceError::Malformed {
+            path: "(input batch)".into(),
+            detail: e.0,
+        };
         Ok(input
             .into_iter()
-            .map(|b| match (b, columns) {
-                (Ok(b), Some(names)) => {
-                    idem_guest::native::project(&b, names).map_err(|e| SliceError::Malformed {
-                        path: "(input batch)".into(),
-                        detail: e.0,
-                    })
-                }
-                (b, _) => b,
+            .map(|b| {
+                let b = match &declared.columns {
+                    Some(names) => idem_guest::native::project(&b?, names).map_err(malformed)?,
+                    None => b?,
+                };
+                idem_guest::native::dictionary_encode(&b, &declared.dictionaries).map_err(malformed)
             })
             .collect())
     }
@@ -265,7 +315,7 @@ pub fn execute<F, I, S>(
     mut sink: S,
 ) -> Result<Outcome, ExecError>
 where
-    F: FnOnce(Option<&[String]>) -> Result<I, SliceError>,
+    F: FnOnce(&Declared) -> Result<I, SliceError>,
     I: IntoIterator<Item = Result<RecordBatch, SliceError>>,
     S: FnMut(&RecordBatch) -> Result<(), ExecError>,
 {
@@ -285,14 +335,26 @@ where
             }
             Ok(())
         };
-    let columns = t.open(ctx)?;
+    let declared = t.open(ctx)?;
     // No input at all (an audit of an empty output): nothing to narrow.
-    if let Some(c) = &columns
-        && !ctx.input_schema.fields().is_empty()
-    {
-        check_columns(c, &ctx.input_schema)?;
+    if !ctx.input_schema.fields().is_empty() {
+        let read =
+            match &declared.columns {
+                Some(c) => {
+                    check_columns(c, &ctx.input_schema)?;
+                    let at: Vec<usize> = c
+                        .iter()
+                        .filter_map(|n| ctx.input_schema.index_of(n).ok())
+                        .collect();
+                    std::sync::Arc::new(ctx.input_schema.project(&at).map_err(|e| {
+                        ExecError::Columns(format!("projecting the input schema: {e}"))
+                    })?)
+                }
+                None => ctx.input_schema.clone(),
+            };
+        check_dictionaries(&declared.dictionaries, &read)?;
     }
-    for batch in input(columns.as_deref())? {
+    for batch in input(&declared)? {
         let batch = batch?;
         rows_in += batch.num_rows() as u64;
         batches_in += 1;
@@ -309,6 +371,7 @@ where
         batches_in,
         output_schema: schema,
         fuel: t.fuel_consumed(),
-        columns,
+        columns: declared.columns,
+        dictionaries: declared.dictionaries,
     })
 }

@@ -271,6 +271,10 @@ pub struct RunResult {
     /// params and the input schema, all in the run key already.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub columns: Option<Vec<String>>,
+    /// The columns the transform took dictionary-encoded (`input-encoding`),
+    /// when it took any. Like `columns`, fixed by what the run key holds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dictionaries: Vec<String>,
     /// The expectations' verdicts (all passed: a run that fails one
     /// publishes nothing).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -547,6 +551,7 @@ mod tests {
                 output_digest: Digest::of_bytes(b"o"),
                 fuel: None,
                 columns: None,
+                dictionaries: vec![],
                 audits: vec![],
             },
         );

@@ -747,8 +747,8 @@ impl Run {
             _ => None,
         };
         let progress = crate::progress::rows("running", None);
-        let batches = |columns: Option<&[String]>| {
-            Ok(reader.narrow(columns)?.prefetch(2).inspect(|b| {
+        let batches = |declared: &crate::execute::Declared| {
+            Ok(reader.narrow(declared)?.prefetch(2).inspect(|b| {
                 if let Ok(b) = b {
                     progress.inc(b.num_rows() as u64);
                 }
@@ -840,6 +840,7 @@ impl Run {
                 output_digest: outcome.output_digest.clone(),
                 fuel: outcome.fuel,
                 columns: outcome.columns.clone(),
+                dictionaries: outcome.dictionaries.clone(),
                 audits,
             },
         );
@@ -1499,6 +1500,12 @@ pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
         return Ok(Verdict::Mismatch(format!(
             "the transform now declares the input columns {:?}, the manifest records {:?}",
             out.columns, m.result.columns
+        )));
+    }
+    if out.dictionaries != m.result.dictionaries {
+        return Ok(Verdict::Mismatch(format!(
+            "the transform now takes the columns {:?} dictionary-encoded, the manifest records {:?}",
+            out.dictionaries, m.result.dictionaries
         )));
     }
     if out.output_digest == m.result.output_digest && out.rows_out == m.result.rows_out {

@@ -13,13 +13,15 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 use std::sync::Arc;
 
+use arrow::array::AsArray;
 use arrow::array::{ArrayRef, StringArray};
 use arrow::compute::BatchCoalescer;
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
 };
 use parquet::file::metadata::ParquetMetaDataReader;
 use parquet::file::reader::ChunkReader;
@@ -614,6 +616,8 @@ impl ResolvedSlice {
             file_schema,
             decode: None,
             narrowed: None,
+            dictionaries: Vec::new(),
+            decode_as: None,
             done: false,
         })
     }
@@ -756,10 +760,11 @@ impl ResolvedSlice {
         batch_rows: usize,
         schema: &SchemaRef,
         decode: Option<&[usize]>,
+        decode_as: Option<&SchemaRef>,
     ) -> Result<ParquetRecordBatchReader, SliceError> {
         match self.private_copy(input)? {
-            PrivateCopy::Memory(b) => self.decoder(b, input, batch_rows, schema, decode),
-            PrivateCopy::Disk(f) => self.decoder(f, input, batch_rows, schema, decode),
+            PrivateCopy::Memory(b) => self.decoder(b, input, batch_rows, schema, decode, decode_as),
+            PrivateCopy::Disk(f) => self.decoder(f, input, batch_rows, schema, decode, decode_as),
         }
     }
 
@@ -770,14 +775,25 @@ impl ResolvedSlice {
         batch_rows: usize,
         schema: &SchemaRef,
         decode: Option<&[usize]>,
+        decode_as: Option<&SchemaRef>,
     ) -> Result<ParquetRecordBatchReader, SliceError> {
         let malformed = |e: parquet::errors::ParquetError| SliceError::Malformed {
             path: input.path.clone(),
             detail: e.to_string(),
         };
-        let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(copy, reader_options())
-            .map_err(malformed)?;
-        self.same_schema(input, schema, builder.schema())?;
+        let meta = ArrowReaderMetadata::load(&copy, reader_options()).map_err(malformed)?;
+        self.same_schema(input, schema, meta.schema())?;
+        // Columns taken dictionary-encoded: the same file read with those
+        // columns' types as dictionaries (the footer is parsed once).
+        let meta = match decode_as {
+            Some(s) => ArrowReaderMetadata::try_new(
+                meta.metadata().clone(),
+                reader_options().with_schema(s.clone()),
+            )
+            .map_err(malformed)?,
+            None => meta,
+        };
+        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(copy, meta);
         // Top-level fields are the Parquet schema's roots, in order.
         let builder = match decode {
             Some(at) => {
@@ -870,6 +886,28 @@ enum PrivateCopy {
     Disk(File),
 }
 
+/// A batch's columns `names` as a transform that takes them
+/// dictionary-encoded gets them: a column decoded plain (a constant column)
+/// is encoded; a dictionary far larger than its batch (Parquet keeps one
+/// per column chunk, up to a MiB) is cut to the values the batch uses, so
+/// the boundary carries O(batch) bytes.
+fn dictionaries_for_guest(
+    batch: &RecordBatch,
+    names: &[String],
+) -> Result<RecordBatch, arrow::error::ArrowError> {
+    let batch = idem_guest::native::dictionary_encode(batch, names)
+        .map_err(|e| arrow::error::ArrowError::ComputeError(e.0))?;
+    let mut columns = batch.columns().to_vec();
+    for c in columns.iter_mut() {
+        if let Some(d) = c.as_any_dictionary_opt()
+            && d.values().len() > 2 * d.keys().len().max(1024)
+        {
+            *c = arrow_select::dictionary::garbage_collect_any_dictionary(d)?;
+        }
+    }
+    RecordBatch::try_new(batch.schema(), columns)
+}
+
 /// Schema equality ignoring metadata (writers add their own key/values).
 fn strip_meta(s: &SchemaRef) -> arrow::datatypes::Schema {
     arrow::datatypes::Schema::new(s.fields().clone())
@@ -884,6 +922,16 @@ fn has_parquet_magic(store: &Store, f: &Listed) -> Result<bool, SliceError> {
     let head = store.read_range(&f.rel, 0..4)?;
     let tail = store.read_range(&f.rel, f.size - 4..f.size)?;
     Ok(head.as_ref() == b"PAR1" && tail.as_ref() == b"PAR1")
+}
+
+/// What a transform declared it reads, right after `open`. Part of what a
+/// manifest records: a different declaration is a different execution.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Declared {
+    /// The input columns it reads, in its order (`None`: all of them).
+    pub columns: Option<Vec<String>>,
+    /// Of those, the string or binary ones it takes dictionary-encoded.
+    pub dictionaries: Vec<String>,
 }
 
 /// Streams a slice as fixed-size batches, file after file, in pinned order.
@@ -904,6 +952,11 @@ pub struct SliceReader {
     decode: Option<Vec<usize>>,
     /// The guest's columns, in its order, when narrowed.
     narrowed: Option<Vec<String>>,
+    /// The columns the guest takes dictionary-encoded.
+    dictionaries: Vec<String>,
+    /// `file_schema` with those columns as dictionaries: how Parquet is
+    /// asked to decode them (its dictionary pages kept, not expanded).
+    decode_as: Option<SchemaRef>,
     done: bool,
 }
 
@@ -913,10 +966,45 @@ impl SliceReader {
         self.schema.clone()
     }
 
-    /// Read only `columns` (names of [`SliceReader::schema`], checked by
-    /// the caller), in that order: the files' other columns are never
-    /// decoded. `None` reads everything. Call before the first batch.
-    pub fn narrow(mut self, columns: Option<&[String]>) -> Result<SliceReader, SliceError> {
+    /// Read what a transform declared (checked by the caller): only its
+    /// `columns` (names of [`SliceReader::schema`]), in that order, the
+    /// files' other columns never decoded (`None` reads everything); its
+    /// `dictionaries` as `Dictionary(Int32, _)`, decoded from Parquet's
+    /// dictionary pages without expanding them. Call before the first batch.
+    pub fn narrow(self, declared: &Declared) -> Result<SliceReader, SliceError> {
+        let mut r = self.narrow_columns(declared.columns.as_deref())?;
+        if declared.dictionaries.is_empty() {
+            return Ok(r);
+        }
+        let d = &declared.dictionaries;
+        let as_dictionaries = |s: &Schema| Arc::new(idem_guest::native::dictionary_schema(s, d));
+        let decode_as = as_dictionaries(&r.file_schema);
+        // The decoded file columns as dictionaries; constant columns are
+        // appended plain and encoded with the rest of the batch.
+        let mut full: Vec<Field> = r
+            .full
+            .fields()
+            .iter()
+            .map(|f| {
+                decode_as
+                    .field_with_name(f.name())
+                    .unwrap_or(f.as_ref())
+                    .clone()
+            })
+            .collect();
+        let files = r.full.fields().len() - r.slice.constant_fields.len();
+        for (f, plain) in full[files..].iter_mut().zip(&r.slice.constant_fields) {
+            *f = plain.clone();
+        }
+        r.full = Arc::new(Schema::new_with_metadata(full, r.full.metadata().clone()));
+        r.schema = as_dictionaries(&r.schema);
+        r.coalescer = BatchCoalescer::new(r.schema.clone(), r.batch_rows.max(1));
+        r.decode_as = Some(decode_as);
+        r.dictionaries = d.clone();
+        Ok(r)
+    }
+
+    fn narrow_columns(mut self, columns: Option<&[String]>) -> Result<SliceReader, SliceError> {
         let Some(columns) = columns else {
             return Ok(self);
         };
@@ -984,6 +1072,7 @@ impl SliceReader {
                     self.batch_rows,
                     &self.file_schema,
                     self.decode.as_deref(),
+                    self.decode_as.as_ref(),
                 )?;
                 self.current = Some((input.path, reader));
             }
@@ -1019,6 +1108,15 @@ impl SliceReader {
                                 detail: e.0,
                             }
                         })?;
+                    }
+                    if !self.dictionaries.is_empty() {
+                        batch =
+                            dictionaries_for_guest(&batch, &self.dictionaries).map_err(|e| {
+                                SliceError::Malformed {
+                                    path: path.clone(),
+                                    detail: e.to_string(),
+                                }
+                            })?;
                     }
                     self.coalescer
                         .push_batch(batch)
@@ -1101,7 +1199,11 @@ mod tests {
         crate::sample::write_day(dir.path(), "2026-10-01", 2_000, 2).unwrap();
         let slice = ResolvedSlice::from_partition(dir.path(), "date", "2026-10-01").unwrap();
         let wanted = ["quantity".to_string(), "customer".to_string()];
-        let mut reader = slice.reader(700).unwrap().narrow(Some(&wanted)).unwrap();
+        let declared = Declared {
+            columns: Some(wanted.to_vec()),
+            dictionaries: vec![],
+        };
+        let mut reader = slice.reader(700).unwrap().narrow(&declared).unwrap();
         let first = reader.next().unwrap().unwrap();
         let names =
             |s: SchemaRef| -> Vec<String> { s.fields().iter().map(|f| f.name().clone()).collect() };
@@ -1112,6 +1214,98 @@ mod tests {
         assert_eq!(names(decoder.schema()), ["customer", "quantity"]);
         let rows: usize = first.num_rows() + reader.map(|b| b.unwrap().num_rows()).sum::<usize>();
         assert_eq!(rows, 2_000);
+    }
+
+    /// A column taken dictionary-encoded is decoded from Parquet's
+    /// dictionary pages as a dictionary (not expanded, then re-encoded),
+    /// holds the same values as a plain read, and arrives so even from a
+    /// file written without dictionaries; other columns stay plain.
+    #[test]
+    fn columns_taken_dictionary_encoded_arrive_as_dictionaries_with_the_same_values() {
+        use arrow::array::AsArray;
+        use arrow::datatypes::DataType;
+        let dict = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+        let dir = tempfile::tempdir().unwrap();
+        crate::sample::write_day(dir.path(), "2026-10-01", 3_000, 2).unwrap();
+        // A third file with every dictionary switched off.
+        let plain_dir = dir.path().join("date=2026-10-01");
+        let first = std::fs::read_dir(&plain_dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .min()
+            .unwrap();
+        let batches: Vec<RecordBatch> =
+            ParquetRecordBatchReaderBuilder::try_new(File::open(&first).unwrap())
+                .unwrap()
+                .build()
+                .unwrap()
+                .map(|b| b.unwrap())
+                .collect();
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_dictionary_enabled(false)
+            .build();
+        let mut w = parquet::arrow::ArrowWriter::try_new(
+            File::create(plain_dir.join("zz-plain.parquet")).unwrap(),
+            batches[0].schema(),
+            Some(props),
+        )
+        .unwrap();
+        for b in &batches {
+            w.write(b).unwrap();
+        }
+        w.close().unwrap();
+
+        let slice = ResolvedSlice::from_partition(dir.path(), "date", "2026-10-01").unwrap();
+        let read = |dictionaries: Vec<String>| -> Vec<RecordBatch> {
+            let declared = Declared {
+                columns: Some(vec!["customer".into(), "amount".into()]),
+                dictionaries,
+            };
+            let mut r = slice.reader(1_000).unwrap().narrow(&declared).unwrap();
+            let mut out = vec![r.next().unwrap().unwrap()];
+            if !declared.dictionaries.is_empty() {
+                // Parquet itself decodes the column as a dictionary.
+                let (_, decoder) = r.current.as_ref().unwrap();
+                use arrow::record_batch::RecordBatchReader as _;
+                assert_eq!(decoder.schema().field(0).data_type(), &dict);
+            }
+            out.extend(r.map(|b| b.unwrap()));
+            out
+        };
+        let plain = read(vec![]);
+        let encoded = read(vec!["customer".into()]);
+        assert_eq!(plain.len(), encoded.len());
+        let rows: usize = encoded.iter().map(|b| b.num_rows()).sum();
+        assert_eq!(
+            rows, 4_500,
+            "two files of 1500 rows and the plain copy of one"
+        );
+        for (p, e) in plain.iter().zip(&encoded) {
+            assert_eq!(p.column(0).data_type(), &DataType::Utf8);
+            assert_eq!(e.column(0).data_type(), &dict);
+            assert_eq!(e.schema().field(1).data_type(), &DataType::Float64);
+            let back = arrow::compute::cast(e.column(0), &DataType::Utf8).unwrap();
+            assert_eq!(back.as_string::<i32>(), p.column(0).as_string::<i32>());
+            assert_eq!(e.column(1), p.column(1));
+            // The batch's dictionary is bounded by the batch.
+            let d = e.column(0).as_any_dictionary();
+            assert!(d.values().len() <= 2 * d.keys().len().max(1024));
+        }
+        // The run's output over both reads is the same.
+        assert_eq!(
+            crate::digest::of_batches(&plain).unwrap(),
+            crate::digest::of_batches(
+                &encoded
+                    .iter()
+                    .map(|b| {
+                        let c = arrow::compute::cast(b.column(0), &DataType::Utf8).unwrap();
+                        RecordBatch::try_new(plain[0].schema(), vec![c, b.column(1).clone()])
+                            .unwrap()
+                    })
+                    .collect::<Vec<_>>()
+            )
+            .unwrap()
+        );
     }
 
     #[test]
@@ -1237,7 +1431,7 @@ mod tests {
         };
         let schema = slice.peek_schema(input).unwrap();
         let rows: usize = slice
-            .decoder(f, input, 7, &schema, None)
+            .decoder(f, input, 7, &schema, None, None)
             .unwrap()
             .map(|b| b.unwrap().num_rows())
             .sum();

@@ -20,6 +20,9 @@ wasmtime::component::bindgen!({
 use self::exports::idem::transform::transform as wit;
 use self::idem::transform::host;
 
+/// The optional export naming the columns a guest takes dictionary-encoded.
+const INPUT_ENCODING_EXPORT: &str = "idem:transform/input-encoding@0.2.0";
+
 /// Most log lines kept per run; the log is for people, not for hashing.
 const MAX_LOG_LINES: usize = 1_000;
 /// Most bytes of one log line kept.
@@ -83,6 +86,8 @@ impl host::Host for HostState {
 pub struct Instance {
     store: Store<HostState>,
     world: TransformWorld,
+    /// The component instance, for the optional `input-encoding` export.
+    instance: wasmtime::component::Instance,
     limits: Limits,
     tick: Duration,
     started: Instant,
@@ -118,11 +123,15 @@ impl Instance {
         host::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
         let started = Instant::now();
-        let world = TransformWorld::instantiate(&mut store, component, &linker)
+        let instance = linker
+            .instantiate(&mut store, component)
+            .map_err(|e| SandboxError::Instantiate(format!("{e:#}")))?;
+        let world = TransformWorld::new(&mut store, &instance)
             .map_err(|e| SandboxError::Instantiate(format!("{e:#}")))?;
         Ok(Instance {
             store,
             world,
+            instance,
             limits: limits.clone(),
             tick,
             started,
@@ -152,6 +161,39 @@ impl Instance {
             .idem_transform_transform()
             .call_open(&mut self.store, &wctx);
         self.settle("open", r)
+    }
+
+    /// The columns the guest takes dictionary-encoded (`input-encoding`),
+    /// asked once, right after `open`. A guest without that export (built
+    /// for `transform-world`: every JavaScript and Python guest, and Rust
+    /// guests of earlier SDKs) takes none. Checked by the caller.
+    pub fn dictionary_columns(&mut self) -> Result<Vec<String>, SandboxError> {
+        let Some(iface) =
+            self.instance
+                .get_export_index(&mut self.store, None, INPUT_ENCODING_EXPORT)
+        else {
+            return Ok(Vec::new());
+        };
+        let func = self
+            .instance
+            .get_export_index(&mut self.store, Some(&iface), "dictionary-columns")
+            .and_then(|f| {
+                self.instance
+                    .get_typed_func::<(), (Vec<String>,)>(&mut self.store, &f)
+                    .ok()
+            });
+        let Some(func) = func else {
+            self.poisoned = true;
+            return Err(SandboxError::Guest {
+                call: "dictionary-columns",
+                message: format!(
+                    "its {INPUT_ENCODING_EXPORT} export lacks `dictionary-columns: func() -> list<string>`: rebuild it with this idem's idem-guest (`idem build`)"
+                ),
+            });
+        };
+        self.enter()?;
+        let r = func.call(&mut self.store, ()).map(|(v,)| Ok(v));
+        self.settle("dictionary-columns", r)
     }
 
     /// Push one input batch; returns the guest's output rows, if any.

@@ -22,7 +22,8 @@
 //!   huge in logical size;
 //! - anything else: echo the input.
 //!
-//! With `"columns": [...]` its `open` declares those input columns (any
+//! With `"columns": [...]` its `open` declares those input columns, and
+//! with `"dictionaries": [...]` its `dictionary-columns` names those (any
 //! names: the host must check them).
 
 #[cfg(target_arch = "wasm32")]
@@ -38,6 +39,7 @@ mod guest {
     thread_local! {
         static MODE: RefCell<(String, u64, u64)> = const { RefCell::new((String::new(), 0, 0)) };
         static VIEWS: RefCell<(u64, u64)> = const { RefCell::new((0, 0)) };
+        static DICTIONARIES: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
     }
 
     struct Hostile;
@@ -67,13 +69,17 @@ mod guest {
             let views = params["views"].as_u64().unwrap_or(20_000);
             let view_len = params["view_len"].as_u64().unwrap_or(4_096);
             VIEWS.with(|v| *v.borrow_mut() = (views, view_len));
+            let names = |key: &str| -> Option<Vec<String>> {
+                params[key].as_array().map(|a| {
+                    a.iter()
+                        .map(|c| c.as_str().unwrap_or_default().to_string())
+                        .collect()
+                })
+            };
+            DICTIONARIES.with(|d| *d.borrow_mut() = names("dictionaries").unwrap_or_default());
             // `"columns": [...]` declares the input columns it reads (any
             // names, even wrong ones: the host must check them).
-            Ok(params["columns"].as_array().map(|a| {
-                a.iter()
-                    .map(|c| c.as_str().unwrap_or_default().to_string())
-                    .collect()
-            }))
+            Ok(names("columns"))
         }
 
         fn push(batch: Vec<u8>) -> Result<Vec<u8>, String> {
@@ -134,6 +140,12 @@ mod guest {
 
         fn finish() -> Result<Vec<u8>, String> {
             Ok(Vec::new())
+        }
+    }
+
+    impl idem_guest::bindings::exports::idem::transform::input_encoding::Guest for Hostile {
+        fn dictionary_columns() -> Vec<String> {
+            DICTIONARIES.with(|d| d.borrow().clone())
         }
     }
 
