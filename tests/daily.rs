@@ -423,6 +423,18 @@ fn json_outputs_match_their_schemas() {
     assert_eq!(err["error"]["kind"], "input");
     let demo = json("demo", &["demo", "--dir", s(&dir.path().join("demo"))], 0);
     assert_eq!(demo["runs"].as_array().unwrap().len(), 6);
+    // daily_revenue takes `customer` dictionary-encoded: its manifest
+    // records that, and still validates.
+    let demo_table = dir.path().join("demo").join("daily_revenue");
+    let shown = json(
+        "manifest",
+        &["show", &format!("{}#date=2026-10-01", s(&demo_table))],
+        0,
+    );
+    assert_eq!(
+        shown["result"]["dictionaries"],
+        serde_json::json!(["customer"])
+    );
 
     let refs: Vec<(&str, &str)> = docs.iter().map(|(n, d)| (*n, d.as_str())).collect();
     common::check_schemas(&refs).unwrap_or_else(|e| panic!("{e}"));

@@ -41,6 +41,21 @@ pub fn run<T: Transform>(
         }
     }
     let dictionaries = t.dictionary_columns();
+    let read = match &columns {
+        Some(names) => {
+            let at = names
+                .iter()
+                .map(|n| {
+                    ctx.input_schema
+                        .index_of(n)
+                        .map_err(|_| crate::Error(format!("the input has no column `{n}`")))
+                })
+                .collect::<Result<Vec<usize>>>()?;
+            ctx.input_schema.project(&at)?
+        }
+        None => ctx.input_schema.as_ref().clone(),
+    };
+    check_dictionary_columns(&dictionaries, &read)?;
     let mut out = Vec::new();
     for b in batches {
         // As the host does: only the declared columns, in their order.
@@ -48,7 +63,6 @@ pub fn run<T: Transform>(
             None => b,
             Some(names) => project(&b, names)?,
         };
-        check_dictionary_columns(&dictionaries, &b.schema())?;
         let b = dictionary_encode(&b, &dictionaries)?;
         out.extend(t.push(b)?.filter(|o| o.num_rows() > 0));
     }
@@ -139,8 +153,8 @@ pub fn dictionary_schema(schema: &Schema, names: &[String]) -> Schema {
 }
 
 /// `batch` with its columns `names` dictionary-encoded, as the host hands
-/// them to a transform that takes them so (a column that already is stays
-/// as it is).
+/// them to a transform that takes them so: a plain column is encoded, and
+/// every dictionary is made canonical ([`canonical_dictionary`]).
 pub fn dictionary_encode(batch: &RecordBatch, names: &[String]) -> Result<RecordBatch> {
     if names.is_empty() {
         return Ok(batch.clone());
@@ -151,12 +165,74 @@ pub fn dictionary_encode(batch: &RecordBatch, names: &[String]) -> Result<Record
         .iter()
         .zip(schema.fields())
         .map(|(c, f)| {
-            if c.data_type() == f.data_type() {
+            if !names.iter().any(|n| n == f.name()) {
                 Ok(c.clone())
+            } else if c.data_type() == f.data_type() {
+                canonical_dictionary(c)
             } else {
-                arrow::compute::cast(c, f.data_type())
+                // A fresh cast is canonical already (first use, each once).
+                Ok(arrow::compute::cast(c, f.data_type())?)
             }
         })
-        .collect::<std::result::Result<Vec<ArrayRef>, _>>()?;
+        .collect::<Result<Vec<ArrayRef>>>()?;
     Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+/// A dictionary column (`Dictionary(Int32, Utf8 | Binary)`) rewritten so
+/// its dictionary holds exactly the distinct values its rows use, in order
+/// of first use, each once; a row whose value is null becomes a null row.
+/// The same rows then have the same keys and values however they were
+/// encoded: Parquet's page dictionaries, a writer's plain pages, or arrow's
+/// merge of two files' dictionaries (whose result depends on its hasher).
+pub fn canonical_dictionary(column: &ArrayRef) -> Result<ArrayRef> {
+    use arrow::array::{Array, AsArray, DictionaryArray, Int32Array, UInt32Array};
+    use arrow::datatypes::Int32Type;
+    let dict = column
+        .as_dictionary_opt::<Int32Type>()
+        .ok_or_else(|| crate::Error(format!("{} is not a dictionary", column.data_type())))?;
+    let values = dict.values();
+    let strings = values.as_string_opt::<i32>();
+    let binaries = values.as_binary_opt::<i32>();
+    if strings.is_none() && binaries.is_none() {
+        return Err(crate::Error(format!(
+            "a dictionary of {} cannot be made canonical",
+            values.data_type()
+        )));
+    }
+    let bytes_at = |k: usize| -> Option<&[u8]> {
+        match (strings, binaries) {
+            (Some(v), _) => v.is_valid(k).then(|| v.value(k).as_bytes()),
+            (_, Some(v)) => v.is_valid(k).then(|| v.value(k)),
+            _ => None,
+        }
+    };
+    // Old key -> new key (-1: not seen yet, -2: a null value).
+    let mut remap = vec![-1i32; values.len()];
+    let mut first_use: Vec<u32> = Vec::new();
+    let mut by_value: std::collections::HashMap<&[u8], i32> = std::collections::HashMap::new();
+    let keys = dict.keys();
+    let mut new_keys: Vec<Option<i32>> = Vec::with_capacity(keys.len());
+    for i in 0..keys.len() {
+        if keys.is_null(i) {
+            new_keys.push(None);
+            continue;
+        }
+        let k = keys.value(i) as usize;
+        let slot = remap
+            .get_mut(k)
+            .ok_or_else(|| crate::Error(format!("dictionary key {k} out of range")))?;
+        if *slot == -1 {
+            *slot = match bytes_at(k) {
+                None => -2,
+                Some(b) => *by_value.entry(b).or_insert_with(|| {
+                    first_use.push(k as u32);
+                    first_use.len() as i32 - 1
+                }),
+            };
+        }
+        new_keys.push((*slot >= 0).then_some(*slot));
+    }
+    let new_values = arrow::compute::take(values, &UInt32Array::from(first_use), None)?;
+    let out = DictionaryArray::<Int32Type>::try_new(Int32Array::from(new_keys), new_values)?;
+    Ok(Arc::new(out))
 }

@@ -13,7 +13,6 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::AsArray;
 use arrow::array::{ArrayRef, StringArray};
 use arrow::compute::BatchCoalescer;
 use arrow::datatypes::{Field, Schema, SchemaRef};
@@ -886,26 +885,27 @@ enum PrivateCopy {
     Disk(File),
 }
 
-/// A batch's columns `names` as a transform that takes them
-/// dictionary-encoded gets them: a column decoded plain (a constant column)
-/// is encoded; a dictionary far larger than its batch (Parquet keeps one
-/// per column chunk, up to a MiB) is cut to the values the batch uses, so
-/// the boundary carries O(batch) bytes.
-fn dictionaries_for_guest(
+/// Columns `names` of a batch read from a file, before the coalescer: a
+/// column decoded plain (a constant column) is encoded. Dictionaries are
+/// made canonical after the coalescer, which may merge two files'.
+fn encode_plain(
     batch: &RecordBatch,
     names: &[String],
+    schema: &SchemaRef,
 ) -> Result<RecordBatch, arrow::error::ArrowError> {
-    let batch = idem_guest::native::dictionary_encode(batch, names)
-        .map_err(|e| arrow::error::ArrowError::ComputeError(e.0))?;
-    let mut columns = batch.columns().to_vec();
-    for c in columns.iter_mut() {
-        if let Some(d) = c.as_any_dictionary_opt()
-            && d.values().len() > 2 * d.keys().len().max(1024)
-        {
-            *c = arrow_select::dictionary::garbage_collect_any_dictionary(d)?;
-        }
-    }
-    RecordBatch::try_new(batch.schema(), columns)
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(c, f)| {
+            if c.data_type() == f.data_type() || !names.iter().any(|n| n == f.name()) {
+                Ok(c.clone())
+            } else {
+                arrow::compute::cast(c, f.data_type())
+            }
+        })
+        .collect::<Result<Vec<ArrayRef>, _>>()?;
+    RecordBatch::try_new(schema.clone(), columns)
 }
 
 /// Schema equality ignoring metadata (writers add their own key/values).
@@ -1110,13 +1110,12 @@ impl SliceReader {
                         })?;
                     }
                     if !self.dictionaries.is_empty() {
-                        batch =
-                            dictionaries_for_guest(&batch, &self.dictionaries).map_err(|e| {
-                                SliceError::Malformed {
-                                    path: path.clone(),
-                                    detail: e.to_string(),
-                                }
-                            })?;
+                        batch = encode_plain(&batch, &self.dictionaries, &self.schema).map_err(
+                            |e| SliceError::Malformed {
+                                path: path.clone(),
+                                detail: e.to_string(),
+                            },
+                        )?;
                     }
                     self.coalescer
                         .push_batch(batch)
@@ -1135,17 +1134,29 @@ impl Iterator for SliceReader {
     type Item = Result<RecordBatch, SliceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if let Some(b) = self.coalescer.next_completed_batch() {
+        let b = match self.coalescer.next_completed_batch() {
+            Some(b) => b,
+            None if self.done => return None,
+            None => {
+                if let Err(e) = self.fill() {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                self.coalescer.next_completed_batch()?
+            }
+        };
+        if self.dictionaries.is_empty() {
             return Some(Ok(b));
         }
-        if self.done {
-            return None;
-        }
-        if let Err(e) = self.fill() {
-            self.done = true;
-            return Some(Err(e));
-        }
-        self.coalescer.next_completed_batch().map(Ok)
+        // Each batch's dictionaries canonical: the same rows, the same keys.
+        Some(
+            idem_guest::native::dictionary_encode(&b, &self.dictionaries).map_err(|e| {
+                SliceError::Malformed {
+                    path: "(dictionary columns)".into(),
+                    detail: e.0,
+                }
+            }),
+        )
     }
 }
 
@@ -1280,6 +1291,17 @@ mod tests {
             rows, 4_500,
             "two files of 1500 rows and the plain copy of one"
         );
+        // The plain copy of the first file (batches 3 and 4) reaches the
+        // guest exactly as the dictionary-encoded original (batches 0, 1).
+        assert_eq!(encoded[3], encoded[0]);
+        let d4 = encoded[4]
+            .column(0)
+            .as_dictionary::<arrow::datatypes::Int32Type>();
+        let d1 = encoded[1]
+            .column(0)
+            .as_dictionary::<arrow::datatypes::Int32Type>();
+        assert_eq!(d4.keys(), &d1.keys().slice(0, 500));
+        assert_eq!(d4.values(), &d1.values().slice(0, d4.values().len()));
         for (p, e) in plain.iter().zip(&encoded) {
             assert_eq!(p.column(0).data_type(), &DataType::Utf8);
             assert_eq!(e.column(0).data_type(), &dict);
@@ -1287,9 +1309,11 @@ mod tests {
             let back = arrow::compute::cast(e.column(0), &DataType::Utf8).unwrap();
             assert_eq!(back.as_string::<i32>(), p.column(0).as_string::<i32>());
             assert_eq!(e.column(1), p.column(1));
-            // The batch's dictionary is bounded by the batch.
+            // Canonical: exactly the distinct values the rows use.
             let d = e.column(0).as_any_dictionary();
-            assert!(d.values().len() <= 2 * d.keys().len().max(1024));
+            let distinct: std::collections::HashSet<&str> =
+                p.column(0).as_string::<i32>().iter().flatten().collect();
+            assert_eq!(d.values().len(), distinct.len());
         }
         // The run's output over both reads is the same.
         assert_eq!(

@@ -36,7 +36,10 @@ impl DailyRevenue {
             return g;
         }
         let g = self.totals.len() as u32;
-        self.totals.push((0, 0.0));
+        // -0.0, the identity of addition: a group whose every value is
+        // -0.0 sums to -0.0 (+0.0 + -0.0 would be +0.0), as the JS and
+        // Python versions do.
+        self.totals.push((0, -0.0));
         self.groups.insert(customer.to_string(), g);
         g
     }
@@ -190,5 +193,23 @@ mod tests {
             vec![13.0, 6.0]
         );
         assert_eq!(b.column(0).as_string::<i32>().value(0), "2026-10-01");
+    }
+
+    /// A group whose only value is -0.0 sums to -0.0, bit for bit (the
+    /// digest hashes the bits; the JS and Python versions give -0.0).
+    #[test]
+    fn a_sum_of_negative_zeros_stays_negative_zero() {
+        let b1 = batch(&[("neg", Some(0.0), -3), ("pos", Some(0.0), 3)]);
+        let ctx = Context {
+            slice_id: "s".into(),
+            logical_date: None,
+            params: serde_json::json!({}),
+            input_schema: b1.schema(),
+            batch_rows: 2,
+        };
+        let out = native::run::<DailyRevenue>(&ctx, [b1]).unwrap();
+        let rev = out[0].column(3).as_primitive::<Float64Type>();
+        assert_eq!(rev.value(0).to_bits(), (-0.0f64).to_bits(), "neg");
+        assert_eq!(rev.value(1).to_bits(), 0.0f64.to_bits(), "pos");
     }
 }

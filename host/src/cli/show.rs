@@ -104,6 +104,12 @@ fn print_manifest(f: &Found, holding: &Holding) {
     if let Some(c) = &m.result.columns {
         println!("columns read: {}", c.join(", "));
     }
+    if !m.result.dictionaries.is_empty() {
+        println!(
+            "taken dictionary-encoded: {}",
+            m.result.dictionaries.join(", ")
+        );
+    }
     for v in &m.result.audits {
         println!(
             "  {} {}: {}",
