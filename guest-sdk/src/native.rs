@@ -154,85 +154,146 @@ pub fn dictionary_schema(schema: &Schema, names: &[String]) -> Schema {
 
 /// `batch` with its columns `names` dictionary-encoded, as the host hands
 /// them to a transform that takes them so: a plain column is encoded, and
-/// every dictionary is made canonical ([`canonical_dictionary`]).
+/// every dictionary is made canonical ([`Canonical`]).
 pub fn dictionary_encode(batch: &RecordBatch, names: &[String]) -> Result<RecordBatch> {
-    if names.is_empty() {
-        return Ok(batch.clone());
-    }
-    let schema = Arc::new(dictionary_schema(&batch.schema(), names));
-    let columns = batch
-        .columns()
-        .iter()
-        .zip(schema.fields())
-        .map(|(c, f)| {
-            if !names.iter().any(|n| n == f.name()) {
-                Ok(c.clone())
-            } else if c.data_type() == f.data_type() {
-                canonical_dictionary(c)
-            } else {
-                // A fresh cast is canonical already (first use, each once).
-                Ok(arrow::compute::cast(c, f.data_type())?)
-            }
-        })
-        .collect::<Result<Vec<ArrayRef>>>()?;
-    Ok(RecordBatch::try_new(schema, columns)?)
+    Canonical::default().encode(batch, names)
 }
 
-/// A dictionary column (`Dictionary(Int32, Utf8 | Binary)`) rewritten so
-/// its dictionary holds exactly the distinct values its rows use, in order
-/// of first use, each once; a row whose value is null becomes a null row.
-/// The same rows then have the same keys and values however they were
-/// encoded: Parquet's page dictionaries, a writer's plain pages, or arrow's
-/// merge of two files' dictionaries (whose result depends on its hasher).
-pub fn canonical_dictionary(column: &ArrayRef) -> Result<ArrayRef> {
-    use arrow::array::{Array, AsArray, DictionaryArray, Int32Array, UInt32Array};
-    use arrow::datatypes::Int32Type;
-    let dict = column
-        .as_dictionary_opt::<Int32Type>()
-        .ok_or_else(|| crate::Error(format!("{} is not a dictionary", column.data_type())))?;
-    let values = dict.values();
-    let strings = values.as_string_opt::<i32>();
-    let binaries = values.as_binary_opt::<i32>();
-    if strings.is_none() && binaries.is_none() {
-        return Err(crate::Error(format!(
-            "a dictionary of {} cannot be made canonical",
-            values.data_type()
-        )));
+/// Makes dictionary columns canonical: each batch's dictionary holds
+/// exactly the distinct values its rows use, in order of first use, each
+/// once; a row whose value is null becomes a null row. The same rows then
+/// have the same keys and values however they were encoded: Parquet's page
+/// dictionaries, a writer's plain pages, or arrow's merge of two files'
+/// dictionaries (whose result depends on its hasher).
+///
+/// Which dictionary entries hold equal values is worked out once per
+/// dictionary and kept: Parquet hands every batch of a column chunk the
+/// same dictionary, so a reader's batches cost one integer remap per row.
+#[derive(Default)]
+pub struct Canonical {
+    /// Per column name: the last dictionary seen (kept alive, so its
+    /// address cannot be reused by another) and, per entry, the first
+    /// entry holding the same value (-1: a null value).
+    seen: std::collections::HashMap<String, (arrow::array::ArrayData, Vec<i32>)>,
+}
+
+impl Canonical {
+    /// [`dictionary_encode`], remembering dictionaries between batches.
+    pub fn encode(&mut self, batch: &RecordBatch, names: &[String]) -> Result<RecordBatch> {
+        if names.is_empty() {
+            return Ok(batch.clone());
+        }
+        let schema = Arc::new(dictionary_schema(&batch.schema(), names));
+        let columns = batch
+            .columns()
+            .iter()
+            .zip(schema.fields())
+            .map(|(c, f)| {
+                if !names.iter().any(|n| n == f.name()) {
+                    Ok(c.clone())
+                } else if c.data_type() == f.data_type() {
+                    self.column(f.name(), c)
+                } else {
+                    // A fresh cast is canonical already (first use, once).
+                    Ok(arrow::compute::cast(c, f.data_type())?)
+                }
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        Ok(RecordBatch::try_new(schema, columns)?)
     }
-    let bytes_at = |k: usize| -> Option<&[u8]> {
-        match (strings, binaries) {
-            (Some(v), _) => v.is_valid(k).then(|| v.value(k).as_bytes()),
-            (_, Some(v)) => v.is_valid(k).then(|| v.value(k)),
-            _ => None,
+
+    fn column(&mut self, name: &str, column: &ArrayRef) -> Result<ArrayRef> {
+        use arrow::array::{Array, AsArray, DictionaryArray, Int32Array, UInt32Array};
+        use arrow::buffer::NullBuffer;
+        use arrow::datatypes::Int32Type;
+        let dict = column
+            .as_dictionary_opt::<Int32Type>()
+            .ok_or_else(|| crate::Error(format!("{} is not a dictionary", column.data_type())))?;
+        let values = dict.values();
+        let data = values.to_data();
+        let fresh = match self.seen.get(name) {
+            Some((d, _)) => !d.ptr_eq(&data),
+            None => true,
+        };
+        if fresh {
+            let first = first_of_equal(values)?;
+            self.seen.insert(name.to_string(), (data, first));
         }
-    };
-    // Old key -> new key (-1: not seen yet, -2: a null value).
-    let mut remap = vec![-1i32; values.len()];
-    let mut first_use: Vec<u32> = Vec::new();
-    let mut by_value: std::collections::HashMap<&[u8], i32> = std::collections::HashMap::new();
-    let keys = dict.keys();
-    let mut new_keys: Vec<Option<i32>> = Vec::with_capacity(keys.len());
-    for i in 0..keys.len() {
-        if keys.is_null(i) {
-            new_keys.push(None);
-            continue;
-        }
-        let k = keys.value(i) as usize;
-        let slot = remap
-            .get_mut(k)
-            .ok_or_else(|| crate::Error(format!("dictionary key {k} out of range")))?;
-        if *slot == -1 {
-            *slot = match bytes_at(k) {
-                None => -2,
-                Some(b) => *by_value.entry(b).or_insert_with(|| {
-                    first_use.push(k as u32);
-                    first_use.len() as i32 - 1
-                }),
-            };
-        }
-        new_keys.push((*slot >= 0).then_some(*slot));
+        let first = &self.seen[name].1;
+        // Entry -> new key (-1: not used yet), and the entries in order of
+        // first use.
+        let mut new_key = vec![-1i32; values.len()];
+        let mut order: Vec<u32> = Vec::new();
+        let keys = dict.keys();
+        let mut out: Vec<i32> = Vec::with_capacity(keys.len());
+        let mut assign = |entry: usize, new_key: &mut [i32]| -> i32 {
+            let slot = &mut new_key[entry];
+            if *slot < 0 {
+                *slot = order.len() as i32;
+                order.push(entry as u32);
+            }
+            *slot
+        };
+        // `first` has an entry per dictionary value, and the keys of valid
+        // rows index the dictionary (arrow checks that of every
+        // DictionaryArray), so indexing cannot fail.
+        let nulls = if keys.null_count() == 0 && first.iter().all(|&f| f >= 0) {
+            for &k in keys.values().iter() {
+                out.push(assign(first[k as usize] as usize, &mut new_key));
+            }
+            None
+        } else {
+            let mut valid = Vec::with_capacity(keys.len());
+            for (i, &k) in keys.values().iter().enumerate() {
+                let entry = if keys.is_valid(i) {
+                    first[k as usize]
+                } else {
+                    -1
+                };
+                if entry < 0 {
+                    out.push(0);
+                    valid.push(false);
+                } else {
+                    out.push(assign(entry as usize, &mut new_key));
+                    valid.push(true);
+                }
+            }
+            let nulls = NullBuffer::from(valid);
+            (nulls.null_count() > 0).then_some(nulls)
+        };
+        let new_values = arrow::compute::take(values, &UInt32Array::from(order), None)?;
+        let keys = Int32Array::try_new(out.into(), nulls)?;
+        // SAFETY: every key was handed out as an index into `order`, whose
+        // entries `new_values` holds, in that order.
+        Ok(Arc::new(unsafe {
+            DictionaryArray::<Int32Type>::new_unchecked(keys, new_values)
+        }))
     }
-    let new_values = arrow::compute::take(values, &UInt32Array::from(first_use), None)?;
-    let out = DictionaryArray::<Int32Type>::try_new(Int32Array::from(new_keys), new_values)?;
-    Ok(Arc::new(out))
+}
+
+/// Per entry of a Utf8 or Binary dictionary, the first entry holding the
+/// same value (-1 for a null value).
+fn first_of_equal(values: &ArrayRef) -> Result<Vec<i32>> {
+    use arrow::array::AsArray;
+    let mut by_value: std::collections::HashMap<&[u8], i32, rustc_hash::FxBuildHasher> =
+        std::collections::HashMap::with_capacity_and_hasher(values.len(), Default::default());
+    let entries: Box<dyn Iterator<Item = Option<&[u8]>>> =
+        if let Some(v) = values.as_string_opt::<i32>() {
+            Box::new(v.iter().map(|o| o.map(str::as_bytes)))
+        } else if let Some(v) = values.as_binary_opt::<i32>() {
+            Box::new(v.iter())
+        } else {
+            return Err(crate::Error(format!(
+                "a dictionary of {} cannot be made canonical",
+                values.data_type()
+            )));
+        };
+    let first = entries
+        .enumerate()
+        .map(|(i, b)| match b {
+            None => -1,
+            Some(b) => *by_value.entry(b).or_insert(i as i32),
+        })
+        .collect();
+    Ok(first)
 }

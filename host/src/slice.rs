@@ -617,6 +617,7 @@ impl ResolvedSlice {
             narrowed: None,
             dictionaries: Vec::new(),
             decode_as: None,
+            canonical: Default::default(),
             done: false,
         })
     }
@@ -957,6 +958,8 @@ pub struct SliceReader {
     /// `file_schema` with those columns as dictionaries: how Parquet is
     /// asked to decode them (its dictionary pages kept, not expanded).
     decode_as: Option<SchemaRef>,
+    /// Makes those columns' dictionaries canonical, batch by batch.
+    canonical: idem_guest::native::Canonical,
     done: bool,
 }
 
@@ -1150,12 +1153,12 @@ impl Iterator for SliceReader {
         }
         // Each batch's dictionaries canonical: the same rows, the same keys.
         Some(
-            idem_guest::native::dictionary_encode(&b, &self.dictionaries).map_err(|e| {
-                SliceError::Malformed {
+            self.canonical
+                .encode(&b, &self.dictionaries)
+                .map_err(|e| SliceError::Malformed {
                     path: "(dictionary columns)".into(),
                     detail: e.0,
-                }
-            }),
+                }),
         )
     }
 }
