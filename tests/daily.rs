@@ -432,7 +432,7 @@ fn json_outputs_match_their_schemas() {
         0,
     );
     assert_eq!(
-        shown["result"]["dictionaries"],
+        shown["predicate"]["result"]["dictionaries"],
         serde_json::json!(["customer"])
     );
 

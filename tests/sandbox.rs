@@ -543,11 +543,11 @@ fn the_memory_limit_covers_all_of_a_guests_memories_together() {
         ..Limits::default()
     });
     let module = roomy.load(&component).unwrap();
-    roomy
-        .instantiate(&module)
-        .unwrap()
-        .open(&tiny_context())
-        .unwrap();
+    let mut inst = roomy.instantiate(&module).unwrap();
+    inst.open(&tiny_context()).unwrap();
+    // A guest without the optional `input-encoding` export (built for the
+    // plain transform-world) takes every column plain.
+    assert!(inst.dictionary_columns().unwrap().is_empty());
     // ...while under 64 MiB each memory alone fits and both together do not.
     let tight = common::sandbox_with(Limits {
         max_memory_bytes: 64 << 20,
@@ -1240,7 +1240,13 @@ fn columns_taken_dictionary_encoded_arrive_so_and_wrong_ones_fail() {
     assert_eq!(out[0].column(at).data_type(), &dict);
     assert_eq!(o.dictionaries, ["customer".to_string()]);
 
+    let many: Vec<String> = (0..10_001).map(|i| format!("c{i}")).collect();
     for (columns, dictionaries, says) in [
+        (
+            serde_json::Value::Null,
+            serde_json::json!(many),
+            "10001 names, more than the 10000",
+        ),
         (
             serde_json::json!(["amount", "quantity"]),
             serde_json::json!(["customer"]),
@@ -1257,15 +1263,39 @@ fn columns_taken_dictionary_encoded_arrive_so_and_wrong_ones_fail() {
             "`customer` is named twice",
         ),
     ] {
-        match echo_taking(columns, dictionaries.clone()) {
+        match echo_taking(columns, dictionaries) {
             Err(e @ ExecError::Columns(_)) => {
                 let m = e.to_string();
-                assert!(m.contains(says), "{dictionaries}: {m}");
+                assert!(m.contains(says), "{says}: {m}");
                 assert!(m.contains("dictionary-encoded"), "{m}");
             }
-            Err(e) => panic!("{dictionaries}: wrong error: {e}"),
-            Ok(_) => panic!("{dictionaries} was accepted"),
+            Err(e) => panic!("{says}: wrong error: {e}"),
+            Ok(_) => panic!("{says}: accepted"),
         }
+    }
+    // A guest that traps while naming them fails the run as a trap in
+    // that call, with its panic message.
+    let sandbox = common::sandbox_with(Limits::default());
+    let module = sandbox.load(&common::guest_bytes(HOSTILE)).unwrap();
+    let mut inst = sandbox.instantiate(&module).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let files = common::orders(dir.path(), "2026-10-01", 10, 1);
+    let slice = ResolvedSlice::from_files("s", &files).unwrap();
+    let reader = slice.reader(10).unwrap();
+    let c = ctx(
+        &slice,
+        reader.schema(),
+        r#"{"mode": "echo", "dictionaries_panic": true}"#,
+        10,
+    );
+    match execute(&mut inst, &c, |d| reader.narrow(d), |_| Ok(())) {
+        Err(ExecError::Sandbox(e @ SandboxError::Trap { .. })) => {
+            let m = e.to_string();
+            assert!(m.contains("`dictionary-columns`"), "{m}");
+            assert!(m.contains("deliberate panic naming dictionaries"), "{m}");
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("a trapping dictionary-columns was accepted"),
     }
 }
 

@@ -24,7 +24,8 @@
 //!
 //! With `"columns": [...]` its `open` declares those input columns, and
 //! with `"dictionaries": [...]` its `dictionary-columns` names those (any
-//! names: the host must check them).
+//! names: the host must check them); `"dictionaries_panic": true` makes
+//! `dictionary-columns` panic.
 
 #[cfg(target_arch = "wasm32")]
 mod guest {
@@ -40,6 +41,7 @@ mod guest {
         static MODE: RefCell<(String, u64, u64)> = const { RefCell::new((String::new(), 0, 0)) };
         static VIEWS: RefCell<(u64, u64)> = const { RefCell::new((0, 0)) };
         static DICTIONARIES: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+        static DICTIONARIES_PANIC: RefCell<bool> = const { RefCell::new(false) };
     }
 
     struct Hostile;
@@ -77,6 +79,8 @@ mod guest {
                 })
             };
             DICTIONARIES.with(|d| *d.borrow_mut() = names("dictionaries").unwrap_or_default());
+            let panic = params["dictionaries_panic"].as_bool().unwrap_or(false);
+            DICTIONARIES_PANIC.with(|p| *p.borrow_mut() = panic);
             // `"columns": [...]` declares the input columns it reads (any
             // names, even wrong ones: the host must check them).
             Ok(names("columns"))
@@ -145,6 +149,9 @@ mod guest {
 
     impl idem_guest::bindings::exports::idem::transform::input_encoding::Guest for Hostile {
         fn dictionary_columns() -> Vec<String> {
+            if DICTIONARIES_PANIC.with(|p| *p.borrow()) {
+                panic!("hostile guest: deliberate panic naming dictionaries");
+            }
             DICTIONARIES.with(|d| d.borrow().clone())
         }
     }
