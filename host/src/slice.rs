@@ -1335,6 +1335,73 @@ mod tests {
         );
     }
 
+    /// A constant (partition) column and a file column taken
+    /// dictionary-encoded from a row-filtered slice (a table read as input)
+    /// arrive as dictionaries holding the plain read's values, nulls
+    /// included, in the same rows.
+    #[test]
+    fn constant_and_row_filtered_columns_taken_dictionary_encoded_keep_their_values() {
+        use arrow::array::{Array, AsArray};
+        use arrow::datatypes::DataType;
+        let dir = tempfile::tempdir().unwrap();
+        crate::sample::write_day(dir.path(), "2026-10-01", 3_000, 2).unwrap();
+        let slice = ResolvedSlice::from_partition(dir.path(), "date", "2026-10-01").unwrap();
+        let first = slice.reader(10).unwrap().next().unwrap().unwrap();
+        let status = first
+            .column_by_name("status")
+            .unwrap()
+            .as_string::<i32>()
+            .value(0)
+            .to_string();
+        let paths: Vec<String> = slice.inputs.iter().map(|i| i.path.clone()).collect();
+        let slice = slice
+            .with_constants(
+                vec![Field::new("region", DataType::Utf8, true)],
+                vec![
+                    (paths[0].clone(), vec![Some("eu".to_string())]),
+                    (paths[1].clone(), vec![None]),
+                ],
+            )
+            .with_row_filter("status", &status);
+        let read = |dictionaries: Vec<String>| -> Vec<RecordBatch> {
+            let declared = Declared {
+                columns: Some(vec!["customer".into(), "region".into(), "amount".into()]),
+                dictionaries,
+            };
+            slice
+                .reader(400)
+                .unwrap()
+                .narrow(&declared)
+                .unwrap()
+                .map(|b| b.unwrap())
+                .collect()
+        };
+        let plain = read(vec![]);
+        let encoded = read(vec!["customer".into(), "region".into()]);
+        let rows = |b: &[RecordBatch]| b.iter().map(|b| b.num_rows()).sum::<usize>();
+        assert_eq!(rows(&plain), rows(&encoded));
+        assert!(
+            rows(&plain) > 0 && rows(&plain) < 3_000,
+            "the filter kept some rows"
+        );
+        let dict = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+        let (mut eu, mut none) = (0, 0);
+        for (p, e) in plain.iter().zip(&encoded) {
+            for c in 0..2 {
+                assert_eq!(e.column(c).data_type(), &dict);
+                let back = arrow::compute::cast(e.column(c), &DataType::Utf8).unwrap();
+                assert_eq!(back.as_string::<i32>(), p.column(c).as_string::<i32>());
+            }
+            assert_eq!(e.column(2), p.column(2));
+            let region = e.column(1).as_any_dictionary();
+            none += region.keys().null_count();
+            eu += region.keys().len() - region.keys().null_count();
+            // Canonical: a null value is a null row, never a dictionary entry.
+            assert_eq!(region.values().null_count(), 0);
+        }
+        assert!(eu > 0 && none > 0, "both files' rows: {eu} eu, {none} null");
+    }
+
     #[test]
     fn batches_have_the_fixed_size_across_file_boundaries_in_pinned_order() {
         let dir = tempfile::tempdir().unwrap();
