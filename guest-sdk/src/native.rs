@@ -41,21 +41,9 @@ pub fn run<T: Transform>(
         }
     }
     let dictionaries = t.dictionary_columns();
-    let read = match &columns {
-        Some(names) => {
-            let at = names
-                .iter()
-                .map(|n| {
-                    ctx.input_schema
-                        .index_of(n)
-                        .map_err(|_| crate::Error(format!("the input has no column `{n}`")))
-                })
-                .collect::<Result<Vec<usize>>>()?;
-            ctx.input_schema.project(&at)?
-        }
-        None => ctx.input_schema.as_ref().clone(),
-    };
-    check_dictionary_columns(&dictionaries, &read)?;
+    let read = read_schema(&ctx.input_schema, columns.as_deref())?;
+    check_dictionary_columns(&dictionaries, &read)
+        .map_err(|e| crate::Error(format!("dictionary_columns(): {}", e.0)))?;
     let mut out = Vec::new();
     for b in batches {
         // As the host does: only the declared columns, in their order.
@@ -105,32 +93,74 @@ pub fn dictionary_type(plain: &DataType) -> Option<DataType> {
     }
 }
 
+/// Most names a transform may declare in one list.
+pub const MAX_DECLARED: usize = 10_000;
+
+/// A column name from a transform, as an error shows it: escaped, and cut
+/// at 100 characters (names come from the guest).
+pub fn show_name(n: &str) -> String {
+    let mut v: String = n
+        .chars()
+        .take(100)
+        .collect::<String>()
+        .escape_debug()
+        .to_string();
+    if n.chars().count() > 100 {
+        v.push('…');
+    }
+    v
+}
+
+/// The schema of the batches a transform reads: `schema` narrowed to
+/// `columns`, in that order (`None`: all of it). A name `schema` lacks is
+/// an error naming it.
+pub fn read_schema(schema: &Schema, columns: Option<&[String]>) -> Result<Schema> {
+    let Some(names) = columns else {
+        return Ok(schema.clone());
+    };
+    let at = names
+        .iter()
+        .map(|n| {
+            schema
+                .index_of(n)
+                .map_err(|_| crate::Error(format!("the input has no column `{}`", show_name(n))))
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    Ok(schema.project(&at)?)
+}
+
 /// Check a transform's [`Transform::dictionary_columns`] against the
-/// columns it reads (`read`): each named once, each there, each a string or
-/// binary column. The error names the column and what to do.
+/// columns it reads (`read`, see [`read_schema`]): at most
+/// [`MAX_DECLARED`], each named once, each read, each a string or binary
+/// column. The error names the column and what to do. The host and
+/// [`run`] both check with this.
 pub fn check_dictionary_columns(declared: &[String], read: &Schema) -> Result<()> {
+    let fail = |m: String| Err(crate::Error(m));
+    if declared.len() > MAX_DECLARED {
+        return fail(format!(
+            "{} names, more than the {MAX_DECLARED} a transform may declare",
+            declared.len()
+        ));
+    }
     let mut seen = std::collections::HashSet::new();
     for name in declared {
         if !seen.insert(name.as_str()) {
-            return Err(crate::Error(format!(
-                "dictionary_columns(): `{name}` is named twice"
-            )));
+            return fail(format!("`{}` is named twice", show_name(name)));
         }
-        let field = read.field_with_name(name).map_err(|_| {
-            crate::Error(format!(
-                "dictionary_columns(): `{name}` is not among the columns read ({}); name only columns the transform reads",
-                read.fields()
-                    .iter()
-                    .map(|f| f.name().as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        })?;
+        let Ok(field) = read.field_with_name(name) else {
+            let have: Vec<&str> = read.fields().iter().map(|f| f.name().as_str()).collect();
+            return fail(format!(
+                "`{}` is not among the columns the transform reads ({}); name only those",
+                show_name(name),
+                have.join(", ")
+            ));
+        };
         if dictionary_type(field.data_type()).is_none() {
-            return Err(crate::Error(format!(
-                "dictionary_columns(): `{name}` is {}; only string (Utf8) and binary columns can be taken dictionary-encoded",
+            return fail(format!(
+                "`{}` is {}; only string (Utf8) and binary columns can be taken dictionary-encoded",
+                show_name(name),
                 field.data_type()
-            )));
+            ));
         }
     }
     Ok(())

@@ -4,6 +4,7 @@
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
+use idem_guest::native::{MAX_DECLARED, show_name as shown};
 use thiserror::Error;
 
 use crate::digest::{Digest, DigestError, PipelinedDigester};
@@ -186,58 +187,6 @@ pub struct Outcome {
     pub dictionaries: Vec<String>,
 }
 
-/// A name from the guest, shown short and escaped.
-fn shown(n: &str) -> String {
-    let mut v: String = n
-        .chars()
-        .take(100)
-        .collect::<String>()
-        .escape_debug()
-        .to_string();
-    if n.chars().count() > 100 {
-        v.push('…');
-    }
-    v
-}
-
-/// Check the columns a transform takes dictionary-encoded against the
-/// schema of the batches it reads: each named once, each read, each a
-/// string or binary column.
-pub fn check_dictionaries(declared: &[String], read: &SchemaRef) -> Result<(), ExecError> {
-    let fail = |m: String| ExecError::Columns(format!("taken dictionary-encoded: {m}"));
-    if declared.len() > MAX_DECLARED {
-        return Err(fail(format!(
-            "{} names, more than the {MAX_DECLARED} a transform may declare",
-            declared.len()
-        )));
-    }
-    let mut seen = std::collections::HashSet::new();
-    for name in declared {
-        if !seen.insert(name.as_str()) {
-            return Err(fail(format!("`{}` is named twice", shown(name))));
-        }
-        let Ok(field) = read.field_with_name(name) else {
-            let have: Vec<&str> = read.fields().iter().map(|f| f.name().as_str()).collect();
-            return Err(fail(format!(
-                "`{}` is not among the columns the transform reads ({}); name only those",
-                shown(name),
-                have.join(", ")
-            )));
-        };
-        if idem_guest::native::dictionary_type(field.data_type()).is_none() {
-            return Err(fail(format!(
-                "`{}` is {}; only string (Utf8) and binary columns can be taken dictionary-encoded",
-                shown(name),
-                field.data_type()
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Most columns a transform may declare.
-const MAX_DECLARED: usize = 10_000;
-
 /// Check a transform's declared columns against the whole input schema:
 /// each must exist, once; at least one.
 pub fn check_columns(declared: &[String], schema: &SchemaRef) -> Result<(), ExecError> {
@@ -338,21 +287,13 @@ where
     let declared = t.open(ctx)?;
     // No input at all (an audit of an empty output): nothing to narrow.
     if !ctx.input_schema.fields().is_empty() {
-        let read =
-            match &declared.columns {
-                Some(c) => {
-                    check_columns(c, &ctx.input_schema)?;
-                    let at: Vec<usize> = c
-                        .iter()
-                        .filter_map(|n| ctx.input_schema.index_of(n).ok())
-                        .collect();
-                    std::sync::Arc::new(ctx.input_schema.project(&at).map_err(|e| {
-                        ExecError::Columns(format!("projecting the input schema: {e}"))
-                    })?)
-                }
-                None => ctx.input_schema.clone(),
-            };
-        check_dictionaries(&declared.dictionaries, &read)?;
+        if let Some(c) = &declared.columns {
+            check_columns(c, &ctx.input_schema)?;
+        }
+        let read = idem_guest::native::read_schema(&ctx.input_schema, declared.columns.as_deref())
+            .map_err(|e| ExecError::Columns(e.0))?;
+        idem_guest::native::check_dictionary_columns(&declared.dictionaries, &read)
+            .map_err(|e| ExecError::Columns(format!("taken dictionary-encoded: {}", e.0)))?;
     }
     for batch in input(&declared)? {
         let batch = batch?;

@@ -982,23 +982,19 @@ impl SliceReader {
         let d = &declared.dictionaries;
         let as_dictionaries = |s: &Schema| Arc::new(idem_guest::native::dictionary_schema(s, d));
         let decode_as = as_dictionaries(&r.file_schema);
-        // The decoded file columns as dictionaries; constant columns are
-        // appended plain and encoded with the rest of the batch.
-        let mut full: Vec<Field> = r
+        // The decoded file columns as dictionaries; constant columns (the
+        // last ones) are appended plain and encoded with the rest of the batch.
+        let files = r.full.fields().len() - r.slice.constant_fields.len();
+        let full: Vec<Field> = r
             .full
             .fields()
             .iter()
-            .map(|f| {
-                decode_as
-                    .field_with_name(f.name())
-                    .unwrap_or(f.as_ref())
-                    .clone()
+            .enumerate()
+            .map(|(i, f)| match decode_as.field_with_name(f.name()) {
+                Ok(d) if i < files => d.clone(),
+                _ => f.as_ref().clone(),
             })
             .collect();
-        let files = r.full.fields().len() - r.slice.constant_fields.len();
-        for (f, plain) in full[files..].iter_mut().zip(&r.slice.constant_fields) {
-            *f = plain.clone();
-        }
         r.full = Arc::new(Schema::new_with_metadata(full, r.full.metadata().clone()));
         r.schema = as_dictionaries(&r.schema);
         r.coalescer = BatchCoalescer::new(r.schema.clone(), r.batch_rows.max(1));
