@@ -19,7 +19,7 @@ use arrow::datatypes::{
 };
 use arrow::error::ArrowError;
 use arrow::ipc as fb;
-use arrow::ipc::reader::{read_dictionary, read_record_batch};
+use arrow::ipc::reader::{FileDecoder, read_dictionary, read_record_batch};
 use arrow::ipc::writer::StreamWriter;
 use arrow::record_batch::RecordBatch;
 
@@ -39,10 +39,14 @@ const VIEW_SIZE: usize = 16;
 /// tells the host the output's schema, so an output with no rows at all can
 /// still create a table or empty a slice.
 pub fn encode(batch: Option<&RecordBatch>) -> Result<Vec<u8>, ArrowError> {
-    let Some(batch) = batch else {
-        return Ok(Vec::new());
-    };
-    let mut w = StreamWriter::try_new(Vec::new(), &batch.schema())?;
+    batch.map_or(Ok(Vec::new()), |b| encode_into(b, Vec::new()))
+}
+
+/// [`encode`] a batch into `buf` (emptied first), keeping its allocation:
+/// the host encodes every input batch of a run into one buffer.
+pub fn encode_into(batch: &RecordBatch, mut buf: Vec<u8>) -> Result<Vec<u8>, ArrowError> {
+    buf.clear();
+    let mut w = StreamWriter::try_new(buf, &batch.schema())?;
     w.write(batch)?;
     w.into_inner()
 }
@@ -51,27 +55,97 @@ pub fn encode(batch: Option<&RecordBatch>) -> Result<Vec<u8>, ArrowError> {
 /// arrays it has already validated, and a guest trusts its host (never the
 /// other way: the host decodes guest output with [`decode`]), so arrow's
 /// per-array validation (offsets, UTF-8 of every string) is skipped here;
-/// it would repeat, inside the sandbox, work the host has done. Buffers
-/// stay zero-copy where aligned.
+/// it would repeat, inside the sandbox, work the host has done.
+///
+/// Zero-copy: every array points into `bytes` (where aligned, which the
+/// host's 8-byte-padded messages are). arrow's `StreamReader` would zero a
+/// fresh buffer per message body and copy the body into it, and parse and
+/// verify the schema message again for every batch; here the schema is
+/// parsed once per distinct schema message and reused.
 pub fn decode_trusted(bytes: Vec<u8>) -> Result<Option<RecordBatch>, ArrowError> {
     if bytes.is_empty() {
         return Ok(None);
     }
-    // SAFETY: the bytes are the host's own encoding of valid arrays (see
-    // above); a guest that cannot trust its host has no safety to keep.
-    // (arrow's StreamReader honours the flag for record batches; its
-    // push-based StreamDecoder only for dictionaries.)
-    let reader = unsafe {
-        arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?
-            .with_skip_validation(true)
-    };
-    let schema = reader.schema();
-    let mut batches = reader.collect::<Result<Vec<RecordBatch>, ArrowError>>()?;
+    let data = Buffer::from_vec(bytes);
+    let bytes = data.as_slice();
+    let mut decoder: Option<(FileDecoder, SchemaRef)> = None;
+    let mut batches = Vec::new();
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        let start = pos;
+        let mut len = read_u32(bytes, &mut pos)?;
+        if len == u32::MAX {
+            len = read_u32(bytes, &mut pos)?;
+        }
+        if len == 0 {
+            break;
+        }
+        let meta = take(bytes, &mut pos, len as usize, "message metadata")?;
+        let message = fb::root_as_message(meta)
+            .map_err(|e| ipc_error(format!("invalid message metadata: {e}")))?;
+        let body_len = usize::try_from(message.bodyLength())
+            .map_err(|_| ipc_error("negative message body length"))?;
+        take(bytes, &mut pos, body_len, "message body")?;
+        let block = fb::Block::new(
+            start as i64,
+            (pos - body_len - start) as i32,
+            body_len as i64,
+        );
+        let whole = data.slice_with_length(start, pos - start);
+        match (message.header_type(), decoder.as_mut()) {
+            (fb::MessageHeader::Schema, None) => {
+                let schema = trusted_schema(meta, message)?;
+                // SAFETY: see above: the host wrote these arrays from valid
+                // ones, and the guest trusts its host.
+                let d = unsafe {
+                    FileDecoder::new(schema.clone(), message.version()).with_skip_validation(true)
+                };
+                decoder = Some((d, schema));
+            }
+            (fb::MessageHeader::DictionaryBatch, Some((d, _))) => {
+                d.read_dictionary(&block, &whole)?
+            }
+            (fb::MessageHeader::RecordBatch, Some((d, _))) => {
+                batches.extend(d.read_record_batch(&block, &whole)?)
+            }
+            (fb::MessageHeader::NONE, _) => {}
+            (other, _) => {
+                return Err(ipc_error(format!(
+                    "unexpected {other:?} message in the host's stream"
+                )));
+            }
+        }
+    }
+    let (_, schema) = decoder.ok_or_else(|| ipc_error("stream has no schema"))?;
     match batches.len() {
         0 => Ok(None),
         1 => Ok(batches.pop()),
         _ => arrow::compute::concat_batches(&schema, &batches).map(Some),
     }
+}
+
+thread_local! {
+    /// The last input schema message and its schema: every push of a run
+    /// carries the same one.
+    static INPUT_SCHEMA: std::cell::RefCell<Option<(Vec<u8>, SchemaRef)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The schema of a trusted schema message, parsed once per distinct message.
+fn trusted_schema(meta: &[u8], message: fb::Message<'_>) -> Result<SchemaRef, ArrowError> {
+    INPUT_SCHEMA.with_borrow_mut(|last| {
+        if let Some((bytes, schema)) = last.as_ref()
+            && bytes.as_slice() == meta
+        {
+            return Ok(schema.clone());
+        }
+        let header = message
+            .header_as_schema()
+            .ok_or_else(|| ipc_error("schema message without a schema"))?;
+        let schema = Arc::new(schema_from_fb(header)?);
+        *last = Some((meta.to_vec(), schema.clone()));
+        Ok(schema)
+    })
 }
 
 /// Encode a schema as an IPC stream without batches.

@@ -119,6 +119,50 @@ fn the_guests_trusted_decode_reads_what_the_host_encodes() {
     assert_eq!(ipc::decode_trusted(bytes).unwrap().unwrap().num_rows(), 1);
 }
 
+/// The guest's input arrays point into the bytes the host copied in (no
+/// per-batch copy of the body, as arrow's StreamReader makes), dictionary
+/// values included; and a schema parsed for one stream is never reused for
+/// another stream with a different schema.
+#[test]
+fn the_guests_decode_is_zero_copy_and_keeps_schemas_apart() {
+    use idem_guest::arrow::array::DictionaryArray;
+    use idem_guest::arrow::datatypes::Int32Type;
+    let dict: DictionaryArray<Int32Type> = vec![Some("a"), None, Some("b"), Some("a")]
+        .into_iter()
+        .collect();
+    let d = RecordBatch::try_from_iter([("d", Arc::new(dict) as _)]).unwrap();
+    let b = batch(&[1, 2, 3, 4, 5, 6]);
+    for (x, other) in [(&b, &d), (&d, &b), (&b, &d)] {
+        let bytes = ipc::encode(Some(x)).unwrap();
+        let within = bytes.as_ptr_range();
+        let back = ipc::decode_trusted(bytes).unwrap().unwrap();
+        assert_eq!(&back, x);
+        assert_ne!(back.schema(), other.schema());
+        let mut seen = 0;
+        let mut stack: Vec<_> = back.columns().iter().map(|c| c.to_data()).collect();
+        while let Some(data) = stack.pop() {
+            for buf in data.buffers() {
+                assert!(
+                    within.contains(&buf.as_ptr()),
+                    "a buffer of {:?} was copied out of the input bytes",
+                    data.data_type()
+                );
+                seen += 1;
+            }
+            if let Some(n) = data.nulls() {
+                assert!(
+                    within.contains(&n.buffer().as_ptr()),
+                    "a null bitmap was copied"
+                );
+                seen += 1;
+            }
+            // A dictionary's values are its child.
+            stack.extend(data.child_data().iter().cloned());
+        }
+        assert!(seen >= 2, "no buffer was checked");
+    }
+}
+
 /// Keeps rows whose id is at least the `min` param; counts what it saw and
 /// emits the count in `finish`, tagged with the context's logical date.
 #[derive(Default)]

@@ -1,6 +1,7 @@
 //! idem's benchmark suite: `cargo bench -p idem [-- --rows N --e2e-rows N --samples N
-//! --backfill-rows N --serve-runs N --peer-rows N --lang-rows N --only FIGURE]` (FIGURE:
-//! startup, sandbox, e2e, memory, s3, backfill, serve, peers, languages).
+//! --backfill-rows N --serve-runs N --peer-rows N --lang-rows N --only FIGURE
+//! --example NAME]` (FIGURE: startup, sandbox, e2e, memory, s3, backfill, serve,
+//! peers, languages; NAME limits figures 1 and 2 to one example, for profiling).
 //!
 //! Every figure is printed next to a baseline measured in the same run and
 //! their ratio. Whole-pipeline figures run in child processes (this binary
@@ -17,6 +18,19 @@ use idem::sandbox::{GuestContext, Sandbox, SandboxConfig};
 use idem::slice::ResolvedSlice;
 
 const EXAMPLES: [&str; 3] = ["clean_orders", "dedup_events", "daily_revenue"];
+
+/// The examples figures 1 and 2 run: all, or the one `--example` names.
+fn examples() -> Vec<&'static str> {
+    let args: Vec<String> = std::env::args().collect();
+    let only = args
+        .iter()
+        .position(|a| a == "--example")
+        .and_then(|i| args.get(i + 1));
+    EXAMPLES
+        .into_iter()
+        .filter(|e| only.is_none_or(|o| o == e))
+        .collect()
+}
 const BATCH: u32 = 8192;
 
 fn params(example: &str) -> &'static str {
@@ -141,7 +155,7 @@ fn sandbox_overhead(rows: u64, out: &mut Vec<Row>) {
         ..SandboxConfig::default()
     })
     .unwrap();
-    for ex in EXAMPLES {
+    for ex in examples() {
         let m = sandbox.load(&std::fs::read(module(ex)).unwrap()).unwrap();
         let ctx = GuestContext {
             slice_id: "bench".into(),
@@ -447,12 +461,12 @@ fn end_to_end(rows: u64, samples: u64, out: &mut Vec<Row>) {
         ..SandboxConfig::default()
     })
     .unwrap();
-    for ex in EXAMPLES {
+    for ex in examples() {
         sandbox.load(&std::fs::read(module(ex)).unwrap()).unwrap();
     }
     let data = ensure_slice(rows);
     let bytes = dir_bytes(&data);
-    for ex in EXAMPLES {
+    for ex in examples() {
         // Alternate the two sides and take medians, so neither always runs
         // on a warmer page cache or a quieter machine.
         let (mut ws, mut ns) = (Vec::new(), Vec::new());

@@ -95,6 +95,9 @@ pub struct Instance {
     output_schema: Option<SchemaRef>,
     batches_out: usize,
     poisoned: bool,
+    /// The last input batch's IPC bytes, kept for their allocation: each
+    /// push encodes into it instead of into a fresh buffer.
+    input: Vec<u8>,
 }
 
 impl Instance {
@@ -139,6 +142,7 @@ impl Instance {
             output_schema: None,
             batches_out: 0,
             poisoned: false,
+            input: Vec::new(),
         })
     }
 
@@ -198,13 +202,14 @@ impl Instance {
 
     /// Push one input batch; returns the guest's output rows, if any.
     pub fn push(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>, SandboxError> {
-        let bytes = idem_guest::ipc::encode(Some(batch))
+        let bytes = idem_guest::ipc::encode_into(batch, std::mem::take(&mut self.input))
             .map_err(|e| SandboxError::Host(format!("encoding input batch: {e}")))?;
         self.enter()?;
         let r = self
             .world
             .idem_transform_transform()
             .call_push(&mut self.store, &bytes);
+        self.input = bytes;
         let out = self.settle("push", r)?;
         self.accept_output(out)
     }
