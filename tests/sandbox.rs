@@ -681,6 +681,14 @@ fn cache_entries(cache: &std::path::Path) -> std::collections::BTreeSet<std::pat
         .unwrap_or_default()
 }
 
+/// Let the owner write a (read-only) cache entry in place.
+fn make_writable(entry: &std::path::Path) {
+    let mut p = std::fs::metadata(entry).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    p.set_readonly(false);
+    std::fs::set_permissions(entry, p).unwrap();
+}
+
 #[test]
 fn a_cache_entry_copied_over_another_modules_is_not_run() {
     let cache = tempfile::tempdir().unwrap();
@@ -699,7 +707,9 @@ fn a_cache_entry_copied_over_another_modules_is_not_run() {
         .next()
         .cloned()
         .unwrap();
-    // The attack: A's compiled code under B's name.
+    // The attack: A's compiled code under B's name (entries are created
+    // read-only; their owner can still change that).
+    make_writable(&b_entry);
     std::fs::copy(a_entries.first().unwrap(), &b_entry).unwrap();
     // A new engine, as in the next `idem exec`.
     let sandbox = Sandbox::new(cfg.clone()).unwrap();
@@ -750,6 +760,7 @@ fn a_corrupted_cache_entry_is_recompiled_not_loaded() {
     let mut code = std::fs::read(&entry).unwrap();
     let mid = code.len() / 2;
     code[mid] ^= 0x01;
+    make_writable(&entry);
     std::fs::write(&entry, &code).unwrap();
     let sandbox = Sandbox::new(cfg).unwrap();
     let loaded = sandbox.load(&bytes).unwrap();

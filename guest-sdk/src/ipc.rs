@@ -57,8 +57,10 @@ pub fn encode_into(batch: &RecordBatch, mut buf: Vec<u8>) -> Result<Vec<u8>, Arr
 /// per-array validation (offsets, UTF-8 of every string) is skipped here;
 /// it would repeat, inside the sandbox, work the host has done.
 ///
-/// Zero-copy: every array points into `bytes` (where aligned, which the
-/// host's 8-byte-padded messages are). arrow's `StreamReader` would zero a
+/// Zero-copy: every array points into `bytes` where its buffers are aligned
+/// for their type (arrow's writer pads every buffer to 64 bytes from the
+/// stream's start, so that is where the guest's allocator put `bytes`;
+/// a misaligned buffer is copied, never misread). arrow's `StreamReader` would zero a
 /// fresh buffer per message body and copy the body into it, and parse and
 /// verify the schema message again for every batch; here the schema is
 /// parsed once per distinct schema message and reused.

@@ -161,6 +161,34 @@ fn the_guests_decode_is_zero_copy_and_keeps_schemas_apart() {
         }
         assert!(seen >= 2, "no buffer was checked");
     }
+    // The parsed schema is reused only for the same schema message: two
+    // batches of one schema in a row (other rows), then schemas that differ
+    // only in nullability or in field metadata.
+    let again = batch(&[7, 8, 9]);
+    for x in [&b, &again, &again] {
+        assert_eq!(
+            &ipc::decode_trusted(ipc::encode(Some(x)).unwrap())
+                .unwrap()
+                .unwrap(),
+            x
+        );
+    }
+    let nullable = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("name", DataType::Utf8, true),
+    ]));
+    let tagged = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false).with_metadata([("k".into(), "v".into())].into()),
+        Field::new("name", DataType::Utf8, true),
+    ]));
+    for s in [nullable, tagged, schema()] {
+        let x = RecordBatch::try_new(s.clone(), again.columns().to_vec()).unwrap();
+        let back = ipc::decode_trusted(ipc::encode(Some(&x)).unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!(back.schema(), s);
+        assert_eq!(back, x);
+    }
 }
 
 /// Keeps rows whose id is at least the `min` param; counts what it saw and

@@ -1,7 +1,7 @@
 //! idem's benchmark suite: `cargo bench -p idem [-- --rows N --e2e-rows N --samples N
 //! --backfill-rows N --serve-runs N --peer-rows N --lang-rows N --only FIGURE
 //! --example NAME]` (FIGURE: startup, sandbox, e2e, memory, s3, backfill, serve,
-//! peers, languages; NAME limits figures 1 and 2 to one example, for profiling).
+//! peers, languages; NAME limits figures 1 to 3 to one example, for profiling).
 //!
 //! Every figure is printed next to a baseline measured in the same run and
 //! their ratio. Whole-pipeline figures run in child processes (this binary
@@ -26,6 +26,12 @@ fn examples() -> Vec<&'static str> {
         .iter()
         .position(|a| a == "--example")
         .and_then(|i| args.get(i + 1));
+    if let Some(o) = only {
+        assert!(
+            EXAMPLES.contains(&o.as_str()),
+            "--example {o}: not one of {EXAMPLES:?}"
+        );
+    }
     EXAMPLES
         .into_iter()
         .filter(|e| only.is_none_or(|o| o == e))

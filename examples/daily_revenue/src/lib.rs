@@ -14,6 +14,7 @@ use std::sync::Arc;
 use idem_guest::arrow::array::{
     Array, AsArray, Float64Array, Int64Array, RecordBatch, StringArray,
 };
+use idem_guest::arrow::buffer::NullBuffer;
 use idem_guest::arrow::datatypes::{DataType, Field, Float64Type, Int32Type, Int64Type, Schema};
 use idem_guest::{Context, Error, Result, Transform};
 
@@ -92,25 +93,37 @@ impl Transform for DailyRevenue {
             .ok_or_else(|| Error("`customer` must arrive dictionary-encoded".into()))?
             .clone();
         let names = customer.values().as_string::<i32>().clone();
-        let keys = customer.keys();
         let amount = col("amount")?.as_primitive::<Float64Type>().clone();
         let quantity = col("quantity")?.as_primitive::<Int64Type>().clone();
+        // Rows with a null customer, amount or quantity are skipped: one
+        // bitmap for the three, tested once per row (none when no nulls).
+        let valid = NullBuffer::union(
+            NullBuffer::union(customer.keys().nulls(), amount.nulls()).as_ref(),
+            quantity.nulls(),
+        );
         // The group of each dictionary value, looked up when first used.
         let mut group_of = vec![u32::MAX; names.len()];
-        for i in 0..batch.num_rows() {
-            if keys.is_null(i) || amount.is_null(i) || quantity.is_null(i) {
+        let rows = customer
+            .keys()
+            .values()
+            .iter()
+            .zip(amount.values().iter().zip(quantity.values().iter()));
+        for (i, (&k, (&a, &q))) in rows.enumerate() {
+            if valid.as_ref().is_some_and(|v| v.is_null(i)) {
                 continue;
             }
-            let k = keys.value(i) as usize;
-            if names.is_null(k) {
-                continue;
+            let k = k as usize;
+            let mut g = group_of[k];
+            if g == u32::MAX {
+                if names.is_null(k) {
+                    continue;
+                }
+                g = self.group(names.value(k));
+                group_of[k] = g;
             }
-            if group_of[k] == u32::MAX {
-                group_of[k] = self.group(names.value(k));
-            }
-            let t = &mut self.totals[group_of[k] as usize];
+            let t = &mut self.totals[g as usize];
             t.0 += 1;
-            t.1 += amount.value(i) * quantity.value(i) as f64;
+            t.1 += a * q as f64;
         }
         Ok(None)
     }
