@@ -716,7 +716,8 @@ impl Run {
         };
         // Output goes to the table's data files, written by a task while the
         // reader thread decodes ahead and the guest runs: three stages,
-        // memory O(batch + one 32 MiB data file + delta-rs' upload buffers),
+        // memory O(batch + two inputs' private copies + one 32 MiB data
+        // file + delta-rs' upload buffers),
         // per run (a backfill's jobs each have theirs). A merge reads its output whole
         // and an audit module reads it before anything is written: those
         // stage it on local disk first (a writer thread, the same overlap).

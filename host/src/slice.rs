@@ -630,6 +630,7 @@ impl ResolvedSlice {
             decode_as: None,
             canonical: Default::default(),
             ahead: None,
+            stop: Default::default(),
             done: false,
         })
     }
@@ -869,6 +870,46 @@ fn hash_all(
         .collect()
 }
 
+/// [`private_copy`] that gives up (an error) once `stop` is set.
+fn private_copy_until(
+    store: &Store,
+    input: &InputObject,
+    check: Option<blake3::Hash>,
+    in_memory_max: u64,
+    stop: &Arc<std::sync::atomic::AtomicBool>,
+) -> Result<PrivateCopy, SliceError> {
+    STOP.with(|s| *s.borrow_mut() = Some(stop.clone()));
+    let r = private_copy(store, input, check, in_memory_max);
+    STOP.with(|s| *s.borrow_mut() = None);
+    r
+}
+
+thread_local! {
+    /// The stop flag of the copy this thread makes ahead, if any.
+    static STOP: std::cell::RefCell<Option<Arc<std::sync::atomic::AtomicBool>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A private copy's destination: refuses more bytes once its reader is
+/// gone (see [`private_copy_until`]).
+struct Until<W>(W, Option<Arc<std::sync::atomic::AtomicBool>>);
+
+impl<W: Write> Write for Until<W> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self
+            .1
+            .as_ref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            return Err(std::io::Error::other("the reader is gone"));
+        }
+        self.0.write(b)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 /// [`ResolvedSlice::private_copy`] from `store`: a free function, so the
 /// next input's copy can be made on a thread of its own. With `check` (the
 /// BLAKE3 pinning took alongside the sha256), the copy goes through BLAKE3
@@ -897,9 +938,10 @@ fn private_copy(
     } else {
         Hashes::sha256()
     };
+    let stop = STOP.with(|s| s.borrow().clone());
     let (mut copy, hashed, n) = if input.size <= in_memory_max {
-        let buf = Vec::with_capacity(input.size as usize + 1);
-        let (h, n, buf) = store
+        let buf = Until(Vec::with_capacity(input.size as usize + 1), stop);
+        let (h, n, Until(buf, _)) = store
             .copy_through(&input.path, limit, buf, hashes)
             .map_err(gone)?;
         (PrivateCopy::Memory(Bytes::from(buf)), h, n)
@@ -1051,7 +1093,15 @@ pub struct SliceReader {
         usize,
         std::thread::JoinHandle<Result<PrivateCopy, SliceError>>,
     )>,
+    /// Set when the reader is dropped: a copy being made ahead stops.
+    stop: Arc<std::sync::atomic::AtomicBool>,
     done: bool,
+}
+
+impl Drop for SliceReader {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl SliceReader {
@@ -1159,19 +1209,31 @@ impl SliceReader {
                 let input = self.slice.inputs[at].clone();
                 self.next_input += 1;
                 // The next input's copy starts before this one's is awaited
-                // (or made here, for the first): the two overlap.
+                // (or made here, for the first): the two overlap. Only one
+                // that fits in memory is made ahead (a larger one would be
+                // a temporary file read whole even if this run stops now);
+                // a reader dropped midway stops it (`Drop`). If no thread
+                // can be started, the copy is made in turn instead.
                 let this = self.ahead.take();
-                if let Some(next) = self.slice.inputs.get(self.next_input).cloned() {
+                if let Some(next) = self
+                    .slice
+                    .inputs
+                    .get(self.next_input)
+                    .filter(|next| next.size <= IN_MEMORY_MAX)
+                    .cloned()
+                {
                     let store = self.slice.store.clone();
                     let check = self.slice.check(&next);
-                    let made = std::thread::Builder::new()
-                        .name("idem-copy".into())
-                        .spawn(move || private_copy(&store, &next, check, IN_MEMORY_MAX))
-                        .map_err(|e| SliceError::Io {
-                            path: input.path.clone(),
-                            source: e,
-                        })?;
-                    self.ahead = Some((self.next_input, made));
+                    let stop = self.stop.clone();
+                    if let Ok(made) =
+                        std::thread::Builder::new()
+                            .name("idem-copy".into())
+                            .spawn(move || {
+                                private_copy_until(&store, &next, check, IN_MEMORY_MAX, &stop)
+                            })
+                    {
+                        self.ahead = Some((self.next_input, made));
+                    }
                 }
                 let copy = match this {
                     Some((i, made)) if i == at => made.join().unwrap_or_else(|_| {
@@ -1678,20 +1740,31 @@ mod tests {
     #[test]
     fn a_later_file_changed_after_pinning_fails_its_prefetched_copy() {
         let dir = tempfile::tempdir().unwrap();
+        // Files of different sizes (so different contents): the rows read
+        // are the first two files', in order.
+        let mut sums = Vec::new();
         let paths: Vec<PathBuf> = (0..3)
             .map(|i| {
                 let p = dir.path().join(format!("{i}.parquet"));
-                plain_ints(&p, 100);
+                sums.push(plain_ints(&p, 100 + i));
                 p
             })
             .collect();
         let slice = ResolvedSlice::from_files("s", &paths).unwrap();
         flip_a_value(&paths[2]);
-        let mut rows = 0;
+        let (mut rows, mut total) = (0, 0i64);
         let mut failed = None;
         for b in slice.reader(10).unwrap() {
             match b {
-                Ok(b) => rows += b.num_rows(),
+                Ok(b) => {
+                    rows += b.num_rows();
+                    let col = b
+                        .column(0)
+                        .as_any()
+                        .downcast_ref::<arrow::array::Int64Array>();
+                    let values = col.unwrap().values().iter();
+                    total = values.fold(total, |t, v| t.wrapping_add(*v));
+                }
                 Err(e) => {
                     failed = Some(e);
                     break;
@@ -1702,7 +1775,34 @@ mod tests {
             Some(SliceError::Changed { path, .. }) => assert_eq!(path, "2.parquet"),
             other => panic!("{other:?}"),
         }
+        // 201 rows before it: 20 batches of 10 went out, the last row waits
+        // in the coalescer for the third file's rows.
         assert_eq!(rows, 200, "the two files before it were read");
+        let last = 0x0102_0304_0506_0000i64 + 100;
+        assert_eq!(total, sums[0].wrapping_add(sums[1]).wrapping_sub(last));
+    }
+
+    /// A copy made ahead gives up once its reader is gone (its stop flag
+    /// set when the reader is dropped), instead of reading the input whole
+    /// for nobody; the same copy without the flag completes.
+    #[test]
+    fn a_copy_made_ahead_stops_when_its_reader_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.parquet");
+        plain_ints(&path, 100);
+        let slice = ResolvedSlice::from_files("s", std::slice::from_ref(&path)).unwrap();
+        let input = &slice.inputs[0];
+        let reader = slice.reader(10).unwrap();
+        let stop = reader.stop.clone();
+        let copy =
+            |stop| private_copy_until(&slice.store, input, slice.check(input), IN_MEMORY_MAX, stop);
+        assert!(copy(&stop).is_ok());
+        drop(reader);
+        assert!(stop.load(std::sync::atomic::Ordering::Relaxed));
+        match copy(&stop) {
+            Err(e) => assert!(e.to_string().contains("the reader is gone"), "{e}"),
+            Ok(_) => panic!("a copy went on for a dropped reader"),
+        }
     }
 
     /// The BLAKE3 check belongs to the bytes pinned: an input whose digest
@@ -1715,6 +1815,14 @@ mod tests {
         plain_ints(&path, 100);
         let mut slice = ResolvedSlice::from_files("s", std::slice::from_ref(&path)).unwrap();
         assert!(slice.check(&slice.inputs[0]).is_some());
+        // Without a check, the copy is proved by sha256: the right digest
+        // passes.
+        let checks = std::mem::take(&mut slice.checks);
+        assert!(slice.check(&slice.inputs[0]).is_none());
+        slice
+            .private_copy_with(&slice.inputs[0], IN_MEMORY_MAX)
+            .unwrap();
+        slice.checks = checks;
         slice.inputs[0].digest = Digest::of_bytes(b"something else");
         assert!(slice.check(&slice.inputs[0]).is_none());
         match slice.private_copy_with(&slice.inputs[0], IN_MEMORY_MAX) {

@@ -301,7 +301,9 @@ unsafe fn deserialize_open(
     {
         use std::os::fd::AsRawFd as _;
         let fd = std::path::PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-        if fd.exists() {
+        // Only where the link reopens (no /proc, another pid namespace or
+        // a security module can say no): otherwise the bytes are read.
+        if std::fs::File::open(&fd).is_ok() {
             // SAFETY: the caller's; `file` stays open until this returns.
             return unsafe { Component::deserialize_file(engine, &fd) };
         }
@@ -513,6 +515,16 @@ mod tests {
             cache.load(&engine, &b).is_none(),
             "a symlinked artifact passed"
         );
+        // What is mapped is the file that was checked, not what the path
+        // names by then: garbage renamed into place after the check.
+        cache.store(&b, &component).unwrap();
+        let checked = cache.check(&b, &cache.path(&b)).unwrap().unwrap();
+        let garbage = dir.path().join("garbage");
+        std::fs::write(&garbage, b"not compiled code").unwrap();
+        std::fs::rename(&garbage, cache.path(&b)).unwrap();
+        // SAFETY: `checked` is what `store` wrote for this engine.
+        assert!(unsafe { deserialize_open(&engine, checked) }.is_ok());
+        assert!(cache.load(&engine, &b).is_none(), "the garbage passed");
         // A FIFO or a directory in the artifact's place: refused at once.
         std::fs::remove_file(cache.path(&b)).unwrap();
         let fifo =
