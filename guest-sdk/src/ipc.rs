@@ -73,27 +73,15 @@ pub fn decode_trusted(bytes: Vec<u8>) -> Result<Option<RecordBatch>, ArrowError>
     let mut decoder: Option<(FileDecoder, SchemaRef)> = None;
     let mut batches = Vec::new();
     let mut pos = 0usize;
-    while pos < bytes.len() {
-        let start = pos;
-        let mut len = read_u32(bytes, &mut pos)?;
-        if len == u32::MAX {
-            len = read_u32(bytes, &mut pos)?;
-        }
-        if len == 0 {
-            break;
-        }
-        let meta = take(bytes, &mut pos, len as usize, "message metadata")?;
-        let message = fb::root_as_message(meta)
-            .map_err(|e| ipc_error(format!("invalid message metadata: {e}")))?;
-        let body_len = usize::try_from(message.bodyLength())
-            .map_err(|_| ipc_error("negative message body length"))?;
-        take(bytes, &mut pos, body_len, "message body")?;
-        let block = fb::Block::new(
-            start as i64,
-            (pos - body_len - start) as i32,
-            body_len as i64,
-        );
-        let whole = data.slice_with_length(start, pos - start);
+    while let Some(Framed {
+        start,
+        meta,
+        message,
+        body,
+    }) = next_message(bytes, &mut pos)?
+    {
+        let block = fb::Block::new(start as i64, (body.start - start) as i32, body.len() as i64);
+        let whole = data.slice_with_length(start, body.end - start);
         match (message.header_type(), decoder.as_mut()) {
             (fb::MessageHeader::Schema, None) => {
                 let schema = trusted_schema(meta, message)?;
@@ -304,26 +292,7 @@ fn scan<'m>(
     let mut pos = 0usize;
     let mut schema: Option<SchemaRef> = None;
     let (mut rows, mut view_bytes) = (0u64, 0u64);
-    while pos < bytes.len() {
-        let mut len = read_u32(bytes, &mut pos)?;
-        if len == u32::MAX {
-            // Continuation marker, then the metadata length.
-            len = read_u32(bytes, &mut pos)?;
-        }
-        if len == 0 {
-            if pos != bytes.len() {
-                return Err(ipc_error("bytes after the end-of-stream marker"));
-            }
-            break;
-        }
-        let meta = take(bytes, &mut pos, len as usize, "message metadata")?;
-        let message = fb::root_as_message(meta)
-            .map_err(|e| ipc_error(format!("invalid message metadata: {e}")))?;
-        let body_len = usize::try_from(message.bodyLength())
-            .map_err(|_| ipc_error("negative message body length"))?;
-        let body_start = pos;
-        take(bytes, &mut pos, body_len, "message body")?;
-        let body = body_start..pos;
+    while let Some(Framed { message, body, .. }) = next_message(bytes, &mut pos)? {
         let version = message.version();
         if version.0 < fb::MetadataVersion::V4.0 || version.0 > fb::MetadataVersion::V5.0 {
             return Err(ipc_error(format!(
@@ -394,12 +363,54 @@ fn scan<'m>(
             }
         }
     }
+    if pos != bytes.len() {
+        return Err(ipc_error("bytes after the end-of-stream marker"));
+    }
     let schema = schema.ok_or_else(|| ipc_error("stream has no schema"))?;
     Ok(StreamSummary {
         schema,
         rows,
         view_bytes,
     })
+}
+
+/// One message of a stream, framed: where it starts, its metadata (parsed
+/// and verified) and the range of its body. Its contents are not checked.
+struct Framed<'m> {
+    start: usize,
+    meta: &'m [u8],
+    message: fb::Message<'m>,
+    body: Range<usize>,
+}
+
+/// The message at `*pos`, moving past it; `None` at the end of the bytes or
+/// at an end-of-stream marker (`*pos` then just past the marker).
+fn next_message<'m>(bytes: &'m [u8], pos: &mut usize) -> Result<Option<Framed<'m>>, ArrowError> {
+    if *pos >= bytes.len() {
+        return Ok(None);
+    }
+    let start = *pos;
+    let mut len = read_u32(bytes, pos)?;
+    if len == u32::MAX {
+        // Continuation marker, then the metadata length.
+        len = read_u32(bytes, pos)?;
+    }
+    if len == 0 {
+        return Ok(None);
+    }
+    let meta = take(bytes, pos, len as usize, "message metadata")?;
+    let message = fb::root_as_message(meta)
+        .map_err(|e| ipc_error(format!("invalid message metadata: {e}")))?;
+    let body_len = usize::try_from(message.bodyLength())
+        .map_err(|_| ipc_error("negative message body length"))?;
+    let body_start = *pos;
+    take(bytes, pos, body_len, "message body")?;
+    Ok(Some(Framed {
+        start,
+        meta,
+        message,
+        body: body_start..*pos,
+    }))
 }
 
 fn read_u32(bytes: &[u8], pos: &mut usize) -> Result<u32, ArrowError> {

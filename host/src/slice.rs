@@ -712,7 +712,7 @@ impl ResolvedSlice {
         input: &InputObject,
         in_memory_max: u64,
     ) -> Result<PrivateCopy, SliceError> {
-        private_copy(&self.store, input, self.check(input), in_memory_max)
+        private_copy(&self.store, input, self.check(input), in_memory_max, None)
     }
 
     /// The BLAKE3 pinning took of `input`, if `input` is still what was
@@ -870,28 +870,8 @@ fn hash_all(
         .collect()
 }
 
-/// [`private_copy`] that gives up (an error) once `stop` is set.
-fn private_copy_until(
-    store: &Store,
-    input: &InputObject,
-    check: Option<blake3::Hash>,
-    in_memory_max: u64,
-    stop: &Arc<std::sync::atomic::AtomicBool>,
-) -> Result<PrivateCopy, SliceError> {
-    STOP.with(|s| *s.borrow_mut() = Some(stop.clone()));
-    let r = private_copy(store, input, check, in_memory_max);
-    STOP.with(|s| *s.borrow_mut() = None);
-    r
-}
-
-thread_local! {
-    /// The stop flag of the copy this thread makes ahead, if any.
-    static STOP: std::cell::RefCell<Option<Arc<std::sync::atomic::AtomicBool>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// A private copy's destination: refuses more bytes once its reader is
-/// gone (see [`private_copy_until`]).
+/// A private copy's destination: refuses more bytes once `stop` is set
+/// (its reader is gone).
 struct Until<W>(W, Option<Arc<std::sync::atomic::AtomicBool>>);
 
 impl<W: Write> Write for Until<W> {
@@ -914,11 +894,13 @@ impl<W: Write> Write for Until<W> {
 /// next input's copy can be made on a thread of its own. With `check` (the
 /// BLAKE3 pinning took alongside the sha256), the copy goes through BLAKE3
 /// alone; a copy that differs is then hashed with sha256 too, to say how.
+/// A copy made ahead for a reader gives up once `stop` is set.
 fn private_copy(
     store: &Store,
     input: &InputObject,
     check: Option<blake3::Hash>,
     in_memory_max: u64,
+    stop: Option<&Arc<std::sync::atomic::AtomicBool>>,
 ) -> Result<PrivateCopy, SliceError> {
     let io = |e| SliceError::Io {
         path: input.path.clone(),
@@ -938,9 +920,8 @@ fn private_copy(
     } else {
         Hashes::sha256()
     };
-    let stop = STOP.with(|s| s.borrow().clone());
     let (mut copy, hashed, n) = if input.size <= in_memory_max {
-        let buf = Until(Vec::with_capacity(input.size as usize + 1), stop);
+        let buf = Until(Vec::with_capacity(input.size as usize + 1), stop.cloned());
         let (h, n, Until(buf, _)) = store
             .copy_through(&input.path, limit, buf, hashes)
             .map_err(gone)?;
@@ -995,18 +976,10 @@ impl PrivateCopy {
         match self {
             PrivateCopy::Memory(b) => Ok(Digest::of_bytes(b)),
             PrivateCopy::Disk(f) => {
-                let mut h = <sha2::Sha256 as sha2::Digest>::new();
                 f.seek(SeekFrom::Start(0))?;
-                let mut buf = vec![0u8; 1 << 20];
-                loop {
-                    let k = std::io::Read::read(f, &mut buf)?;
-                    if k == 0 {
-                        break;
-                    }
-                    sha2::Digest::update(&mut h, &buf[..k]);
-                }
+                let (digest, _) = Digest::of_reader(f)?;
                 f.seek(SeekFrom::Start(0))?;
-                Ok(Digest::from_sha256(h))
+                Ok(digest)
             }
         }
     }
@@ -1229,7 +1202,7 @@ impl SliceReader {
                         std::thread::Builder::new()
                             .name("idem-copy".into())
                             .spawn(move || {
-                                private_copy_until(&store, &next, check, IN_MEMORY_MAX, &stop)
+                                private_copy(&store, &next, check, IN_MEMORY_MAX, Some(&stop))
                             })
                     {
                         self.ahead = Some((self.next_input, made));
@@ -1794,8 +1767,15 @@ mod tests {
         let input = &slice.inputs[0];
         let reader = slice.reader(10).unwrap();
         let stop = reader.stop.clone();
-        let copy =
-            |stop| private_copy_until(&slice.store, input, slice.check(input), IN_MEMORY_MAX, stop);
+        let copy = |stop| {
+            private_copy(
+                &slice.store,
+                input,
+                slice.check(input),
+                IN_MEMORY_MAX,
+                Some(stop),
+            )
+        };
         assert!(copy(&stop).is_ok());
         drop(reader);
         assert!(stop.load(std::sync::atomic::Ordering::Relaxed));
