@@ -98,6 +98,17 @@ fn exec_streams_parquet_through_a_transform_and_prints_the_output_digest() {
     let (code, out, err) = common::idem(&args);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("rows:    20000 in,"), "{out}");
+    // Each input, hashed as it was read: its sha256 and its name, in order.
+    let inputs: Vec<&str> = out.lines().filter(|l| l.starts_with("input:")).collect();
+    assert_eq!(inputs.len(), files.len(), "{out}");
+    for (line, f) in inputs.iter().zip(&files) {
+        let (digest, _) = Digest::of_file(f).unwrap();
+        let name = f.file_name().unwrap().to_str().unwrap();
+        assert_eq!(
+            line.split_whitespace().collect::<Vec<_>>(),
+            ["input:", digest.as_str(), name]
+        );
+    }
     // The printed digest is the logical digest of what the file holds.
     let batches = read_parquet(&out_path);
     assert!(batches.iter().map(|b| b.num_rows()).sum::<usize>() > 0);

@@ -299,16 +299,49 @@ pub struct ResolvedSlice {
     /// The schema of a slice with no objects (an upstream slice whose
     /// committed output is empty): read as zero rows of it.
     pub empty_schema: Option<SchemaRef>,
+    /// How the private copies are proved.
+    pins: Pins,
+}
+
+/// How a slice's inputs are hashed.
+#[derive(Debug, Clone)]
+enum Pins {
+    /// Before anything runs, which a run key (and so a memo check) needs.
     /// Per input path, the sha256 and the BLAKE3 of the bytes pinned: a
     /// private copy is checked by BLAKE3 (~4x cheaper than sha256 again).
     /// An input changed by the caller since is checked by sha256.
-    checks: Arc<BTreeMap<String, (Digest, blake3::Hash)>>,
+    Before(Arc<BTreeMap<String, (Digest, blake3::Hash)>>),
+    /// As they are read ([`SliceReader::of_files`]): each private copy's
+    /// sha256 is taken on a thread of its own while the copy is decoded,
+    /// and is what [`InputsRead`] reports. The inputs' `digest`s are not
+    /// known (and never read) in this mode.
+    AsRead,
+}
+
+/// How one private copy is proved.
+#[derive(Debug, Clone, Copy)]
+enum Check {
+    /// Against the BLAKE3 pinning took.
+    Blake3(blake3::Hash),
+    /// Against the input's sha256 (an input changed by the caller).
+    Sha256,
+    /// Not here: hashed while it is decoded ([`Pins::AsRead`]).
+    AsRead,
 }
 
 impl ResolvedSlice {
     /// Pin an explicit list of files (paths or URLs, all on one store):
     /// names are taken relative to their common parent, sorted, and hashed.
     pub fn from_files(id: &str, files: &[impl AsRef<OsStr>]) -> Result<Self, SliceError> {
+        let (store, rels) = Self::locate_files(id, files)?;
+        Self::pin(id, store, rels, Vec::new())
+    }
+
+    /// The store `files` share and their names below their common parent.
+    fn locate_files(
+        id: &str,
+        files: &[impl AsRef<OsStr>],
+    ) -> Result<(Store, Vec<String>), SliceError> {
         validate_segment("slice id", id)?;
         let mut urls = Vec::with_capacity(files.len());
         for f in files {
@@ -351,7 +384,7 @@ impl ResolvedSlice {
                 )
             })?);
         }
-        Self::pin(id, store, rels, Vec::new())
+        Ok((store, rels))
     }
 
     /// Pin the hive partition `key=value` under `root` (a path or URL):
@@ -499,7 +532,40 @@ impl ResolvedSlice {
             constants: BTreeMap::new(),
             row_filter: None,
             empty_schema: None,
-            checks: Arc::new(checks),
+            pins: Pins::Before(Arc::new(checks)),
+        })
+    }
+
+    /// `files` listed with their sizes, not hashed: see [`Pins::AsRead`].
+    fn listed(id: &str, files: &[impl AsRef<OsStr>]) -> Result<Self, SliceError> {
+        let (store, mut rels) = Self::locate_files(id, files)?;
+        rels.sort();
+        rels.dedup();
+        let mut inputs = Vec::with_capacity(rels.len());
+        for rel in rels {
+            validate_relative_path(&rel)?;
+            let size = store
+                .size(&rel)?
+                .ok_or_else(|| SliceError::NotFound(store.url_of(&rel).to_string()))?;
+            inputs.push(InputObject {
+                path: rel,
+                size,
+                // Never read in this mode: the digest is taken as the copy
+                // is decoded, and reported by `InputsRead`.
+                digest: Digest::of_bytes(b""),
+            });
+        }
+        Ok(ResolvedSlice {
+            id: id.to_string(),
+            root: store.url().clone(),
+            store,
+            inputs,
+            skipped: Vec::new(),
+            constant_fields: Vec::new(),
+            constants: BTreeMap::new(),
+            row_filter: None,
+            empty_schema: None,
+            pins: Pins::AsRead,
         })
     }
 
@@ -631,6 +697,7 @@ impl ResolvedSlice {
             canonical: Default::default(),
             ahead: None,
             stop: Default::default(),
+            read: None,
             done: false,
         })
     }
@@ -715,13 +782,16 @@ impl ResolvedSlice {
         private_copy(&self.store, input, self.check(input), in_memory_max, None)
     }
 
-    /// The BLAKE3 pinning took of `input`, if `input` is still what was
-    /// pinned (same path, same sha256).
-    fn check(&self, input: &InputObject) -> Option<blake3::Hash> {
-        self.checks
-            .get(&input.path)
-            .filter(|(digest, _)| *digest == input.digest)
-            .map(|(_, check)| *check)
+    /// How `input`'s copy is proved: by the BLAKE3 pinning took, if `input`
+    /// is still what was pinned (same path, same sha256), else by sha256.
+    fn check(&self, input: &InputObject) -> Check {
+        match &self.pins {
+            Pins::AsRead => Check::AsRead,
+            Pins::Before(checks) => checks
+                .get(&input.path)
+                .filter(|(digest, _)| *digest == input.digest)
+                .map_or(Check::Sha256, |(_, check)| Check::Blake3(*check)),
+        }
     }
 
     /// A decoder over `copy`, the verified private copy of `input`, whose
@@ -891,14 +961,15 @@ impl<W: Write> Write for Until<W> {
 }
 
 /// [`ResolvedSlice::private_copy`] from `store`: a free function, so the
-/// next input's copy can be made on a thread of its own. With `check` (the
-/// BLAKE3 pinning took alongside the sha256), the copy goes through BLAKE3
-/// alone; a copy that differs is then hashed with sha256 too, to say how.
+/// next input's copy can be made on a thread of its own. With a BLAKE3
+/// `check` (taken by pinning alongside the sha256), the copy goes through
+/// BLAKE3 alone; a copy that differs is then hashed with sha256 too, to say
+/// how. A copy for [`Check::AsRead`] is not hashed here at all.
 /// A copy made ahead for a reader gives up once `stop` is set.
 fn private_copy(
     store: &Store,
     input: &InputObject,
-    check: Option<blake3::Hash>,
+    check: Check,
     in_memory_max: u64,
     stop: Option<&Arc<std::sync::atomic::AtomicBool>>,
 ) -> Result<PrivateCopy, SliceError> {
@@ -915,10 +986,10 @@ fn private_copy(
         },
         e => e.into(),
     };
-    let hashes = if check.is_some() {
-        Hashes::blake3()
-    } else {
-        Hashes::sha256()
+    let hashes = match check {
+        Check::Blake3(_) => Hashes::blake3(),
+        Check::Sha256 => Hashes::sha256(),
+        Check::AsRead => Hashes::none(),
     };
     let (mut copy, hashed, n) = if input.size <= in_memory_max {
         let buf = Until(Vec::with_capacity(input.size as usize + 1), stop.cloned());
@@ -944,14 +1015,19 @@ fn private_copy(
         } else {
             n.to_string()
         };
+        let when = match check {
+            Check::AsRead => "listed",
+            _ => "pinned",
+        };
         return Err(SliceError::Changed {
             path: input.path.clone(),
-            detail: format!("size {} pinned, {now} now", input.size),
+            detail: format!("size {} {when}, {now} now", input.size),
         });
     }
     let same = match (check, hashed.blake3, hashed.sha256) {
-        (Some(c), Some(b), _) => c == b.finalize(),
-        (_, _, Some(s)) => Digest::from_sha256(s) == input.digest,
+        (Check::AsRead, _, _) => true,
+        (Check::Blake3(c), Some(b), _) => c == b.finalize(),
+        (Check::Sha256, _, Some(s)) => Digest::from_sha256(s) == input.digest,
         _ => false,
     };
     if !same {
@@ -1068,7 +1144,122 @@ pub struct SliceReader {
     )>,
     /// Set when the reader is dropped: a copy being made ahead stops.
     stop: Arc<std::sync::atomic::AtomicBool>,
+    /// With [`Pins::AsRead`]: each copy's sha256, taken while it is decoded.
+    read: Option<InputsRead>,
     done: bool,
+}
+
+/// What a reader made by [`SliceReader::of_files`] has read: each input's
+/// path, size and the sha256 of exactly the bytes decoded, in read order.
+#[derive(Clone, Default)]
+pub struct InputsRead(Arc<std::sync::Mutex<Vec<Reading>>>);
+
+struct Reading {
+    path: String,
+    size: u64,
+    sha256: Hashing,
+}
+
+enum Hashing {
+    Running(std::thread::JoinHandle<std::io::Result<Digest>>),
+    Done(std::io::Result<Digest>),
+}
+
+impl Hashing {
+    /// Wait for a hash under way.
+    fn settle(&mut self) {
+        let pending = std::io::Error::other("never hashed");
+        *self = Hashing::Done(match std::mem::replace(self, Hashing::Done(Err(pending))) {
+            Hashing::Running(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("the thread hashing it panicked"))),
+            Hashing::Done(d) => d,
+        });
+    }
+}
+
+impl InputsRead {
+    /// Start hashing `copy`, `input`'s private copy, on a thread of its own
+    /// (in turn if none can be started). The hash before it is awaited
+    /// first, so at most one runs (it has had a whole file's decoding to
+    /// finish in) and at most one more copy is held for it.
+    fn start(&self, input: &InputObject, copy: &PrivateCopy) -> Result<(), SliceError> {
+        let job = || -> Result<Box<dyn FnOnce() -> std::io::Result<Digest> + Send>, SliceError> {
+            Ok(match copy {
+                PrivateCopy::Memory(b) => {
+                    let b = b.clone();
+                    Box::new(move || Ok(Digest::of_bytes(&b)))
+                }
+                // Read with pread: the decoder seeks the same open file.
+                PrivateCopy::Disk(f) => {
+                    let f = f.try_clone().map_err(|e| SliceError::Io {
+                        path: input.path.clone(),
+                        source: e,
+                    })?;
+                    Box::new(move || digest_at(&f))
+                }
+            })
+        };
+        let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(last) = list.last_mut() {
+            last.sha256.settle();
+        }
+        let sha256 = match std::thread::Builder::new()
+            .name("idem-hash".into())
+            .spawn(job()?)
+        {
+            Ok(h) => Hashing::Running(h),
+            Err(_) => Hashing::Done(job()?()),
+        };
+        list.push(Reading {
+            path: input.path.clone(),
+            size: input.size,
+            sha256,
+        });
+        Ok(())
+    }
+
+    /// The inputs read so far, in read order, once their digests are in.
+    pub fn finish(&self) -> Result<Vec<InputObject>, SliceError> {
+        let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        list.iter_mut()
+            .map(|r| {
+                r.sha256.settle();
+                let Hashing::Done(d) = &r.sha256 else {
+                    unreachable!("settled")
+                };
+                match d {
+                    Ok(digest) => Ok(InputObject {
+                        path: r.path.clone(),
+                        size: r.size,
+                        digest: digest.clone(),
+                    }),
+                    Err(e) => Err(SliceError::Io {
+                        path: r.path.clone(),
+                        source: std::io::Error::new(e.kind(), e.to_string()),
+                    }),
+                }
+            })
+            .collect()
+    }
+}
+
+/// The sha256 of the whole file `f`, read by position (its offset, shared
+/// with the decoder's handle, is not moved).
+fn digest_at(f: &File) -> std::io::Result<Digest> {
+    use sha2::Digest as _;
+    use std::os::unix::fs::FileExt;
+    let mut h = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0u64;
+    loop {
+        let k = f.read_at(&mut buf, at)?;
+        if k == 0 {
+            return Ok(Digest::from_sha256(h));
+        }
+        h.update(&buf[..k]);
+        at += k as u64;
+    }
 }
 
 impl Drop for SliceReader {
@@ -1217,6 +1408,9 @@ impl SliceReader {
                     })?,
                     _ => self.slice.private_copy(&input)?,
                 };
+                if let Some(read) = &self.read {
+                    read.start(&input, &copy)?;
+                }
                 let reader = self.slice.open(
                     &input,
                     copy,
@@ -1312,6 +1506,23 @@ impl Iterator for SliceReader {
 }
 
 impl SliceReader {
+    /// A reader over `files` (named as [`ResolvedSlice::from_files`] names
+    /// them) that hashes each file as it reads it, instead of pinning them
+    /// all before anything runs: one pass over the bytes, each copy's
+    /// sha256 taken while it is decoded. For a run that checks no record
+    /// against its inputs (`idem exec`); the [`InputsRead`] tells what was
+    /// read. A file whose size changed since it was listed is refused.
+    pub fn of_files(
+        id: &str,
+        files: &[impl AsRef<OsStr>],
+        batch_rows: usize,
+    ) -> Result<(SliceReader, InputsRead), SliceError> {
+        let mut reader = ResolvedSlice::listed(id, files)?.reader(batch_rows)?;
+        let read = InputsRead::default();
+        reader.read = Some(read.clone());
+        Ok((reader, read))
+    }
+
     /// Read ahead on a thread of its own, so Parquet decoding overlaps the
     /// guest: at most `depth` batches wait in between (memory stays O(batch)).
     pub fn prefetch(self, depth: usize) -> Prefetch {
@@ -1655,6 +1866,90 @@ mod tests {
         Ok(total)
     }
 
+    fn sum_of(reader: SliceReader) -> Result<i64, SliceError> {
+        let mut total = 0i64;
+        for b in reader {
+            let b = b?;
+            let col = b
+                .column(0)
+                .as_any()
+                .downcast_ref::<arrow::array::Int64Array>()
+                .unwrap();
+            total = col.values().iter().fold(total, |t, v| t.wrapping_add(*v));
+        }
+        Ok(total)
+    }
+
+    /// `idem exec`'s reader hashes each file as it reads it: what it
+    /// reports is each file's path, size and sha256, in read order, and it
+    /// decodes what a pinned reader decodes.
+    #[test]
+    fn an_as_read_reader_reports_what_it_read_in_one_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("b.parquet"), dir.path().join("a.parquet"));
+        let expected = plain_ints(&a, 100).wrapping_add(plain_ints(&b, 30));
+        let pinned = ResolvedSlice::from_files("s", &[&a, &b]).unwrap();
+        assert_eq!(sum_of(pinned.reader(7).unwrap()).unwrap(), expected);
+        let (reader, read) = SliceReader::of_files("s", &[&a, &b], 7).unwrap();
+        assert!(read.finish().unwrap().is_empty(), "nothing read yet");
+        assert_eq!(sum_of(reader).unwrap(), expected);
+        let inputs = read.finish().unwrap();
+        assert_eq!(inputs, pinned.inputs, "sorted, with their sizes and sha256");
+        assert_eq!(inputs[0].digest, Digest::of_file(&b).unwrap().0);
+    }
+
+    /// The digest an as-read reader reports is of the bytes it decoded:
+    /// a file rewritten between listing and reading is read, and reported,
+    /// as it is when its turn comes; one whose size changed is refused.
+    #[test]
+    fn an_as_read_reader_reports_a_rewrite_as_read_and_refuses_a_new_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.parquet"), dir.path().join("b.parquet"));
+        let expected = plain_ints(&a, 100).wrapping_add(plain_ints(&b, 100));
+        let listed = Digest::of_file(&b).unwrap().0;
+        let (reader, read) = SliceReader::of_files("s", &[&a, &b], 7).unwrap();
+        flip_a_value(&b);
+        let now = Digest::of_file(&b).unwrap().0;
+        assert_ne!(now, listed);
+        let got = sum_of(reader).unwrap();
+        assert_ne!(got, expected, "the rewritten values were decoded");
+        assert_eq!(read.finish().unwrap()[1].digest, now);
+
+        let (reader, read) = SliceReader::of_files("s", &[&a, &b], 7).unwrap();
+        plain_ints(&b, 101);
+        match sum_of(reader) {
+            Err(SliceError::Changed { path, detail }) => {
+                assert_eq!(path, "b.parquet");
+                assert!(detail.contains(" listed, "), "{detail}");
+            }
+            other => panic!("a file that grew was read: {other:?}"),
+        }
+        assert_eq!(read.finish().unwrap().len(), 1, "only a.parquet was read");
+    }
+
+    /// A copy on disk is hashed by position: the decoder's seeks on the
+    /// same open file do not move what is hashed, nor the other way round.
+    #[test]
+    fn a_disk_copy_is_hashed_without_moving_its_offset() {
+        let mut f = tempfile::tempfile().unwrap();
+        let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        f.write_all(&bytes).unwrap();
+        f.seek(SeekFrom::Start(12_345)).unwrap();
+        assert_eq!(digest_at(&f).unwrap(), Digest::of_bytes(&bytes));
+        assert_eq!(f.stream_position().unwrap(), 12_345);
+        let read = InputsRead::default();
+        let input = InputObject {
+            path: "x".into(),
+            size: bytes.len() as u64,
+            digest: Digest::of_bytes(b""),
+        };
+        read.start(&input, &PrivateCopy::Disk(f)).unwrap();
+        read.start(&input, &PrivateCopy::Memory(Bytes::from(bytes.clone())))
+            .unwrap();
+        let got = read.finish().unwrap();
+        assert!(got.iter().all(|i| i.digest == Digest::of_bytes(&bytes)));
+    }
+
     #[test]
     fn a_same_size_rewrite_after_pinning_is_refused_from_memory_and_disk_copies() {
         let dir = tempfile::tempdir().unwrap();
@@ -1794,17 +2089,17 @@ mod tests {
         let path = dir.path().join("a.parquet");
         plain_ints(&path, 100);
         let mut slice = ResolvedSlice::from_files("s", std::slice::from_ref(&path)).unwrap();
-        assert!(slice.check(&slice.inputs[0]).is_some());
+        assert!(matches!(slice.check(&slice.inputs[0]), Check::Blake3(_)));
         // Without a check, the copy is proved by sha256: the right digest
         // passes.
-        let checks = std::mem::take(&mut slice.checks);
-        assert!(slice.check(&slice.inputs[0]).is_none());
+        let pins = std::mem::replace(&mut slice.pins, Pins::Before(Default::default()));
+        assert!(matches!(slice.check(&slice.inputs[0]), Check::Sha256));
         slice
             .private_copy_with(&slice.inputs[0], IN_MEMORY_MAX)
             .unwrap();
-        slice.checks = checks;
+        slice.pins = pins;
         slice.inputs[0].digest = Digest::of_bytes(b"something else");
-        assert!(slice.check(&slice.inputs[0]).is_none());
+        assert!(matches!(slice.check(&slice.inputs[0]), Check::Sha256));
         match slice.private_copy_with(&slice.inputs[0], IN_MEMORY_MAX) {
             Err(SliceError::Changed { detail, .. }) => {
                 assert!(detail.starts_with("pinned sha256:"), "{detail}")

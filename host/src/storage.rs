@@ -805,6 +805,13 @@ impl Hashes {
             blake3: Some(blake3::Hasher::new()),
         }
     }
+    /// Neither: a copy hashed elsewhere (while it is decoded).
+    pub fn none() -> Self {
+        Hashes {
+            sha256: None,
+            blake3: None,
+        }
+    }
     fn update(&mut self, bytes: &[u8]) {
         if let Some(h) = &mut self.sha256 {
             h.update(bytes);
