@@ -109,8 +109,17 @@ fn exec_streams_parquet_through_a_transform_and_prints_the_output_digest() {
             ["input:", digest.as_str(), name]
         );
     }
+    // Snappy-compressed, as Delta data files and other engines' output are.
+    let meta = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&out_path).unwrap())
+        .unwrap()
+        .metadata()
+        .clone();
+    for rg in meta.row_groups() {
+        for c in rg.columns() {
+            assert_eq!(c.compression(), parquet::basic::Compression::SNAPPY);
+        }
+    }
     // The printed digest is the logical digest of what the file holds.
-    let batches = read_parquet(&out_path);
     assert!(batches.iter().map(|b| b.num_rows()).sum::<usize>() > 0);
     assert_eq!(
         field(&out, "output:"),

@@ -14,6 +14,19 @@ use arrow::datatypes::DataType;
 use parquet::file::properties::WriterPropertiesBuilder;
 use parquet::schema::types::ColumnPath;
 
+/// Rows per row group: what DuckDB writes (122,880) and Spark reads well.
+const ROW_GROUP_ROWS: usize = 128 * 1024;
+
+/// How every Parquet file idem writes is encoded (Delta and Iceberg data
+/// files, `idem exec`'s output), before its first batch [`tune`]s it:
+/// snappy-compressed, as Spark and DuckDB write by default and every engine
+/// reads, in row groups of [`ROW_GROUP_ROWS`].
+pub fn writer_properties() -> WriterPropertiesBuilder {
+    parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_compression(parquet::basic::Compression::SNAPPY)
+}
+
 /// Rows of the first batch looked at.
 const SAMPLE_ROWS: usize = 8192;
 /// Below this many rows a sample says little: the defaults stay.

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use arrow::datatypes::Schema;
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowWriter;
-use parquet::file::properties::WriterProperties;
 
 /// A Parquet file being written; nothing appears at the target path until
 /// [`ParquetOutput::commit`].
@@ -44,7 +43,7 @@ impl ParquetOutput {
                 .as_ref()
                 .ok_or_else(|| std::io::Error::other("output already committed"))?
                 .reopen()?;
-            let props = crate::encoding::tune(WriterProperties::builder(), first).build();
+            let props = crate::encoding::tune(crate::encoding::writer_properties(), first).build();
             self.writer = Some(
                 ArrowWriter::try_new(file, first.schema(), Some(props))
                     .map_err(std::io::Error::other)?,

@@ -940,26 +940,6 @@ fn hash_all(
         .collect()
 }
 
-/// A private copy's destination: refuses more bytes once `stop` is set
-/// (its reader is gone).
-struct Until<W>(W, Option<Arc<std::sync::atomic::AtomicBool>>);
-
-impl<W: Write> Write for Until<W> {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        if self
-            .1
-            .as_ref()
-            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
-        {
-            return Err(std::io::Error::other("the reader is gone"));
-        }
-        self.0.write(b)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush()
-    }
-}
-
 /// [`ResolvedSlice::private_copy`] from `store`: a free function, so the
 /// next input's copy can be made on a thread of its own. With a BLAKE3
 /// `check` (taken by pinning alongside the sha256), the copy goes through
@@ -992,10 +972,10 @@ fn private_copy(
         Check::AsRead => Hashes::none(),
     };
     let (mut copy, hashed, n) = if input.size <= in_memory_max {
-        let buf = Until(Vec::with_capacity(input.size as usize + 1), stop.cloned());
-        let (h, n, Until(buf, _)) = store
-            .copy_through(&input.path, limit, buf, hashes)
+        let (h, buf) = store
+            .read_through(&input.path, limit, hashes, stop.cloned())
             .map_err(gone)?;
+        let n = buf.len() as u64;
         (PrivateCopy::Memory(Bytes::from(buf)), h, n)
     } else {
         let tmp = tempfile::tempfile().map_err(|e| SliceError::Io {

@@ -22,6 +22,7 @@ use std::future::Future;
 use std::io::{Read, Write};
 use std::ops::Range;
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -717,6 +718,54 @@ impl Store {
         r.map_err(|e| self.fail("reading", rel, e))
     }
 
+    /// Read `rel` once, at most `limit` bytes, into memory through the
+    /// hashes `h` (a private copy that fits in memory). Locally the file is
+    /// read straight into the buffer a MiB at a time, each piece hashed
+    /// while it is in cache: one copy of the bytes, not two, into memory
+    /// asked for in huge pages (one page fault per 2 MiB, not per 4 KiB).
+    /// Gives up, with an error, once `stop` is set.
+    pub fn read_through(
+        &self,
+        rel: &str,
+        limit: u64,
+        mut h: Hashes,
+        stop: Option<Arc<AtomicBool>>,
+    ) -> Result<(Hashes, Vec<u8>), StorageError> {
+        let gone = || std::io::Error::other("the reader is gone");
+        let Some(root) = self.local_dir() else {
+            let to = Until(Vec::new(), stop);
+            let (h, _, Until(buf, _)) = self.copy_through(rel, limit, to, h)?;
+            return Ok((h, buf));
+        };
+        let path = self.local_file(&root, rel)?;
+        let io = io_error("reading", &path);
+        let f = File::open(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                StorageError::NotFound(path.display().to_string())
+            } else {
+                io(e)
+            }
+        })?;
+        let size = f.metadata().map_err(&io)?.len().min(limit) as usize;
+        let mut buf = Vec::with_capacity(size);
+        huge_pages(&mut buf);
+        let mut n = 0u64;
+        while n < limit {
+            if stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+                return Err(io(gone()));
+            }
+            let at = buf.len();
+            let piece = (limit - n).min(1 << 20);
+            let k = (&f).take(piece).read_to_end(&mut buf).map_err(&io)?;
+            if k == 0 {
+                break;
+            }
+            h.update(&buf[at..]);
+            n += k as u64;
+        }
+        Ok((h, buf))
+    }
+
     /// Prove that the store refuses to overwrite with a conditional PUT
     /// (what keeps two hosts from overwriting each other's Delta log
     /// entries): create a probe object twice under `_idem/probe/`; the
@@ -819,6 +868,44 @@ impl Hashes {
         if let Some(h) = &mut self.blake3 {
             h.update(bytes);
         }
+    }
+}
+
+/// Ask for `buf`'s spare capacity to be backed by transparent huge pages
+/// where the kernel offers them on request (`madvise` mode): a 17 MiB
+/// private copy then takes ~9 page faults instead of ~4,400. Only advice:
+/// it changes no contents, and failure (or another OS) changes nothing.
+fn huge_pages(buf: &mut Vec<u8>) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let spare = buf.spare_capacity_mut();
+        let start = spare.as_mut_ptr() as usize;
+        let end = start + spare.len();
+        let (from, to) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+        if to > from {
+            // SAFETY: [from, to) lies inside `buf`'s own allocation;
+            // MADV_HUGEPAGE only sets how its pages are backed.
+            unsafe {
+                libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+}
+
+/// A copy's destination that refuses more bytes once `stop` is set (its
+/// reader is gone).
+struct Until<W>(W, Option<Arc<AtomicBool>>);
+
+impl<W: Write> Write for Until<W> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.1.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+            return Err(std::io::Error::other("the reader is gone"));
+        }
+        self.0.write(b)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
     }
 }
 
@@ -1058,6 +1145,29 @@ mod tests {
             s.copy_hashed("nope", 5, Vec::new()),
             Err(StorageError::NotFound(_))
         ));
+        // Read into memory a MiB at a time: the same bytes, hashed, up to
+        // the limit, across piece boundaries.
+        let big: Vec<u8> = (0..(3 << 20) + 7).map(|i: u32| (i % 253) as u8).collect();
+        std::fs::write(d.path().join("big"), &big).unwrap();
+        for limit in [0, 5, 1 << 20, (3 << 20) + 7, (3 << 20) + 8, u64::MAX] {
+            let (h, buf) = s.read_through("big", limit, Hashes::both(), None).unwrap();
+            let want = &big[..big.len().min(limit as usize)];
+            assert!(buf == want, "limit {limit}");
+            assert_eq!(
+                Digest::from_sha256(h.sha256.unwrap()),
+                Digest::of_bytes(want)
+            );
+            assert_eq!(h.blake3.unwrap().finalize(), blake3::hash(want));
+        }
+        assert!(matches!(
+            s.read_through("nope", 5, Hashes::none(), None),
+            Err(StorageError::NotFound(_))
+        ));
+        let stopped = Arc::new(AtomicBool::new(true));
+        let Err(e) = s.read_through("big", u64::MAX, Hashes::none(), Some(stopped)) else {
+            panic!("a read went on for a dropped reader")
+        };
+        assert!(e.to_string().contains("the reader is gone"), "{e}");
         assert!(s.path("../x").is_err());
         s.put("sub/y", Bytes::from_static(b"yy")).unwrap();
         assert_eq!(s.get("sub/y").unwrap().unwrap().as_ref(), b"yy");

@@ -62,15 +62,9 @@ pub fn target_file_bytes() -> Result<u64, TableError> {
         ))),
     }
 }
-/// Rows per Parquet row group in data files.
-const ROW_GROUP_ROWS: usize = 128 * 1024;
-
-/// Data file encoding, before the output's first batch tunes it
-/// ([`crate::encoding`]).
+/// Data file encoding, before the output's first batch tunes it.
 fn writer_properties() -> deltalake::parquet::file::properties::WriterPropertiesBuilder {
-    deltalake::parquet::file::properties::WriterProperties::builder()
-        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-        .set_compression(deltalake::parquet::basic::Compression::SNAPPY)
+    crate::encoding::writer_properties()
 }
 
 /// Table property recording the commit mode every idem commit uses.
