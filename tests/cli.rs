@@ -120,6 +120,7 @@ fn exec_streams_parquet_through_a_transform_and_prints_the_output_digest() {
         }
     }
     // The printed digest is the logical digest of what the file holds.
+    let batches = read_parquet(&out_path);
     assert!(batches.iter().map(|b| b.num_rows()).sum::<usize>() > 0);
     assert_eq!(
         field(&out, "output:"),
