@@ -366,7 +366,7 @@ fn json_outputs_match_their_schemas() {
     let rejected = json("inspect", &["inspect", s(&clock)], 3);
     assert_eq!(rejected["admitted"], false);
     let file = format!("{}/date=2026-10-01/part-00000.parquet", s(&data));
-    json(
+    let exec = json(
         "exec",
         &[
             "exec",
@@ -378,6 +378,12 @@ fn json_outputs_match_their_schemas() {
             s(&dir.path().join("o.parquet")),
         ],
         0,
+    );
+    // Each input as it was read: its name, size and sha256.
+    let (digest, size) = idem::digest::Digest::of_file(std::path::Path::new(&file)).unwrap();
+    assert_eq!(
+        exec["inputs"],
+        serde_json::json!([{"path": "part-00000.parquet", "size": size, "digest": digest.as_str()}])
     );
     let table = dir.path().join("t");
     let run = run_args(s(&module), s(&data), s(&table), &[]);

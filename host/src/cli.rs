@@ -247,7 +247,11 @@ pub fn exec(a: ExecArgs, out: Out) -> Result<ExitCode> {
     let staging = tempfile::Builder::new()
         .prefix(".idem-")
         .tempdir_in(out_dir)?;
-    let stager = idem::output::Stager::spawn(staging.path().join("output.parquet"), 4)?;
+    let stager = idem::output::Stager::spawn(
+        staging.path().join("output.parquet"),
+        4,
+        idem::output::Purpose::Delivered,
+    )?;
     let mut instance = sandbox.instantiate(&module)?;
     let progress = idem::progress::rows("running", None);
     let batches = |declared: &idem::execute::Declared| {

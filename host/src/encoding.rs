@@ -14,13 +14,14 @@ use arrow::datatypes::DataType;
 use parquet::file::properties::WriterPropertiesBuilder;
 use parquet::schema::types::ColumnPath;
 
-/// Rows per row group: what DuckDB writes (122,880) and Spark reads well.
+/// Rows per row group (DuckDB's default is 122,880).
 const ROW_GROUP_ROWS: usize = 128 * 1024;
 
 /// How every Parquet file idem writes is encoded (Delta and Iceberg data
 /// files, `idem exec`'s output), before its first batch [`tune`]s it:
 /// snappy-compressed, as Spark and DuckDB write by default and every engine
-/// reads, in row groups of [`ROW_GROUP_ROWS`].
+/// reads, in row groups of [`ROW_GROUP_ROWS`]. (A run's staged output,
+/// read back once, is written uncompressed: [`crate::output::Purpose`].)
 pub fn writer_properties() -> WriterPropertiesBuilder {
     parquet::file::properties::WriterProperties::builder()
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))

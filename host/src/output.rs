@@ -7,17 +7,34 @@ use arrow::datatypes::Schema;
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowWriter;
 
+/// What a Parquet file is written for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Kept (`idem exec`'s output): encoded as every file idem delivers
+    /// ([`crate::encoding::writer_properties`], snappy).
+    Delivered,
+    /// Read back once and rewritten (a run's staged output):
+    /// uncompressed, the cheapest to write and to read back.
+    Scratch,
+}
+
 /// A Parquet file being written; nothing appears at the target path until
 /// [`ParquetOutput::commit`].
 pub struct ParquetOutput {
     target: PathBuf,
     tmp: Option<tempfile::NamedTempFile>,
     writer: Option<ArrowWriter<std::fs::File>>,
+    purpose: Purpose,
 }
 
 impl ParquetOutput {
-    /// Prepare to write `target`.
+    /// Prepare to write `target`, to be kept.
     pub fn new(target: &Path) -> std::io::Result<Self> {
+        Self::for_purpose(target, Purpose::Delivered)
+    }
+
+    /// Prepare to write `target` for `purpose`.
+    pub fn for_purpose(target: &Path, purpose: Purpose) -> std::io::Result<Self> {
         let dir = target
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -31,6 +48,7 @@ impl ParquetOutput {
             target: target.to_path_buf(),
             tmp: Some(tmp),
             writer: None,
+            purpose,
         })
     }
 
@@ -43,7 +61,11 @@ impl ParquetOutput {
                 .as_ref()
                 .ok_or_else(|| std::io::Error::other("output already committed"))?
                 .reopen()?;
-            let props = crate::encoding::tune(crate::encoding::writer_properties(), first).build();
+            let mut props = crate::encoding::writer_properties();
+            if self.purpose == Purpose::Scratch {
+                props = props.set_compression(parquet::basic::Compression::UNCOMPRESSED);
+            }
+            let props = crate::encoding::tune(props, first).build();
             self.writer = Some(
                 ArrowWriter::try_new(file, first.schema(), Some(props))
                     .map_err(std::io::Error::other)?,
@@ -93,11 +115,11 @@ pub struct Stager {
 
 impl Stager {
     /// Start a writer thread that writes every batch it is sent to `path`
-    /// (through a [`ParquetOutput`], so nothing is at `path` unless it
-    /// finished).
-    pub fn spawn(path: PathBuf, depth: usize) -> std::io::Result<Self> {
+    /// (through a [`ParquetOutput`] for `purpose`, so nothing is at `path`
+    /// unless it finished).
+    pub fn spawn(path: PathBuf, depth: usize, purpose: Purpose) -> std::io::Result<Self> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<RecordBatch>(depth.max(1));
-        let mut out = ParquetOutput::new(&path)?;
+        let mut out = ParquetOutput::for_purpose(&path, purpose)?;
         let handle = std::thread::Builder::new()
             .name("idem-stage".into())
             .spawn(move || {
@@ -134,6 +156,44 @@ impl Stager {
             Some(Ok(r)) => r,
             Some(Err(_)) => Err(std::io::Error::other("the staging writer panicked")),
             None => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::Int64Array;
+    use arrow::datatypes::{DataType, Field};
+    use parquet::basic::Compression;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+
+    use super::*;
+
+    /// A delivered file is snappy-compressed, as every file idem delivers;
+    /// a staged one, read back once, is not compressed.
+    #[test]
+    fn delivered_files_are_snappy_and_scratch_files_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![Arc::new(Int64Array::from_iter_values(0..5000))],
+        )
+        .unwrap();
+        for (purpose, want) in [
+            (Purpose::Delivered, Compression::SNAPPY),
+            (Purpose::Scratch, Compression::UNCOMPRESSED),
+        ] {
+            let stager =
+                Stager::spawn(dir.path().join(format!("{purpose:?}")), 2, purpose).unwrap();
+            stager.send(&batch).unwrap();
+            let path = stager.finish().unwrap().unwrap();
+            let file = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+            let rg = file.metadata().row_group(0);
+            assert_eq!(rg.num_rows(), 5000);
+            assert_eq!(rg.column(0).compression(), want, "{purpose:?}");
         }
     }
 }

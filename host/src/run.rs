@@ -14,7 +14,7 @@ use crate::execute::{ExecError, Transformer, execute};
 use crate::manifest::{
     FORMAT, Manifest, ManifestError, RunResult, RunSpec, SliceRecord, TargetRecord, canonical_json,
 };
-use crate::output::Stager;
+use crate::output::{Purpose, Stager};
 use crate::sandbox::{GuestContext, Sandbox, SandboxError};
 use crate::slice::{ResolvedSlice, SliceError};
 use crate::table::{CommitOutcome, CommitRequest, KeyChecker, Mode, SliceState, Table, TableError};
@@ -734,12 +734,11 @@ impl Run {
                         what: "creating a staging directory".into(),
                         source: e,
                     })?;
-                let stager = Stager::spawn(dir.path().join("output.parquet"), 4).map_err(|e| {
-                    RunError::Io {
+                let stager = Stager::spawn(dir.path().join("output.parquet"), 4, Purpose::Scratch)
+                    .map_err(|e| RunError::Io {
                         what: "starting the staging writer".into(),
                         source: e,
-                    }
-                })?;
+                    })?;
                 _staging = Some(dir);
                 Landing::Staged(stager)
             };

@@ -87,7 +87,7 @@ pub enum SliceError {
     },
     /// An object changed between resolving and reading.
     #[error(
-        "input `{path}` changed while the run was reading it ({detail}); rerun to pin the new version"
+        "input `{path}` changed while the run was reading it ({detail}); rerun to read the new version"
     )]
     Changed {
         /// The object.
@@ -316,6 +316,16 @@ enum Pins {
     /// and is what [`InputsRead`] reports. The inputs' `digest`s are not
     /// known (and never read) in this mode.
     AsRead,
+}
+
+impl Pins {
+    /// When the inputs' sizes were taken, in an error's words.
+    fn when(&self) -> &'static str {
+        match self {
+            Pins::Before(_) => "pinned",
+            Pins::AsRead => "listed",
+        }
+    }
 }
 
 /// How one private copy is proved.
@@ -698,6 +708,7 @@ impl ResolvedSlice {
             ahead: None,
             stop: Default::default(),
             read: None,
+            in_memory_max: IN_MEMORY_MAX,
             done: false,
         })
     }
@@ -738,7 +749,7 @@ impl ResolvedSlice {
         if len != input.size {
             return Err(SliceError::Changed {
                 path: input.path.clone(),
-                detail: format!("size {} pinned, {} now", input.size, len),
+                detail: format!("size {} {}, {} now", input.size, self.pins.when(), len),
             });
         }
         if len < 12 {
@@ -767,13 +778,9 @@ impl ResolvedSlice {
         Ok(Arc::new(schema))
     }
 
-    /// Read the input once through sha256 into a private copy (memory up to
-    /// [`IN_MEMORY_MAX`], else an anonymous temporary file) and check the
-    /// digest: what is decoded afterwards is exactly what was pinned.
-    fn private_copy(&self, input: &InputObject) -> Result<PrivateCopy, SliceError> {
-        self.private_copy_with(input, IN_MEMORY_MAX)
-    }
-
+    /// Read the input once into a private copy (memory up to
+    /// `in_memory_max`, else an anonymous temporary file) and check it
+    /// ([`Check`]): what is decoded afterwards is exactly what was pinned.
     fn private_copy_with(
         &self,
         input: &InputObject,
@@ -1126,13 +1133,23 @@ pub struct SliceReader {
     stop: Arc<std::sync::atomic::AtomicBool>,
     /// With [`Pins::AsRead`]: each copy's sha256, taken while it is decoded.
     read: Option<InputsRead>,
+    /// Inputs up to this size are copied into memory (and made ahead),
+    /// larger ones into a temporary file: [`IN_MEMORY_MAX`] but in tests.
+    in_memory_max: u64,
     done: bool,
 }
 
 /// What a reader made by [`SliceReader::of_files`] has read: each input's
 /// path, size and the sha256 of exactly the bytes decoded, in read order.
 #[derive(Clone, Default)]
-pub struct InputsRead(Arc<std::sync::Mutex<Vec<Reading>>>);
+pub struct InputsRead(Arc<std::sync::Mutex<ReadSoFar>>);
+
+#[derive(Default)]
+struct ReadSoFar {
+    inputs: Vec<Reading>,
+    /// The reader reached the slice's end.
+    whole: bool,
+}
 
 struct Reading {
     path: String,
@@ -1159,10 +1176,23 @@ impl Hashing {
 }
 
 impl InputsRead {
+    /// Wait for the hash under way, if any: called before the next copy is
+    /// started, so at most two copies exist at once (the one decoded and
+    /// hashed, the next one being made), as for a pinned slice.
+    fn settle(&self) {
+        let mut read = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(last) = read.inputs.last_mut() {
+            last.sha256.settle();
+        }
+    }
+
+    /// The reader reached the slice's end.
+    fn read_whole(&self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).whole = true;
+    }
+
     /// Start hashing `copy`, `input`'s private copy, on a thread of its own
-    /// (in turn if none can be started). The hash before it is awaited
-    /// first, so at most one runs (it has had a whole file's decoding to
-    /// finish in) and at most one more copy is held for it.
+    /// (in turn if none can be started), while it is decoded.
     fn start(&self, input: &InputObject, copy: &PrivateCopy) -> Result<(), SliceError> {
         let job = || -> Result<Box<dyn FnOnce() -> std::io::Result<Digest> + Send>, SliceError> {
             Ok(match copy {
@@ -1180,10 +1210,7 @@ impl InputsRead {
                 }
             })
         };
-        let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(last) = list.last_mut() {
-            last.sha256.settle();
-        }
+        self.settle();
         let sha256 = match std::thread::Builder::new()
             .name("idem-hash".into())
             .spawn(job()?)
@@ -1191,7 +1218,8 @@ impl InputsRead {
             Ok(h) => Hashing::Running(h),
             Err(_) => Hashing::Done(job()?()),
         };
-        list.push(Reading {
+        let mut read = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        read.inputs.push(Reading {
             path: input.path.clone(),
             size: input.size,
             sha256,
@@ -1199,10 +1227,22 @@ impl InputsRead {
         Ok(())
     }
 
-    /// The inputs read so far, in read order, once their digests are in.
+    /// Every input, in read order, with the sha256 of the bytes decoded,
+    /// once the reader has read the whole slice (an error before that: a
+    /// run that stopped early did not read what its slice names).
     pub fn finish(&self) -> Result<Vec<InputObject>, SliceError> {
-        let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        list.iter_mut()
+        let mut read = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !read.whole {
+            return Err(SliceError::Io {
+                path: "(the slice)".into(),
+                source: std::io::Error::other(format!(
+                    "not read to its end ({} inputs started)",
+                    read.inputs.len()
+                )),
+            });
+        }
+        read.inputs
+            .iter_mut()
             .map(|r| {
                 r.sha256.settle();
                 let Hashing::Done(d) = &r.sha256 else {
@@ -1340,6 +1380,9 @@ impl SliceReader {
         while !self.coalescer.has_completed_batch() {
             if self.current.is_none() {
                 if self.next_input == self.slice.inputs.len() {
+                    if let Some(read) = &self.read {
+                        read.read_whole();
+                    }
                     self.coalescer
                         .finish_buffered_batch()
                         .map_err(|e| SliceError::Malformed {
@@ -1359,22 +1402,23 @@ impl SliceReader {
                 // a reader dropped midway stops it (`Drop`). If no thread
                 // can be started, the copy is made in turn instead.
                 let this = self.ahead.take();
+                if let Some(read) = &self.read {
+                    read.settle();
+                }
+                let max = self.in_memory_max;
                 if let Some(next) = self
                     .slice
                     .inputs
                     .get(self.next_input)
-                    .filter(|next| next.size <= IN_MEMORY_MAX)
+                    .filter(|next| next.size <= max)
                     .cloned()
                 {
                     let store = self.slice.store.clone();
                     let check = self.slice.check(&next);
                     let stop = self.stop.clone();
-                    if let Ok(made) =
-                        std::thread::Builder::new()
-                            .name("idem-copy".into())
-                            .spawn(move || {
-                                private_copy(&store, &next, check, IN_MEMORY_MAX, Some(&stop))
-                            })
+                    if let Ok(made) = std::thread::Builder::new()
+                        .name("idem-copy".into())
+                        .spawn(move || private_copy(&store, &next, check, max, Some(&stop)))
                     {
                         self.ahead = Some((self.next_input, made));
                     }
@@ -1386,7 +1430,7 @@ impl SliceReader {
                             source: std::io::Error::other("the thread copying it panicked"),
                         })
                     })?,
-                    _ => self.slice.private_copy(&input)?,
+                    _ => self.slice.private_copy_with(&input, max)?,
                 };
                 if let Some(read) = &self.read {
                     read.start(&input, &copy)?;
@@ -1846,16 +1890,19 @@ mod tests {
         Ok(total)
     }
 
+    fn sum_of_batch(b: &RecordBatch) -> i64 {
+        let col = b
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap();
+        col.values().iter().fold(0, |t, v| t.wrapping_add(*v))
+    }
+
     fn sum_of(reader: SliceReader) -> Result<i64, SliceError> {
         let mut total = 0i64;
         for b in reader {
-            let b = b?;
-            let col = b
-                .column(0)
-                .as_any()
-                .downcast_ref::<arrow::array::Int64Array>()
-                .unwrap();
-            total = col.values().iter().fold(total, |t, v| t.wrapping_add(*v));
+            total = total.wrapping_add(sum_of_batch(&b?));
         }
         Ok(total)
     }
@@ -1870,12 +1917,17 @@ mod tests {
         let expected = plain_ints(&a, 100).wrapping_add(plain_ints(&b, 30));
         let pinned = ResolvedSlice::from_files("s", &[&a, &b]).unwrap();
         assert_eq!(sum_of(pinned.reader(7).unwrap()).unwrap(), expected);
-        let (reader, read) = SliceReader::of_files("s", &[&a, &b], 7).unwrap();
-        assert!(read.finish().unwrap().is_empty(), "nothing read yet");
-        assert_eq!(sum_of(reader).unwrap(), expected);
-        let inputs = read.finish().unwrap();
-        assert_eq!(inputs, pinned.inputs, "sorted, with their sizes and sha256");
-        assert_eq!(inputs[0].digest, Digest::of_file(&b).unwrap().0);
+        // In memory, and through temporary files (hashed by position while
+        // the decoder seeks the same file).
+        for in_memory_max in [IN_MEMORY_MAX, 0] {
+            let (mut reader, read) = SliceReader::of_files("s", &[&a, &b], 7).unwrap();
+            reader.in_memory_max = in_memory_max;
+            assert!(read.finish().is_err(), "nothing read yet");
+            assert_eq!(sum_of(reader).unwrap(), expected);
+            let inputs = read.finish().unwrap();
+            assert_eq!(inputs, pinned.inputs, "sorted, with their sizes and sha256");
+            assert_eq!(inputs[0].digest, Digest::of_file(&b).unwrap().0);
+        }
     }
 
     /// The digest an as-read reader reports is of the bytes it decoded:
@@ -1895,6 +1947,20 @@ mod tests {
         assert_ne!(got, expected, "the rewritten values were decoded");
         assert_eq!(read.finish().unwrap()[1].digest, now);
 
+        // Rewritten once its copy is made (its first rows are out: batch 15
+        // of 7 rows holds a's last 2 and b's first 5): what was decoded and
+        // reported is the copy, the old bytes, not the file as it is now.
+        plain_ints(&b, 100);
+        let (mut reader, read) = SliceReader::of_files("s", &[&a, &b], 7).unwrap();
+        let mut total = 0i64;
+        for _ in 0..15 {
+            total = total.wrapping_add(sum_of_batch(&reader.next().unwrap().unwrap()));
+        }
+        flip_a_value(&b);
+        total = total.wrapping_add(sum_of(reader).unwrap());
+        assert_eq!(total, expected, "the copy's values, not the rewrite's");
+        assert_eq!(read.finish().unwrap()[1].digest, listed);
+
         let (reader, read) = SliceReader::of_files("s", &[&a, &b], 7).unwrap();
         plain_ints(&b, 101);
         match sum_of(reader) {
@@ -1904,7 +1970,8 @@ mod tests {
             }
             other => panic!("a file that grew was read: {other:?}"),
         }
-        assert_eq!(read.finish().unwrap().len(), 1, "only a.parquet was read");
+        let e = read.finish().unwrap_err().to_string();
+        assert!(e.contains("not read to its end (1 inputs started)"), "{e}");
     }
 
     /// A copy on disk is hashed by position: the decoder's seeks on the
@@ -1923,9 +1990,12 @@ mod tests {
             size: bytes.len() as u64,
             digest: Digest::of_bytes(b""),
         };
+        let mut f2 = f.try_clone().unwrap();
         read.start(&input, &PrivateCopy::Disk(f)).unwrap();
         read.start(&input, &PrivateCopy::Memory(Bytes::from(bytes.clone())))
             .unwrap();
+        assert_eq!(f2.stream_position().unwrap(), 12_345);
+        read.read_whole();
         let got = read.finish().unwrap();
         assert!(got.iter().all(|i| i.digest == Digest::of_bytes(&bytes)));
     }
@@ -1971,7 +2041,7 @@ mod tests {
         }
         let e = sum(&slice).unwrap_err();
         assert!(
-            e.to_string().contains("rerun to pin the new version"),
+            e.to_string().contains("rerun to read the new version"),
             "{e}"
         );
         // The flipped file still decodes: without the digest check the run

@@ -718,13 +718,13 @@ impl Store {
         r.map_err(|e| self.fail("reading", rel, e))
     }
 
-    /// Read `rel` once, at most `limit` bytes, into memory through the
-    /// hashes `h` (a private copy that fits in memory). Locally the file is
-    /// read straight into the buffer a MiB at a time, each piece hashed
-    /// while it is in cache: one copy of the bytes, not two, into memory
+    /// Read `rel` once, at most `limit` bytes (the expected size + 1, to
+    /// tell growth), into memory, then through the hashes `h` (a private
+    /// copy that fits in memory). Locally the file is read straight into a
+    /// buffer of its size: one copy of the bytes, not two, into memory
     /// asked for in huge pages (one page fault per 2 MiB, not per 4 KiB).
-    /// Gives up, with an error, once `stop` is set.
-    pub fn read_through(
+    /// Refuses to start once `stop` is set.
+    pub(crate) fn read_through(
         &self,
         rel: &str,
         limit: u64,
@@ -732,8 +732,10 @@ impl Store {
         stop: Option<Arc<AtomicBool>>,
     ) -> Result<(Hashes, Vec<u8>), StorageError> {
         let gone = || std::io::Error::other("the reader is gone");
+        // Never more up front than a private copy in memory can be.
+        const MOST: u64 = 1 << 30;
         let Some(root) = self.local_dir() else {
-            let to = Until(Vec::new(), stop);
+            let to = Until(Vec::with_capacity(limit.min(MOST) as usize), stop);
             let (h, _, Until(buf, _)) = self.copy_through(rel, limit, to, h)?;
             return Ok((h, buf));
         };
@@ -746,23 +748,14 @@ impl Store {
                 io(e)
             }
         })?;
-        let size = f.metadata().map_err(&io)?.len().min(limit) as usize;
-        let mut buf = Vec::with_capacity(size);
-        huge_pages(&mut buf);
-        let mut n = 0u64;
-        while n < limit {
-            if stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
-                return Err(io(gone()));
-            }
-            let at = buf.len();
-            let piece = (limit - n).min(1 << 20);
-            let k = (&f).take(piece).read_to_end(&mut buf).map_err(&io)?;
-            if k == 0 {
-                break;
-            }
-            h.update(&buf[at..]);
-            n += k as u64;
+        if stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+            return Err(io(gone()));
         }
+        let size = f.metadata().map_err(&io)?.len().min(limit).min(MOST);
+        let mut buf = Vec::with_capacity(size as usize);
+        huge_pages(&mut buf);
+        (&f).take(limit).read_to_end(&mut buf).map_err(&io)?;
+        h.update(&buf);
         Ok((h, buf))
     }
 
@@ -875,6 +868,9 @@ impl Hashes {
 /// where the kernel offers them on request (`madvise` mode): a 17 MiB
 /// private copy then takes ~9 page faults instead of ~4,400. Only advice:
 /// it changes no contents, and failure (or another OS) changes nothing.
+/// (Memory malloc keeps in its heap after a free keeps the advice; under
+/// memory pressure a fault may wait for compaction, per the machine's THP
+/// `defrag` setting.)
 fn huge_pages(buf: &mut Vec<u8>) {
     #[cfg(target_os = "linux")]
     {
