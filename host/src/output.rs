@@ -13,8 +13,9 @@ pub enum Purpose {
     /// Kept (`idem exec`'s output): encoded as every file idem delivers
     /// ([`crate::encoding::writer_properties`], snappy).
     Delivered,
-    /// Read back once and rewritten (a run's staged output):
-    /// uncompressed, the cheapest to write and to read back.
+    /// Read back by the commit (and an audit) and rewritten into data
+    /// files (a run's staged output): uncompressed, the cheapest to write
+    /// and to read back.
     Scratch,
 }
 

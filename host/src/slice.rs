@@ -709,6 +709,8 @@ impl ResolvedSlice {
             stop: Default::default(),
             read: None,
             in_memory_max: IN_MEMORY_MAX,
+            #[cfg(test)]
+            hashing_at_copy: 0,
             done: false,
         })
     }
@@ -952,7 +954,9 @@ fn hash_all(
 /// `check` (taken by pinning alongside the sha256), the copy goes through
 /// BLAKE3 alone; a copy that differs is then hashed with sha256 too, to say
 /// how. A copy for [`Check::AsRead`] is not hashed here at all.
-/// A copy made ahead for a reader gives up once `stop` is set.
+/// A copy made ahead for a reader is not started once `stop` is set (one
+/// under way runs to its end: at most [`IN_MEMORY_MAX`]). Hashes taken as
+/// read run to their end too: in `idem exec`, the process ends with them.
 fn private_copy(
     store: &Store,
     input: &InputObject,
@@ -1136,6 +1140,9 @@ pub struct SliceReader {
     /// Inputs up to this size are copied into memory (and made ahead),
     /// larger ones into a temporary file: [`IN_MEMORY_MAX`] but in tests.
     in_memory_max: u64,
+    /// The most hashes still under way when a copy was started.
+    #[cfg(test)]
+    hashing_at_copy: usize,
     done: bool,
 }
 
@@ -1184,6 +1191,16 @@ impl InputsRead {
         if let Some(last) = read.inputs.last_mut() {
             last.sha256.settle();
         }
+    }
+
+    /// How many hashes have not been awaited.
+    #[cfg(test)]
+    fn running(&self) -> usize {
+        let read = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        read.inputs
+            .iter()
+            .filter(|r| matches!(r.sha256, Hashing::Running(_)))
+            .count()
     }
 
     /// The reader reached the slice's end.
@@ -1380,15 +1397,15 @@ impl SliceReader {
         while !self.coalescer.has_completed_batch() {
             if self.current.is_none() {
                 if self.next_input == self.slice.inputs.len() {
-                    if let Some(read) = &self.read {
-                        read.read_whole();
-                    }
                     self.coalescer
                         .finish_buffered_batch()
                         .map_err(|e| SliceError::Malformed {
                             path: "(end of slice)".into(),
                             detail: e.to_string(),
                         })?;
+                    if let Some(read) = &self.read {
+                        read.read_whole();
+                    }
                     self.done = true;
                     return Ok(());
                 }
@@ -1404,6 +1421,10 @@ impl SliceReader {
                 let this = self.ahead.take();
                 if let Some(read) = &self.read {
                     read.settle();
+                    #[cfg(test)]
+                    {
+                        self.hashing_at_copy = self.hashing_at_copy.max(read.running());
+                    }
                 }
                 let max = self.in_memory_max;
                 if let Some(next) = self
@@ -1923,7 +1944,14 @@ mod tests {
             let (mut reader, read) = SliceReader::of_files("s", &[&a, &b], 7).unwrap();
             reader.in_memory_max = in_memory_max;
             assert!(read.finish().is_err(), "nothing read yet");
-            assert_eq!(sum_of(reader).unwrap(), expected);
+            let mut total = 0i64;
+            for batch in reader.by_ref() {
+                total = total.wrapping_add(sum_of_batch(&batch.unwrap()));
+            }
+            assert_eq!(total, expected);
+            // Each hash was awaited before the next copy started: at most
+            // two copies at once (the one decoded and hashed, the next).
+            assert_eq!(reader.hashing_at_copy, 0);
             let inputs = read.finish().unwrap();
             assert_eq!(inputs, pinned.inputs, "sorted, with their sizes and sha256");
             assert_eq!(inputs[0].digest, Digest::of_file(&b).unwrap().0);

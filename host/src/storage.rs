@@ -723,7 +723,8 @@ impl Store {
     /// copy that fits in memory). Locally the file is read straight into a
     /// buffer of its size: one copy of the bytes, not two, into memory
     /// asked for in huge pages (one page fault per 2 MiB, not per 4 KiB).
-    /// Refuses to start once `stop` is set.
+    /// Refuses to start once `stop` is set (a read under way runs to its
+    /// end).
     pub(crate) fn read_through(
         &self,
         rel: &str,
@@ -1141,8 +1142,7 @@ mod tests {
             s.copy_hashed("nope", 5, Vec::new()),
             Err(StorageError::NotFound(_))
         ));
-        // Read into memory a MiB at a time: the same bytes, hashed, up to
-        // the limit, across piece boundaries.
+        // Read into memory: the same bytes, hashed, up to the limit.
         let big: Vec<u8> = (0..(3 << 20) + 7).map(|i: u32| (i % 253) as u8).collect();
         std::fs::write(d.path().join("big"), &big).unwrap();
         for limit in [0, 5, 1 << 20, (3 << 20) + 7, (3 << 20) + 8, u64::MAX] {
