@@ -670,15 +670,8 @@ impl Store {
         mut h: Hashes,
     ) -> Result<(Hashes, u64, W), StorageError> {
         if let Some(root) = self.local_dir() {
-            let path = self.local_file(&root, rel)?;
+            let (f, path) = self.open_local(&root, rel)?;
             let io = io_error("reading", &path);
-            let f = File::open(&path).map_err(|e| {
-                if e.kind() == std::io::ErrorKind::NotFound {
-                    StorageError::NotFound(path.display().to_string())
-                } else {
-                    io(e)
-                }
-            })?;
             let mut src = f.take(limit);
             let mut buf = vec![0u8; 1 << 20];
             let mut n = 0u64;
@@ -718,6 +711,18 @@ impl Store {
         r.map_err(|e| self.fail("reading", rel, e))
     }
 
+    /// The local file `rel` below `root`, open for reading, and its path.
+    fn open_local(&self, root: &Path, rel: &str) -> Result<(File, PathBuf), StorageError> {
+        let path = self.local_file(root, rel)?;
+        match File::open(&path) {
+            Ok(f) => Ok((f, path)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(StorageError::NotFound(path.display().to_string()))
+            }
+            Err(e) => Err(io_error("reading", &path)(e)),
+        }
+    }
+
     /// Read `rel` once, at most `limit` bytes (the expected size + 1, to
     /// tell growth), into memory, then through the hashes `h` (a private
     /// copy that fits in memory). Locally the file is read straight into a
@@ -740,15 +745,8 @@ impl Store {
             let (h, _, Until(buf, _)) = self.copy_through(rel, limit, to, h)?;
             return Ok((h, buf));
         };
-        let path = self.local_file(&root, rel)?;
+        let (f, path) = self.open_local(&root, rel)?;
         let io = io_error("reading", &path);
-        let f = File::open(&path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                StorageError::NotFound(path.display().to_string())
-            } else {
-                io(e)
-            }
-        })?;
         if stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
             return Err(io(gone()));
         }
