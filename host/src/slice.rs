@@ -1427,23 +1427,7 @@ impl SliceReader {
                     }
                 }
                 let max = self.in_memory_max;
-                if let Some(next) = self
-                    .slice
-                    .inputs
-                    .get(self.next_input)
-                    .filter(|next| next.size <= max)
-                    .cloned()
-                {
-                    let store = self.slice.store.clone();
-                    let check = self.slice.check(&next);
-                    let stop = self.stop.clone();
-                    if let Ok(made) = std::thread::Builder::new()
-                        .name("idem-copy".into())
-                        .spawn(move || private_copy(&store, &next, check, max, Some(&stop)))
-                    {
-                        self.ahead = Some((self.next_input, made));
-                    }
-                }
+                self.copy_ahead(self.next_input);
                 let copy = match this {
                     Some((i, made)) if i == at => made.join().unwrap_or_else(|_| {
                         Err(SliceError::Io {
@@ -1566,6 +1550,40 @@ impl SliceReader {
         let read = InputsRead::default();
         reader.read = Some(read.clone());
         Ok((reader, read))
+    }
+
+    /// Start copying the first input now, on a thread of its own, while
+    /// the caller does other work (loads the module): the first batch then
+    /// waits for less. Call before the first batch.
+    pub fn start_copying(&mut self) {
+        if self.next_input == 0 && self.ahead.is_none() {
+            self.copy_ahead(0);
+        }
+    }
+
+    /// Make input `index`'s private copy on a thread of its own, if it fits
+    /// in memory (a larger one would be a temporary file read whole even
+    /// if the run stopped now) and a thread can be started.
+    fn copy_ahead(&mut self, index: usize) {
+        let max = self.in_memory_max;
+        let Some(next) = self
+            .slice
+            .inputs
+            .get(index)
+            .filter(|next| next.size <= max)
+            .cloned()
+        else {
+            return;
+        };
+        let store = self.slice.store.clone();
+        let check = self.slice.check(&next);
+        let stop = self.stop.clone();
+        if let Ok(made) = std::thread::Builder::new()
+            .name("idem-copy".into())
+            .spawn(move || private_copy(&store, &next, check, max, Some(&stop)))
+        {
+            self.ahead = Some((index, made));
+        }
     }
 
     /// Read ahead on a thread of its own, so Parquet decoding overlaps the
@@ -1943,6 +1961,13 @@ mod tests {
         for in_memory_max in [IN_MEMORY_MAX, 0] {
             let (mut reader, read) = SliceReader::of_files("s", &[&a, &b], 7).unwrap();
             reader.in_memory_max = in_memory_max;
+            // The first copy may be started early (while exec loads its
+            // module); one that does not fit in memory is not.
+            reader.start_copying();
+            assert_eq!(
+                reader.ahead.as_ref().map(|(i, _)| *i),
+                (in_memory_max > 0).then_some(0)
+            );
             assert!(read.finish().is_err(), "nothing read yet");
             let mut total = 0i64;
             for batch in reader.by_ref() {
