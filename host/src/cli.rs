@@ -222,12 +222,12 @@ pub fn exec(a: ExecArgs, out: Out) -> Result<ExitCode> {
     serde_json::from_str::<serde_json::Value>(&a.params)
         .with_context(|| format!("--params is not valid JSON: {}", a.params))?;
     let sandbox = a.limits.sandbox()?;
+    let bytes = sandbox.read_module(&a.module)?;
     // Nothing is checked against the inputs later (no run key, no memo),
     // so they are hashed as they are read: one pass over their bytes. The
     // first one is copied while the module loads.
     let (mut reader, read) = SliceReader::of_files("files", &a.input, a.batch_rows as usize)?;
     reader.start_copying();
-    let bytes = sandbox.read_module(&a.module)?;
     let module = sandbox
         .load(&bytes)
         .with_context(|| format!("module {}", a.module.display()))?;

@@ -711,6 +711,8 @@ impl ResolvedSlice {
             in_memory_max: IN_MEMORY_MAX,
             #[cfg(test)]
             hashing_at_copy: 0,
+            #[cfg(test)]
+            copies: 0,
             done: false,
         })
     }
@@ -1143,6 +1145,9 @@ pub struct SliceReader {
     /// The most hashes still under way when a copy was started.
     #[cfg(test)]
     hashing_at_copy: usize,
+    /// Private copies made (ahead or in turn).
+    #[cfg(test)]
+    copies: usize,
     done: bool,
 }
 
@@ -1435,7 +1440,13 @@ impl SliceReader {
                             source: std::io::Error::other("the thread copying it panicked"),
                         })
                     })?,
-                    _ => self.slice.private_copy_with(&input, max)?,
+                    _ => {
+                        #[cfg(test)]
+                        {
+                            self.copies += 1;
+                        }
+                        self.slice.private_copy_with(&input, max)?
+                    }
                 };
                 if let Some(read) = &self.read {
                     read.start(&input, &copy)?;
@@ -1583,6 +1594,10 @@ impl SliceReader {
             .spawn(move || private_copy(&store, &next, check, max, Some(&stop)))
         {
             self.ahead = Some((index, made));
+            #[cfg(test)]
+            {
+                self.copies += 1;
+            }
         }
     }
 
@@ -1977,6 +1992,8 @@ mod tests {
             // Each hash was awaited before the next copy started: at most
             // two copies at once (the one decoded and hashed, the next).
             assert_eq!(reader.hashing_at_copy, 0);
+            // One copy of each input: the early one was used, not made again.
+            assert_eq!(reader.copies, 2);
             let inputs = read.finish().unwrap();
             assert_eq!(inputs, pinned.inputs, "sorted, with their sizes and sha256");
             assert_eq!(inputs[0].digest, Digest::of_file(&b).unwrap().0);
