@@ -318,16 +318,6 @@ enum Pins {
     AsRead,
 }
 
-impl Pins {
-    /// When the inputs' sizes were taken, in an error's words.
-    fn when(&self) -> &'static str {
-        match self {
-            Pins::Before(_) => "pinned",
-            Pins::AsRead => "listed",
-        }
-    }
-}
-
 /// How one private copy is proved.
 #[derive(Debug, Clone, Copy)]
 enum Check {
@@ -337,6 +327,16 @@ enum Check {
     Sha256,
     /// Not here: hashed while it is decoded ([`Pins::AsRead`]).
     AsRead,
+}
+
+impl Check {
+    /// When the input's size was taken, in an error's words.
+    fn when(self) -> &'static str {
+        match self {
+            Check::AsRead => "listed",
+            _ => "pinned",
+        }
+    }
 }
 
 impl ResolvedSlice {
@@ -505,15 +505,10 @@ impl ResolvedSlice {
     fn pin(
         id: &str,
         store: Store,
-        mut files: Vec<String>,
+        files: Vec<String>,
         skipped: Vec<(String, String)>,
     ) -> Result<Self, SliceError> {
-        files.sort();
-        files.dedup();
-        // The recorded name must lead back to this object from the root.
-        for rel in &files {
-            validate_relative_path(rel)?;
-        }
+        let files = read_order(files)?;
         let progress = crate::progress::bytes("hashing", None);
         let hashed = hash_all(&store, &files, &progress);
         progress.finish_with_message("hashed");
@@ -532,28 +527,20 @@ impl ResolvedSlice {
                 digest,
             });
         }
-        Ok(ResolvedSlice {
-            id: id.to_string(),
-            root: store.url().clone(),
+        Ok(Self::of(
+            id,
             store,
             inputs,
             skipped,
-            constant_fields: Vec::new(),
-            constants: BTreeMap::new(),
-            row_filter: None,
-            empty_schema: None,
-            pins: Pins::Before(Arc::new(checks)),
-        })
+            Pins::Before(Arc::new(checks)),
+        ))
     }
 
     /// `files` listed with their sizes, not hashed: see [`Pins::AsRead`].
     fn listed(id: &str, files: &[impl AsRef<OsStr>]) -> Result<Self, SliceError> {
-        let (store, mut rels) = Self::locate_files(id, files)?;
-        rels.sort();
-        rels.dedup();
+        let (store, rels) = Self::locate_files(id, files)?;
         let mut inputs = Vec::with_capacity(rels.len());
-        for rel in rels {
-            validate_relative_path(&rel)?;
+        for rel in read_order(rels)? {
             let size = store
                 .size(&rel)?
                 .ok_or_else(|| SliceError::NotFound(store.url_of(&rel).to_string()))?;
@@ -565,18 +552,29 @@ impl ResolvedSlice {
                 digest: Digest::of_bytes(b""),
             });
         }
-        Ok(ResolvedSlice {
+        Ok(Self::of(id, store, inputs, Vec::new(), Pins::AsRead))
+    }
+
+    /// A slice of `inputs` with nothing added to their rows.
+    fn of(
+        id: &str,
+        store: Store,
+        inputs: Vec<InputObject>,
+        skipped: Vec<(String, String)>,
+        pins: Pins,
+    ) -> Self {
+        ResolvedSlice {
             id: id.to_string(),
             root: store.url().clone(),
             store,
             inputs,
-            skipped: Vec::new(),
+            skipped,
             constant_fields: Vec::new(),
             constants: BTreeMap::new(),
             row_filter: None,
             empty_schema: None,
-            pins: Pins::AsRead,
-        })
+            pins,
+        }
     }
 
     /// Give every input constant columns (a Delta table's partition
@@ -753,7 +751,12 @@ impl ResolvedSlice {
         if len != input.size {
             return Err(SliceError::Changed {
                 path: input.path.clone(),
-                detail: format!("size {} {}, {} now", input.size, self.pins.when(), len),
+                detail: format!(
+                    "size {} {}, {} now",
+                    input.size,
+                    self.check(input).when(),
+                    len
+                ),
             });
         }
         if len < 12 {
@@ -871,6 +874,17 @@ impl ResolvedSlice {
 /// hints view types) reaches the guest identically.
 fn reader_options() -> ArrowReaderOptions {
     ArrowReaderOptions::new().with_skip_arrow_metadata(true)
+}
+
+/// `files` in the order a slice reads them: sorted, each once, and each a
+/// name that leads back to its object from the root (it is recorded).
+fn read_order(mut files: Vec<String>) -> Result<Vec<String>, SliceError> {
+    files.sort();
+    files.dedup();
+    for rel in &files {
+        validate_relative_path(rel)?;
+    }
+    Ok(files)
 }
 
 /// One input as pinning hashed it.
@@ -1008,13 +1022,9 @@ fn private_copy(
         } else {
             n.to_string()
         };
-        let when = match check {
-            Check::AsRead => "listed",
-            _ => "pinned",
-        };
         return Err(SliceError::Changed {
             path: input.path.clone(),
-            detail: format!("size {} {when}, {now} now", input.size),
+            detail: format!("size {} {}, {now} now", input.size, check.when()),
         });
     }
     let same = match (check, hashed.blake3, hashed.sha256) {
@@ -1289,19 +1299,16 @@ impl InputsRead {
 /// The sha256 of the whole file `f`, read by position (its offset, shared
 /// with the decoder's handle, is not moved).
 fn digest_at(f: &File) -> std::io::Result<Digest> {
-    use sha2::Digest as _;
-    use std::os::unix::fs::FileExt;
-    let mut h = sha2::Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut at = 0u64;
-    loop {
-        let k = f.read_at(&mut buf, at)?;
-        if k == 0 {
-            return Ok(Digest::from_sha256(h));
+    /// `File` read by position from `.1` on.
+    struct At<'a>(&'a File, u64);
+    impl std::io::Read for At<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let k = std::os::unix::fs::FileExt::read_at(self.0, buf, self.1)?;
+            self.1 += k as u64;
+            Ok(k)
         }
-        h.update(&buf[..k]);
-        at += k as u64;
     }
+    Digest::of_reader(&mut At(f, 0)).map(|(d, _)| d)
 }
 
 impl Drop for SliceReader {
@@ -1931,17 +1938,7 @@ mod tests {
     }
 
     fn sum(slice: &ResolvedSlice) -> Result<i64, SliceError> {
-        let mut total = 0i64;
-        for b in slice.reader(7)? {
-            let b = b?;
-            let col = b
-                .column(0)
-                .as_any()
-                .downcast_ref::<arrow::array::Int64Array>()
-                .unwrap();
-            total += col.values().iter().sum::<i64>();
-        }
-        Ok(total)
+        sum_of(slice.reader(7)?)
     }
 
     fn sum_of_batch(b: &RecordBatch) -> i64 {

@@ -37,8 +37,6 @@ use sha2::{Digest as _, Sha256};
 use thiserror::Error;
 use url::Url;
 
-use crate::digest::Digest;
-
 /// Why a location could not be used. Each names the location.
 #[derive(Debug, Error)]
 pub enum StorageError {
@@ -648,20 +646,9 @@ impl Store {
             .map_err(|e| self.fail("writing", rel, e))
     }
 
-    /// Read `rel` once, at most `limit` bytes, through sha256 into `to`: the
-    /// digest and length of exactly the bytes `to` received.
-    pub fn copy_hashed<W: Write + Send + 'static>(
-        &self,
-        rel: &str,
-        limit: u64,
-        to: W,
-    ) -> Result<(Digest, u64, W), StorageError> {
-        let (h, n, to) = self.copy_through(rel, limit, to, Hashes::sha256())?;
-        let sha256 = h.sha256.expect("asked for");
-        Ok((Digest::from_sha256(sha256), n, to))
-    }
-
-    /// [`Store::copy_hashed`] through the hashes `h` asks for.
+    /// Read `rel` once, at most `limit` bytes, into `to` through the hashes
+    /// `h` asks for: the hashes and length of exactly the bytes `to`
+    /// received.
     pub fn copy_through<W: Write + Send + 'static>(
         &self,
         rel: &str,
@@ -1083,6 +1070,7 @@ impl Walk {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::digest::Digest;
 
     #[test]
     fn locations_parse_to_urls() {
@@ -1111,7 +1099,11 @@ mod tests {
         let s = Store::open(&locate(root.to_str().unwrap()).unwrap()).unwrap();
         for bad in ["dir", "out", "zero"] {
             assert!(s.size(bad).is_err(), "{bad}");
-            assert!(s.copy_hashed(bad, u64::MAX, Vec::new()).is_err(), "{bad}");
+            assert!(
+                s.copy_through(bad, u64::MAX, Vec::new(), Hashes::sha256())
+                    .is_err(),
+                "{bad}"
+            );
         }
         assert_eq!(s.size("alias").unwrap(), Some(1));
         assert_eq!(s.size("absent").unwrap(), None);
@@ -1133,11 +1125,14 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("x"), b"hello world").unwrap();
         let s = Store::open(&locate(d.path().to_str().unwrap()).unwrap()).unwrap();
-        let (dg, n, buf) = s.copy_hashed("x", 5, Vec::new()).unwrap();
+        let (h, n, buf) = s
+            .copy_through("x", 5, Vec::new(), Hashes::sha256())
+            .unwrap();
+        let dg = Digest::from_sha256(h.sha256.unwrap());
         assert_eq!((n, buf.as_slice()), (5, &b"hello"[..]));
         assert_eq!(dg, Digest::of_bytes(b"hello"));
         assert!(matches!(
-            s.copy_hashed("nope", 5, Vec::new()),
+            s.copy_through("nope", 5, Vec::new(), Hashes::sha256()),
             Err(StorageError::NotFound(_))
         ));
         // Read into memory: the same bytes, hashed, up to the limit.
@@ -1171,7 +1166,11 @@ mod tests {
         // locally as on object stores.
         for bad in ["../x", "a/../x", "a//b", "./x", "a\\b"] {
             assert!(s.size(bad).is_err(), "{bad}");
-            assert!(s.copy_hashed(bad, 1, Vec::new()).is_err(), "{bad}");
+            assert!(
+                s.copy_through(bad, 1, Vec::new(), Hashes::sha256())
+                    .is_err(),
+                "{bad}"
+            );
         }
         s.put("date=caf\u{e9} a%3Ab&c#d/y", Bytes::from_static(b"z"))
             .unwrap();
