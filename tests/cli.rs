@@ -253,6 +253,45 @@ fn the_demo_commits_three_days_and_its_reruns_commit_nothing() {
     assert_eq!(view.version, 3);
 }
 
+/// The README's first command as a user runs it: `idem demo` with no flag
+/// (its default `./idem-demo`, the default compiled-code cache and guest
+/// target), in an empty folder, then again in the same folder: the second
+/// time every run, first pass included, is a memo hit.
+#[test]
+fn the_quick_start_runs_as_written_twice_in_one_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+            .arg("demo")
+            .current_dir(dir.path())
+            .env_remove("IDEM_CACHE_DIR")
+            .env_remove("IDEM_GUEST_TARGET_DIR")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    let first = demo();
+    assert_eq!(first.matches("committed version").count(), 3, "{first}");
+    assert!(
+        dir.path()
+            .join("idem-demo/daily_revenue/_delta_log")
+            .is_dir()
+    );
+    let second = demo();
+    assert_eq!(second.matches("committed version").count(), 0, "{second}");
+    assert_eq!(second.matches("memo").count(), 6, "{second}");
+    assert_eq!(
+        common::read_table(&dir.path().join("idem-demo/daily_revenue"), None).version,
+        3
+    );
+}
+
 /// `idem sample` writes the same bytes every time: N rows over K files.
 #[test]
 fn sample_data_is_deterministic() {
@@ -546,4 +585,105 @@ fn every_subcommand_has_an_example_and_completions_and_a_man_page_exist() {
     let (code, out, _) = common::idem(&["man"]);
     assert_eq!(code, 0);
     assert!(out.contains(".TH idem") && out.contains("audit"), "{out}");
+}
+
+/// Bad scheduler input is refused before anything runs (exit 2), naming
+/// the fix: a logical date that is no ISO 8601 date or timestamp, params
+/// that are not a JSON object. A date partition run without
+/// `--logical-date` takes the partition's date, so adding the flag later
+/// (`{{ ds }}`) is the same run: a memo hit.
+#[test]
+fn bad_scheduler_input_is_refused_and_a_date_partition_implies_its_date() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/clean_orders");
+    let root = dir.path().join("orders");
+    common::orders(&root, "2026-10-01", 500, 1);
+    let table = dir.path().join("t");
+    let run = |extra: &[&str]| {
+        let args = common::day_args(
+            module.to_str().unwrap(),
+            root.to_str().unwrap(),
+            "2026-10-01",
+            table.to_str().unwrap(),
+            extra,
+        );
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::idem(&refs)
+    };
+    for (flags, says) in [
+        (vec!["--logical-date", "2026-13-45"], "not an ISO 8601 date"),
+        (vec!["--logical-date", "yesterday"], "not an ISO 8601 date"),
+        (vec!["--logical-date", "2026-02-30"], "not an ISO 8601 date"),
+        (vec!["--params", "60"], "must be a JSON object"),
+        (vec!["--params", "[1]"], "must be a JSON object"),
+    ] {
+        let (code, out, err) = run(&flags);
+        assert_eq!(code, 2, "{flags:?} was accepted:\n{out}\n{err}");
+        assert!(err.contains(says), "{flags:?}: {err}");
+    }
+    assert!(!table.exists(), "a refused run created the table");
+    let (code, out, err) = run(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        common::field(&out, "result:").starts_with("committed"),
+        "{out}"
+    );
+    let (code, out, err) = run(&["--logical-date", "2026-10-01"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(common::field(&out, "result:").contains("memo"), "{out}");
+    let (code, out, err) = run(&["--logical-date", "2026-10-01T00:00:00+00:00"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !common::field(&out, "result:").contains("memo"),
+        "another logical date is another run: {out}"
+    );
+}
+
+/// `idem inspect` uses the compiled-code cache as `idem build` and `idem
+/// run` do: it used to compile every time without it, and a freshly built
+/// 19 MB JavaScript component then missed the 60 s compile budget on a
+/// loaded machine right after `idem build` had compiled it.
+#[test]
+fn inspect_reads_and_fills_the_compiled_code_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/clean_orders");
+    let entries = || -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = walk(cache.path())
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+            .collect();
+        v.sort();
+        v
+    };
+    fn walk(d: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+        out
+    }
+    let inspect = || {
+        let (code, out, err) = common::idem_env(
+            &["inspect", module.to_str().unwrap()],
+            &[("IDEM_CACHE_DIR", cache.path().to_str().unwrap())],
+        );
+        assert_eq!(code, 0, "{out}\n{err}");
+        out
+    };
+    let first = inspect();
+    let cached = entries();
+    assert_eq!(cached.len(), 1, "inspect did not use the cache: {cached:?}");
+    let modified = std::fs::metadata(&cached[0]).unwrap().modified().unwrap();
+    assert_eq!(inspect(), first);
+    assert_eq!(entries(), cached);
+    assert_eq!(
+        std::fs::metadata(&cached[0]).unwrap().modified().unwrap(),
+        modified,
+        "the second inspect compiled again"
+    );
 }

@@ -192,7 +192,17 @@ fn chaos(
                 .map(|i| (days[(i + h) % n], 10, Fate::Finish))
                 .collect();
             if h % 2 == 1 {
-                c.insert(0, (days[h % n], 10, Fate::KillAfter(100 + rng.next(900))));
+                // Params of its own: the run must execute and commit (a
+                // memo hit could end before any delay), so the kill lands
+                // inside real work.
+                c.insert(
+                    0,
+                    (
+                        days[h % n],
+                        60 + h as u32,
+                        Fate::KillAfter(100 + rng.next(900)),
+                    ),
+                );
             }
             vec![a, b, c]
         })
@@ -224,9 +234,15 @@ fn chaos(
         "fewer commits than slices: {:?}",
         tally.claimed
     );
-    // Every planned kill at a fault point happened there.
+    // Every planned kill at a fault point happened there, and at least one
+    // kill after a delay caught its run alive (else phase C proved
+    // nothing about random kills).
     assert_eq!(tally.at_point.get(points[0]), Some(&(HOSTS / 2)));
     assert_eq!(tally.at_point.get(points[1]), Some(&(HOSTS / 2)));
+    assert!(
+        tally.after_delay >= 1,
+        "no kill after a delay landed: every such run ended first"
+    );
     tally
 }
 

@@ -725,15 +725,55 @@ fn bad_locations_are_clear_errors() {
 
 /// PyIceberg deletes the rows `filter` selects from table `sales.<name>`.
 fn foreign_delete(fx: &Fixture, name: &str, filter: &str) {
+    foreign(fx, name, &["delete", filter]);
+}
+
+/// Another writer (PyIceberg) does `op` on table `sales.<name>`.
+fn foreign(fx: &Fixture, name: &str, op: &[&str]) {
     let w = Command::new(common::python())
         .arg(common::root().join("tests/write_iceberg.py"))
         .arg(fx.catalog())
         .arg(fx.warehouse())
         .arg(format!("sales.{name}"))
-        .args(["delete", filter])
+        .args(op)
         .output()
         .unwrap();
     assert!(w.status.success(), "{}", String::from_utf8_lossy(&w.stderr));
+}
+
+/// The Iceberg side of two findings: a foreign append where no slice owns
+/// the partition fails a whole-table audit naming the file, and a foreign
+/// column rename (a schema change, no data file touched) fails the slice's
+/// proof and its memo.
+#[test]
+fn a_foreign_file_anywhere_and_a_foreign_rename_are_caught() {
+    let fx = Fixture::new(&["2026-10-01"], 2_000);
+    let module = common::guest("examples/clean_orders");
+    let ice = fx.table("orders");
+    ok(run(&fx, &module, "2026-10-01", &ice, &[]));
+    let (code, audit, err) = common::idem(&["audit", &ice]);
+    assert_eq!(code, 0, "{audit}{err}");
+    foreign(&fx, "orders", &["append-copy", "date", "2099-01-01"]);
+    let (code, audit, _) = common::idem(&["audit", &ice]);
+    assert_eq!(code, 1, "a foreign file passed audit:\n{audit}");
+    assert!(
+        audit.contains("(no slice)") && audit.contains("belongs to no slice"),
+        "{audit}"
+    );
+    let (code, audit, _) = common::idem(&["audit", &ice, "--slice", "date=2026-10-01"]);
+    assert_eq!(code, 0, "{audit}");
+
+    let renamed = fx.table("renamed");
+    ok(run(&fx, &module, "2026-10-01", &renamed, &[]));
+    foreign(&fx, "renamed", &["rename", "total", "total_amount"]);
+    let (code, audit, _) = common::idem(&["audit", &renamed]);
+    assert_eq!(code, 1, "audit proved a renamed column:\n{audit}");
+    assert!(audit.contains("schema"), "{audit}");
+    let (_, out, _) = run(&fx, &module, "2026-10-01", &renamed, &[]);
+    assert!(
+        !out.contains("memo"),
+        "a memo hit on a renamed table:\n{out}"
+    );
 }
 
 #[test]

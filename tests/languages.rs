@@ -645,3 +645,73 @@ fn new_js_and_python_projects_build_and_run_unedited() {
         );
     }
 }
+
+/// `idem run` of `module` over `files` into `table` (append) with `params`.
+fn run_with_params(
+    module: &Path,
+    files: &[PathBuf],
+    table: &Path,
+    params: &str,
+) -> (i32, String, String) {
+    let mut args: Vec<String> = vec![
+        "run".into(),
+        "--module".into(),
+        module.display().to_string(),
+        "--table".into(),
+        table.display().to_string(),
+        "--mode".into(),
+        "append".into(),
+        "--params".into(),
+        params.into(),
+        "--compile-deadline-ms".into(),
+        "600000".into(),
+        "--files".into(),
+    ];
+    args.extend(files.iter().map(|p| p.display().to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    common::idem(&args)
+}
+
+#[test]
+fn a_misspelled_or_ill_typed_param_fails_the_run_naming_it_in_every_language() {
+    // Issue 28, finding 15: `gap_minute` for `gap_minutes` was silently
+    // ignored and the default used. clean_orders declares `min_amount`
+    // (number, default 0) in each SDK; the SDK refuses anything else
+    // before `open`, and the host reports it as the transform's failure.
+    let dir = tempfile::tempdir().unwrap();
+    let files = common::orders(&dir.path().join("orders"), "2026-10-01", 2_000, 1);
+    for example in ["clean_orders", "clean_orders_js", "clean_orders_py"] {
+        let module = common::guest(&format!("examples/{example}"));
+        let table = dir.path().join(example);
+        let (code, out, err) = run_with_params(&module, &files, &table, r#"{"min_amont": 10}"#);
+        assert_eq!(code, 3, "{example}: {out}{err}");
+        assert!(
+            err.contains("unknown parameter `min_amont` (did you mean `min_amount`?)")
+                && err.contains("this transform takes `min_amount` (number, default 0"),
+            "{example}: {err}"
+        );
+        let (code, out, err) = run_with_params(&module, &files, &table, r#"{"min_amount": "ten"}"#);
+        assert_eq!(code, 3, "{example}: {out}{err}");
+        assert!(
+            err.contains(r#"parameter `min_amount` must be a number, got "ten" (a string)"#),
+            "{example}: {err}"
+        );
+        assert!(
+            !table.join("_delta_log").exists(),
+            "{example}: a refused run created the table"
+        );
+        // The right param still commits; leaving it out is its default, 0.
+        let (code, out, err) = run_with_params(&module, &files, &table, r#"{"min_amount": 10}"#);
+        assert_eq!(code, 0, "{example}: {out}{err}");
+        assert!(
+            common::field(&out, "result:").starts_with("committed"),
+            "{example}: {out}"
+        );
+        let out = dir.path().join(format!("{example}.parquet"));
+        assert_eq!(
+            exec_digest(&module, &files, &out, "{}", &[]),
+            exec_digest(&module, &files, &out, r#"{"min_amount": 0}"#, &[]),
+            "{example}: the default is not 0"
+        );
+    }
+}

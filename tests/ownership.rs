@@ -982,9 +982,10 @@ write_deltalake({table:?}, pa.table(rows, schema=schema), partition_by=["date"])
     release(&gate);
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success(),
-        "committed into a table of another schema"
+    assert_eq!(
+        o.status.code(),
+        Some(4),
+        "committed into a table of another schema, or not as a commit failure (exit 4)"
     );
     assert!(
         err.contains("schema changed while this run wrote its output") && err.contains("note"),
@@ -1042,4 +1043,411 @@ fn output_cut_into_many_data_files_commits_them_in_order() {
         assert_eq!(code, 2, "{mode}: {err2}");
         assert!(err2.contains("IDEM_DATA_FILE_MB"), "{mode}: {err2}");
     }
+}
+
+/// Finding: with write access to `_idem/` only, a forged memo entry (a
+/// manifest with the new run's spec and the old run's result, which the
+/// run key does not cover) made `idem run` answer "memo" and never read a
+/// new input file. A memo hit now needs the slice's current commit to name
+/// that very manifest.
+#[test]
+fn a_forged_memo_entry_does_not_skip_new_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/daily_revenue");
+    let root = dir.path().join("orders");
+    common::orders(&root, "2026-10-01", 2_000, 1);
+    let table = dir.path().join("t");
+    let first = ok(run_day(&module, &root, "2026-10-01", &table, &[]));
+    let old = manifest_file(&table, &first);
+    // A new input file in the partition: a new run key. Run it for real to
+    // get its manifest and memo entry, then take the commit back out of the
+    // log (the attacker's table: new spec on disk, old output committed).
+    common::orders(&dir.path().join("more"), "2026-10-01", 700, 1);
+    std::fs::copy(
+        dir.path().join("more/date=2026-10-01/part-00000.parquet"),
+        root.join("date=2026-10-01/part-extra.parquet"),
+    )
+    .unwrap();
+    let second = ok(run_day(&module, &root, "2026-10-01", &table, &[]));
+    assert!(
+        field(&second, "result:").starts_with("committed"),
+        "{second}"
+    );
+    let new = manifest_file(&table, &second);
+    let last = std::fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .max()
+        .unwrap();
+    std::fs::remove_file(last).unwrap();
+    // The forgery: the new manifest's spec and run key, the old result,
+    // stored canonically under its own digest, and the memo entry of the
+    // new run key pointed at it.
+    let forged = python(&format!(
+        r#"
+import hashlib, json, os
+old = json.load(open({old:?}))
+new = json.load(open({new:?}))
+new["predicate"]["result"] = old["predicate"]["result"]
+new["subject"] = old["subject"]
+body = json.dumps(new, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+digest = hashlib.sha256(body).hexdigest()
+open(os.path.join({manifests:?}, digest + ".json"), "wb").write(body)
+key = new["predicate"]["runKey"].split(":")[1]
+open(os.path.join({runs:?}, key + ".json"), "w").write(json.dumps({{"manifest": "sha256:" + digest}}))
+print(digest)
+"#,
+        old = s(&old),
+        new = s(&new),
+        manifests = s(&table.join("_idem/manifests")),
+        runs = s(&table.join("_idem/runs")),
+    ));
+    assert_eq!(forged.trim().len(), 64, "{forged}");
+    // The run reads the new file and commits its output.
+    let out = ok(run_day(&module, &root, "2026-10-01", &table, &[]));
+    let result = field(&out, "result:");
+    assert!(
+        result.starts_with("committed"),
+        "memo taken from a forged entry:\n{out}"
+    );
+    assert_eq!(field(&out, "output:"), field(&second, "output:"), "{out}");
+    let (code, out, err) = common::idem(&["audit", &s(&table)]);
+    assert_eq!(code, 0, "{out}\n{err}");
+}
+
+/// Finding: a raw `add` of an untagged file under a partition no slice
+/// owns passed `idem audit` ("all slices proven") while readers saw its
+/// rows. Audit accounts for every live file.
+#[test]
+fn a_foreign_file_where_no_slice_owns_the_partition_fails_audit() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/daily_revenue");
+    let root = dir.path().join("orders");
+    let table = dir.path().join("t");
+    for d in ["2026-10-01", "2026-10-02"] {
+        common::orders(&root, d, 1_000, 1);
+        ok(run_day(&module, &root, d, &table, &[]));
+    }
+    let (code, out, _) = common::idem(&["audit", &s(&table)]);
+    assert_eq!(code, 0, "{out}");
+    python_writer(
+        &table,
+        r#"
+import pyarrow as pa
+from deltalake import write_deltalake
+rows = t.to_pyarrow_table().slice(0, 1)
+i = rows.schema.get_field_index("date")
+rows = rows.set_column(i, rows.schema.field(i), pa.array(["2099-01-01"], rows.schema.field(i).type))
+write_deltalake(t, rows, mode="append")
+"#,
+    );
+    let (code, out, _) = common::idem(&["audit", &s(&table)]);
+    assert_eq!(code, 1, "the foreign file passed audit:\n{out}");
+    assert!(
+        out.contains("date=2099-01-01/") && out.contains("(no slice)"),
+        "{out}"
+    );
+    assert!(out.contains("belongs to no slice"), "{out}");
+    // One slice's audit is about that slice only.
+    let (code, out, _) = common::idem(&["audit", &s(&table), "--slice", "date=2026-10-01"]);
+    assert_eq!(code, 0, "{out}");
+    // Removed again, the table is proven again.
+    python_writer(&table, "t.delete(\"\\\"date\\\" = '2099-01-01'\")");
+    let (code, out, _) = common::idem(&["audit", &s(&table)]);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// Finding: a foreign metadata-only commit (renaming a column: no file
+/// added or removed) left reruns memo hits and audit proving the table,
+/// while every reader saw the renamed column null. Memo and audit now
+/// check the table's schema is still the one idem committed with.
+#[test]
+fn a_foreign_metadata_only_commit_is_noticed_by_memo_and_audit() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/daily_revenue");
+    let root = dir.path().join("orders");
+    let table = dir.path().join("t");
+    common::orders(&root, "2026-10-01", 1_000, 1);
+    ok(run_day(&module, &root, "2026-10-01", &table, &[]));
+    let out = ok(run_day(&module, &root, "2026-10-01", &table, &[]));
+    assert!(field(&out, "result:").contains("memo"), "{out}");
+    // A raw commit: the latest metaData with `revenue` renamed.
+    python(&format!(
+        r#"
+import glob, json, os
+log = {log:?}
+commits = sorted(glob.glob(os.path.join(log, "*.json")))
+meta = None
+for c in commits:
+    for line in open(c):
+        a = json.loads(line)
+        if "metaData" in a:
+            meta = a["metaData"]
+schema = json.loads(meta["schemaString"])
+for f in schema["fields"]:
+    if f["name"] == "revenue":
+        f["name"] = "revenue_total"
+meta["schemaString"] = json.dumps(schema)
+n = len(commits)
+with open(os.path.join(log, "%020d.json" % n), "x") as out:
+    out.write(json.dumps({{"commitInfo": {{"operation": "RENAME COLUMN", "timestamp": 1}}}}) + "\n")
+    out.write(json.dumps({{"metaData": meta}}) + "\n")
+"#,
+        log = s(&table.join("_delta_log")),
+    ));
+    // What a reader sees now (PyPI deltalake): the renamed column, null.
+    let seen = python(&format!(
+        "import polars as pl\nt = pl.read_delta({:?})\nprint(t.height > 0 and t['revenue_total'].null_count() == t.height)",
+        s(&table)
+    ));
+    assert_eq!(seen.trim(), "True", "{seen}");
+    // (idem made the table keep its log ten years: the proofs read it.)
+    let created =
+        std::fs::read_to_string(table.join("_delta_log/00000000000000000000.json")).unwrap();
+    assert!(
+        created.contains(r#""delta.logRetentionDuration":"interval 3650 days""#),
+        "{created}"
+    );
+    let (code, out, _) = common::idem(&["audit", &s(&table)]);
+    assert_eq!(code, 1, "audit proved a renamed column:\n{out}");
+    assert!(out.contains("changed the table's schema"), "{out}");
+    let (code, out, err) = run_day(&module, &root, "2026-10-01", &table, &[]);
+    assert!(
+        !out.contains("memo"),
+        "a memo hit on a renamed table:\n{out}"
+    );
+    // The output no longer fits the table: refused, naming the column.
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(err.contains("revenue"), "{err}");
+}
+
+/// Other writers behind idem's back, end to end (the unit test of
+/// `ownership::drift` had these only in memory): a foreign append into an
+/// owned partition, and a foreign delete on a merge table. Audit fails
+/// naming the slice; the next run recommits and says why; then all is
+/// proven again.
+#[test]
+fn foreign_appends_and_merge_deletes_are_noticed_by_audit_and_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("orders");
+    common::orders(&root, "2026-10-01", 2_000, 1);
+    let cases: [(&str, Vec<&str>, &str); 2] = [
+        (
+            "examples/daily_revenue",
+            vec![],
+            r#"
+import pyarrow as pa
+from deltalake import write_deltalake
+rows = t.to_pyarrow_table().slice(0, 1)
+write_deltalake(t, rows, mode="append")
+"#,
+        ),
+        (
+            "examples/dedup_events",
+            vec!["--mode", "merge", "--key", "event_id"],
+            "t.delete(\"amount > 50\")",
+        ),
+    ];
+    for (example, extra, foreign) in cases {
+        let module = common::guest(example);
+        let (table, clean) = (
+            dir.path().join(format!("t-{}", extra.len())),
+            dir.path().join(format!("c-{}", extra.len())),
+        );
+        ok(run_day(&module, &root, "2026-10-01", &table, &extra));
+        ok(run_day(&module, &root, "2026-10-01", &clean, &extra));
+        python_writer(&table, foreign);
+        assert_ne!(
+            read_table(&table, None).rows,
+            read_table(&clean, None).rows,
+            "{example}: the foreign write did nothing"
+        );
+        let (code, out, _) = common::idem(&["audit", &s(&table)]);
+        assert_eq!(code, 1, "{example}: audit missed it:\n{out}");
+        assert!(
+            out.contains("date=2026-10-01") && out.contains("FAILED"),
+            "{example}: {out}"
+        );
+        let out = ok(run_day(&module, &root, "2026-10-01", &table, &extra));
+        let result = field(&out, "result:");
+        assert!(
+            result.starts_with("committed") && result.contains("recommitted"),
+            "{example}: {out}"
+        );
+        assert_eq!(
+            read_table(&table, None).rows,
+            read_table(&clean, None).rows,
+            "{example}"
+        );
+        let (code, out, _) = common::idem(&["audit", &s(&table)]);
+        assert_eq!(code, 0, "{example}: {out}");
+    }
+}
+
+/// Audit reads the rows back: one data file rewritten in place (same
+/// path, same row count, one value changed) fails the slice's proof.
+#[test]
+fn audit_reads_the_rows_back_and_catches_a_file_rewritten_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/daily_revenue");
+    let root = dir.path().join("orders");
+    common::orders(&root, "2026-10-01", 2_000, 1);
+    let table = dir.path().join("t");
+    ok(run_day(&module, &root, "2026-10-01", &table, &[]));
+    let file = files_on_disk(&table).into_iter().next().unwrap();
+    python(&format!(
+        r#"
+import pyarrow as pa, pyarrow.parquet as pq, pyarrow.compute as pc
+p = {path:?}
+t = pq.read_table(p)
+i = t.schema.get_field_index("orders")
+col = t.column(i).to_pylist()
+col[0] = col[0] + 1
+t = t.set_column(i, t.schema.field(i), pa.array(col, t.schema.field(i).type))
+pq.write_table(t, p)
+"#,
+        path = s(&table.join(&file)),
+    ));
+    let (code, out, _) = common::idem(&["audit", &s(&table)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("date=2026-10-01") && out.contains("the table's rows for the slice digest to"),
+        "{out}"
+    );
+}
+
+/// Two slice ids racing for one partition, both at the log write at once
+/// (a barrier proves it): exactly one commits, the other is refused naming
+/// the owner, and the table holds the winner's rows only.
+#[test]
+fn two_slice_ids_racing_for_one_partition_one_commits_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/daily_revenue");
+    let (a, b) = (dir.path().join("a.parquet"), dir.path().join("b.parquet"));
+    day_file(dir.path(), "2026-10-01", 2_000, &a);
+    day_file(dir.path(), "2026-10-02", 3_000, &b);
+    let table = dir.path().join("t");
+    let part = [
+        "--partition",
+        "date=2026-10-01",
+        "--mode",
+        "overwrite-partition",
+    ];
+    // Version 0 (the CREATE) first, from a third slice in another
+    // partition, so both race on their slice commit.
+    let c = dir.path().join("c.parquet");
+    day_file(dir.path(), "2026-10-03", 500, &c);
+    ok(run_files(
+        &module,
+        &c,
+        "c",
+        &table,
+        &[
+            "--partition",
+            "date=2026-10-03",
+            "--mode",
+            "overwrite-partition",
+        ],
+    ));
+    let barrier = dir.path().join("barrier");
+    let spawn = |file: &Path, id: &str| {
+        let mut args = vec![
+            "run".to_string(),
+            "--module".into(),
+            s(&module),
+            "--files".into(),
+            s(file),
+            "--slice-id".into(),
+            id.into(),
+            "--table".into(),
+            s(&table),
+        ];
+        args.extend(part.iter().map(|p| p.to_string()));
+        std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+            .args(args)
+            .env("IDEM_CACHE_DIR", common::test_cache())
+            .env(
+                "IDEM_FAULT_BARRIER",
+                format!("before-log-write:2:{}", s(&barrier)),
+            )
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (ca, cb) = (spawn(&a, "a"), spawn(&b, "b"));
+    let outs: Vec<(Option<i32>, String, String)> = [ca, cb]
+        .into_iter()
+        .map(|c| {
+            let o = c.wait_with_output().unwrap();
+            (
+                o.status.code(),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        std::fs::read_dir(&barrier).unwrap().count(),
+        2,
+        "both must reach the log write"
+    );
+    let won: Vec<usize> = (0..2).filter(|i| outs[*i].0 == Some(0)).collect();
+    assert_eq!(won.len(), 1, "{outs:?}");
+    let (winner, loser) = (["a", "b"][won[0]], &outs[1 - won[0]]);
+    assert_eq!(loser.0, Some(2), "{loser:?}");
+    assert!(
+        loser.2.contains(&format!("owned by slice `{winner}`")),
+        "{}",
+        loser.2
+    );
+    let clean = dir.path().join("clean");
+    ok(run_files(
+        &module,
+        &c,
+        "c",
+        &clean,
+        &[
+            "--partition",
+            "date=2026-10-03",
+            "--mode",
+            "overwrite-partition",
+        ],
+    ));
+    ok(run_files(
+        &module,
+        if winner == "a" { &a } else { &b },
+        winner,
+        &clean,
+        &part,
+    ));
+    assert_eq!(read_table(&table, None).rows, read_table(&clean, None).rows);
+}
+
+/// Whoever can write `_idem/` can leave a file of any size there: idem
+/// refuses to read one whole past 256 MiB (here a sparse 300 MiB memo
+/// entry), naming it, instead of holding it in memory.
+#[test]
+fn an_oversized_sidecar_is_refused_before_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/daily_revenue");
+    let root = dir.path().join("orders");
+    common::orders(&root, "2026-10-01", 500, 1);
+    let table = dir.path().join("t");
+    let out = ok(run_day(&module, &root, "2026-10-01", &table, &[]));
+    let key = field(&out, "run key:");
+    let entry = table
+        .join("_idem/runs")
+        .join(format!("{}.json", key.trim_start_matches("sha256:")));
+    std::fs::File::create(&entry)
+        .unwrap()
+        .set_len(300 << 20)
+        .unwrap();
+    let (code, out, err) = run_day(&module, &root, "2026-10-01", &table, &[]);
+    assert_eq!(code, 4, "{out}\n{err}");
+    assert!(
+        err.contains("more than the 256 MiB") && err.contains("runs/"),
+        "{err}"
+    );
 }

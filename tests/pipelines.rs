@@ -402,6 +402,16 @@ fn an_output_that_fails_an_expectation_publishes_nothing() {
     assert_eq!(audits[0]["passed"], true, "{stored}");
     assert_eq!(audits[0]["observed"], "0 null row(s)");
     common::check_schemas(&[("manifest", &stored.to_string())]).unwrap_or_else(|e| panic!("{e}"));
+    // The run key covers the expectations as a set: reordered, a memo hit;
+    // changed, another run (executed, its verdicts in its own manifest).
+    let outcome = |expect: &[&str]| {
+        let (code, out, err) = run("2026-10-01", expect);
+        assert_eq!(code, 0, "{out}{err}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        v["outcome"]["kind"].as_str().unwrap().to_string()
+    };
+    assert_eq!(outcome(&["rows(1..)", "not_null(customer)"]), "memo");
+    assert_ne!(outcome(&["not_null(customer)", "rows(2..)"]), "memo");
 
     let before = published(&table);
     let version = common::read_table(&table, None).version;

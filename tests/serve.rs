@@ -67,6 +67,12 @@ max-concurrent = 2
 }
 
 fn start(config: &Path, env: &[(&str, &str)]) -> Server {
+    start_in(None, config, env)
+}
+
+/// [`start`] with the service's working directory at `cwd` (a config
+/// named relative to it then has relative roots).
+fn start_in(cwd: Option<&Path>, config: &Path, env: &[(&str, &str)]) -> Server {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_idem"));
     cmd.args(["serve", "--config", config.to_str().unwrap()])
         .env("IDEM_CACHE_DIR", common::test_cache())
@@ -74,6 +80,9 @@ fn start(config: &Path, env: &[(&str, &str)]) -> Server {
         .stderr(Stdio::inherit());
     for (k, v) in env {
         cmd.env(k, v);
+    }
+    if let Some(d) = cwd {
+        cmd.current_dir(d);
     }
     let mut child = cmd.spawn().unwrap();
     let mut line = String::new();
@@ -650,6 +659,16 @@ fn a_tenants_flood_does_not_starve_another() {
     );
 }
 
+/// Write the record of tenant a's run `id` of `req` as a service that
+/// stopped three times during it leaves it: running, 3 attempts.
+fn forge_running(dir: &Path, id: &str, req: &Value) {
+    let rec = json!({
+        "id": id, "tenant": "a", "request": req, "state": "running",
+        "submittedMs": 1, "attempts": 3,
+    });
+    std::fs::write(dir.join(format!("state/runs/{id}.json")), rec.to_string()).unwrap();
+}
+
 /// A panic inside idem during a run fails that run (kind "bug") and the
 /// service goes on; a run that was running through 3 service stops is
 /// failed on the next start, not run a fourth time.
@@ -691,15 +710,7 @@ fn a_host_panic_fails_its_run_and_a_poison_run_is_not_retried_forever() {
 
     // A record left running by three stops.
     let id = "run-000000000000000000000000";
-    let poison = json!({
-        "id": id, "tenant": "a", "request": req, "state": "running",
-        "submittedMs": 1, "attempts": 3,
-    });
-    std::fs::write(
-        dir.path().join(format!("state/runs/{id}.json")),
-        poison.to_string(),
-    )
-    .unwrap();
+    forge_running(dir.path(), id, &req);
     let s = start(&cfg, &[]);
     let r = wait(&s, TOKEN_A, id);
     assert_eq!(r["state"], "failed", "{r}");
@@ -819,16 +830,13 @@ fn the_web_page_shows_a_run_appear_and_finish_in_a_browser() {
     let key = run["result"]["runKey"].as_str().unwrap();
     assert!(seen["manifest"].as_str().unwrap().contains(key), "{seen}");
     // Tenant b's session lists none of a's runs.
-    let page = Command::new("curl")
-        .args([
-            "-s",
-            "-H",
-            &format!("Cookie: idem_token={TOKEN_B}"),
-            &format!("{}/", s.url),
-        ])
-        .output()
-        .unwrap();
-    let page = String::from_utf8_lossy(&page.stdout);
+    let (code, head) = page_login(&s, TOKEN_B, "127.0.0.1", &[]);
+    assert_eq!(code, 303, "{head}");
+    let session = cookie(&head, "idem_session").unwrap();
+    let (_, _, page) = curl_i(
+        &format!("{}/", s.url),
+        &["-H", &format!("Cookie: idem_session={session}")],
+    );
     assert!(page.contains("tenant b") && !page.contains(&id), "{page}");
 }
 
@@ -1226,4 +1234,575 @@ fn a_tenant_rooted_in_object_storage_runs_there() {
     assert!(out.contains("date=2026-10-01"), "{out}");
     // Nothing of the tenant's landed on local disk.
     assert!(!dir.path().join("c").exists());
+}
+
+/// `curl -s -i ARGS URL`: (status, response head, body).
+fn curl_i(url: &str, args: &[&str]) -> (u16, String, String) {
+    let out = Command::new("curl")
+        .args(["-s", "-S", "-i", "--path-as-is"])
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("running curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, head.to_string(), body.to_string())
+}
+
+/// The values of header `name` in a response head.
+fn headers<'a>(head: &'a str, name: &str) -> Vec<&'a str> {
+    head.lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.trim())
+        .collect()
+}
+
+/// The value a response sets cookie `name` to.
+fn cookie(head: &str, name: &str) -> Option<String> {
+    headers(head, "set-cookie").into_iter().find_map(|c| {
+        c.strip_prefix(&format!("{name}="))
+            .map(|v| v.split(';').next().unwrap_or("").to_string())
+    })
+}
+
+/// The `Set-Cookie` line of cookie `name`, whole.
+fn set_cookie(head: &str, name: &str) -> String {
+    headers(head, "set-cookie")
+        .into_iter()
+        .find(|c| c.starts_with(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("no cookie {name} in {head}"))
+        .to_string()
+}
+
+/// The hidden `csrf` field of a form in `page`.
+fn csrf_field(page: &str) -> String {
+    let start = page
+        .find("name=\"csrf\" value=\"")
+        .unwrap_or_else(|| panic!("no csrf field in {page}"))
+        + "name=\"csrf\" value=\"".len();
+    page[start..].split('"').next().unwrap().to_string()
+}
+
+/// Log in on the page from address `from` with `token`, as a browser
+/// does (the form, its CSRF cookie and field): (status, response head).
+fn page_login(s: &Server, token: &str, from: &str, extra: &[&str]) -> (u16, String) {
+    let (code, head, body) = curl_i(&format!("{}/", s.url), &["--interface", from]);
+    assert_eq!(code, 200, "{head}");
+    let csrf = cookie(&head, "idem_csrf").unwrap_or_else(|| panic!("no CSRF cookie: {head}"));
+    let mut args = vec![
+        "--interface".to_string(),
+        from.to_string(),
+        "-H".to_string(),
+        format!("Cookie: idem_csrf={csrf}"),
+        "--data-urlencode".to_string(),
+        format!("token={token}"),
+        "--data-urlencode".to_string(),
+        format!("csrf={}", csrf_field(&body)),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, head, _) = curl_i(&format!("{}/login", s.url), &args);
+    (code, head)
+}
+
+/// The web page's session: a random server-side id (not the token) in an
+/// HttpOnly, SameSite=Strict cookie that expires (Secure behind TLS);
+/// the login and logout forms carry a CSRF token; every page forbids
+/// framing and sniffing; a peer's failed logins past 5 a minute are
+/// answered 429 with Retry-After while another peer logs in.
+#[test]
+fn the_page_uses_expiring_sessions_csrf_and_login_backoff() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    let s = start(&cfg, &[]);
+    let url = |p: &str| format!("{}{p}", s.url);
+
+    let (code, head, body) = curl_i(&url("/"), &[]);
+    assert_eq!(code, 200, "{head}");
+    assert_eq!(headers(&head, "x-frame-options"), ["DENY"], "{head}");
+    assert_eq!(
+        headers(&head, "x-content-type-options"),
+        ["nosniff"],
+        "{head}"
+    );
+    let csp = headers(&head, "content-security-policy").join(";");
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
+        "{head}"
+    );
+    assert!(body.contains("name=\"csrf\""), "{body}");
+    // The JSON API says nosniff too.
+    let (_, head, _) = curl_i(&url("/health"), &[]);
+    assert_eq!(
+        headers(&head, "x-content-type-options"),
+        ["nosniff"],
+        "{head}"
+    );
+
+    // A login without the form's CSRF token, or with another one, is
+    // refused even with the right token.
+    let (code, head, _) = curl_i(
+        &url("/login"),
+        &["--data-urlencode", &format!("token={TOKEN_A}")],
+    );
+    assert_eq!(code, 403, "{head}");
+    assert!(cookie(&head, "idem_session").is_none(), "{head}");
+    let (code, head, _) = curl_i(
+        &url("/login"),
+        &[
+            "-H",
+            "Cookie: idem_csrf=aaaa",
+            "--data-urlencode",
+            &format!("token={TOKEN_A}"),
+            "--data-urlencode",
+            "csrf=bbbb",
+        ],
+    );
+    assert_eq!(code, 403, "{head}");
+
+    // The session: a random id, not the token, expiring, HttpOnly,
+    // SameSite=Strict; Secure when the request came over TLS.
+    let (code, head) = page_login(&s, TOKEN_A, "127.0.0.1", &[]);
+    assert_eq!(code, 303, "{head}");
+    let line = set_cookie(&head, "idem_session");
+    let session = cookie(&head, "idem_session").unwrap();
+    assert!(
+        session.len() == 64 && session.chars().all(|c| c.is_ascii_hexdigit()),
+        "{line}"
+    );
+    assert!(!line.contains(TOKEN_A), "{line}");
+    for attr in ["HttpOnly", "SameSite=Strict", "Max-Age=43200", "Path=/"] {
+        assert!(line.contains(attr), "{attr}: {line}");
+    }
+    assert!(!line.contains("Secure"), "{line}");
+    let (code, head) = page_login(
+        &s,
+        TOKEN_A,
+        "127.0.0.1",
+        &["-H", "X-Forwarded-Proto: https"],
+    );
+    assert_eq!(code, 303, "{head}");
+    assert!(
+        set_cookie(&head, "idem_session").contains("; Secure"),
+        "{head}"
+    );
+
+    let with = |c: &str| format!("Cookie: {c}");
+    let (code, _, page) = curl_i(
+        &url("/"),
+        &["-H", &with(&format!("idem_session={session}"))],
+    );
+    assert_eq!(code, 200);
+    assert!(page.contains("tenant a"), "{page}");
+    // The token itself is no session.
+    let (_, _, page) = curl_i(&url("/"), &["-H", &with(&format!("idem_token={TOKEN_A}"))]);
+    assert!(
+        !page.contains("tenant a") && page.contains("id=\"token\""),
+        "{page}"
+    );
+    let (code, _, _) = curl_i(
+        &url("/"),
+        &["-H", &with(&format!("idem_session={}", "0".repeat(64)))],
+    );
+    assert_eq!(code, 200);
+
+    // Logout needs the session's CSRF token; then the session is gone.
+    let (code, _, _) = curl_i(
+        &url("/logout"),
+        &[
+            "-H",
+            &with(&format!("idem_session={session}")),
+            "-d",
+            "csrf=nope",
+        ],
+    );
+    assert_eq!(code, 403);
+    let (_, _, still) = curl_i(
+        &url("/"),
+        &["-H", &with(&format!("idem_session={session}"))],
+    );
+    assert!(still.contains("tenant a"), "{still}");
+    let (code, head, _) = curl_i(
+        &url("/logout"),
+        &[
+            "-H",
+            &with(&format!("idem_session={session}")),
+            "--data-urlencode",
+            &format!("csrf={}", csrf_field(&still)),
+        ],
+    );
+    assert_eq!(code, 303, "{head}");
+    let (_, _, gone) = curl_i(
+        &url("/"),
+        &["-H", &with(&format!("idem_session={session}"))],
+    );
+    assert!(!gone.contains("tenant a"), "{gone}");
+
+    // Back-off: a peer's sixth wrong token within a minute is answered
+    // 429 with Retry-After, and so is its right token then; another peer
+    // logs in.
+    for i in 0..5 {
+        let (code, head) = page_login(&s, &format!("guess-{i}"), "127.0.0.3", &[]);
+        assert_eq!(code, 401, "guess {i}: {head}");
+    }
+    let (code, head) = page_login(&s, "guess-5", "127.0.0.3", &[]);
+    assert_eq!(code, 429, "{head}");
+    let retry: u64 = headers(&head, "retry-after")[0].parse().unwrap();
+    assert!((1..=60).contains(&retry), "{head}");
+    let (code, head) = page_login(&s, TOKEN_A, "127.0.0.3", &[]);
+    assert_eq!(code, 429, "{head}");
+    let (code, head) = page_login(&s, TOKEN_A, "127.0.0.4", &[]);
+    assert_eq!(code, 303, "{head}");
+}
+
+/// Send one HTTP request whose body is all sent, and leave the connection
+/// open (the caller drops it to disconnect).
+fn send_request(
+    url: &str,
+    method: &str,
+    path: &str,
+    extra: &str,
+    body: &[u8],
+) -> std::net::TcpStream {
+    use std::io::Write as _;
+    let addr = url.strip_prefix("http://").unwrap();
+    let mut t = std::net::TcpStream::connect(addr).unwrap();
+    t.write_all(
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: idem\r\n{extra}Content-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    t.write_all(body).unwrap();
+    t
+}
+
+/// Wait until something arrived at a fault barrier in `dir`.
+fn arrived(dir: &Path) {
+    let start = Instant::now();
+    while std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "nothing reached {}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A heavy request (an upload's compile, an audit, the page's tables)
+/// whose client hangs up keeps its tenant's one slot and its share of
+/// `workers` until its work ends: the tenant's next heavy request is 429
+/// while the work is held (a fault barrier inside it), and with one
+/// worker another tenant's log waits for it.
+#[test]
+fn a_disconnected_heavy_request_holds_its_slot_until_its_work_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("workers = 2", "workers = 1")
+        .replace("max-concurrent = 2", "max-concurrent = 1");
+    std::fs::write(&cfg, text).unwrap();
+    common::orders(&dir.path().join("a/orders"), "2026-10-01", 500, 1);
+    let revenue = common::guest("examples/daily_revenue");
+    let wasm = std::fs::read(&revenue).unwrap();
+    // A succeeded run gives the page a table to read.
+    let s = start(&cfg, &[]);
+    let (_, up) = upload(&s, TOKEN_A, &revenue);
+    let module = up["module"].as_str().unwrap().to_string();
+    let (_, v) = submit(
+        &s,
+        TOKEN_A,
+        &day_request(&module, "tables/revenue", "2026-10-01"),
+    );
+    assert_eq!(
+        wait(&s, TOKEN_A, v["id"].as_str().unwrap())["state"],
+        "succeeded"
+    );
+    drop(s);
+    std::fs::remove_file(dir.path().join(format!("a/_modules/{}.wasm", &module[7..]))).unwrap();
+
+    let bearer = format!("Authorization: Bearer {TOKEN_A}\r\n");
+    for kind in ["upload", "audit", "page"] {
+        let held = dir.path().join(format!("held-{kind}"));
+        let barrier = format!("heavy-a:2:{}", held.display());
+        let s = start(&cfg, &[("IDEM_FAULT_BARRIER", barrier.as_str())]);
+        let conn = match kind {
+            "upload" => send_request(&s.url, "POST", "/v1/modules", &bearer, &wasm),
+            "audit" => send_request(&s.url, "GET", "/v1/audit/tables/revenue", &bearer, b""),
+            _ => {
+                let (code, head) = page_login(&s, TOKEN_A, "127.0.0.1", &[]);
+                assert_eq!(code, 303, "{head}");
+                let session = cookie(&head, "idem_session").unwrap();
+                send_request(
+                    &s.url,
+                    "GET",
+                    "/",
+                    &format!("Cookie: idem_session={session}\r\n"),
+                    b"",
+                )
+            }
+        };
+        arrived(&held);
+        drop(conn); // the client hangs up while the work is held
+        // The tenant's next heavy requests are refused while it runs...
+        for _ in 0..8 {
+            let (code, head, body) = curl_i(
+                &format!("{}/v1/log/tables/revenue", s.url),
+                &[
+                    "--max-time",
+                    "5",
+                    "-H",
+                    &format!("Authorization: Bearer {TOKEN_A}"),
+                ],
+            );
+            assert_eq!(code, 429, "{kind}: {head}{body}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // ...and the one worker's share is taken: b's log waits.
+        let (code, _, _) = curl_i(
+            &format!("{}/v1/log/tables/none", s.url),
+            &[
+                "--max-time",
+                "2",
+                "-H",
+                &format!("Authorization: Bearer {TOKEN_B}"),
+            ],
+        );
+        assert_eq!(
+            code, 0,
+            "{kind}: b was served while a's work held the only worker"
+        );
+        std::fs::write(held.join("go"), b"").unwrap();
+        // Once the work ends, both are served again.
+        let start_t = Instant::now();
+        loop {
+            let (code, body) = curl(
+                "GET",
+                &format!("{}/v1/log/tables/revenue", s.url),
+                Some(TOKEN_A),
+                None,
+            );
+            if code == 200 {
+                break;
+            }
+            assert_eq!(code, 429, "{kind}: {body}");
+            assert!(
+                start_t.elapsed() < Duration::from_secs(60),
+                "{kind}: a's slot never came back"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let (code, _) = curl(
+            "GET",
+            &format!("{}/v1/log/tables/none", s.url),
+            Some(TOKEN_B),
+            None,
+        );
+        assert_eq!(code, 404, "{kind}");
+        if kind == "upload" {
+            // The work went on to its end: the module is stored.
+            assert!(
+                dir.path()
+                    .join(format!("a/_modules/{}.wasm", &module[7..]))
+                    .exists()
+            );
+        }
+    }
+}
+
+/// A run whose commit landed but whose service stopped before recording it,
+/// three times over, is found committed on the next start: succeeded
+/// (memo, its version and run key), never failed; a run that never
+/// committed is still failed.
+#[test]
+fn a_committed_run_is_never_failed_by_the_restart_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    common::orders(&dir.path().join("a/orders"), "2026-10-01", 500, 1);
+    common::orders(&dir.path().join("a/orders"), "2026-10-02", 500, 1);
+    let s = start(&cfg, &[]);
+    let (_, up) = upload(&s, TOKEN_A, &common::guest("examples/daily_revenue"));
+    let module = up["module"].as_str().unwrap().to_string();
+    let req = day_request(&module, "tables/revenue", "2026-10-01");
+    let (_, v) = submit(&s, TOKEN_A, &req);
+    let done = wait(&s, TOKEN_A, v["id"].as_str().unwrap());
+    assert_eq!(done["result"]["kind"], "committed", "{done}");
+    drop(s);
+
+    let committed = "run-111111111111111111111111";
+    let never = "run-222222222222222222222222";
+    forge_running(dir.path(), committed, &req);
+    let other_day = day_request(&module, "tables/revenue", "2026-10-02");
+    forge_running(dir.path(), never, &other_day);
+    let s = start(&cfg, &[]);
+    let r = wait(&s, TOKEN_A, committed);
+    assert_eq!(r["state"], "succeeded", "{r}");
+    assert_eq!(r["result"]["kind"], "memo", "{r}");
+    assert_eq!(r["result"]["version"], done["result"]["version"], "{r}");
+    assert_eq!(r["result"]["runKey"], done["result"]["runKey"], "{r}");
+    assert_eq!(r["result"]["manifest"], done["result"]["manifest"], "{r}");
+    let r = wait(&s, TOKEN_A, never);
+    assert_eq!(r["state"], "failed", "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("3 times"),
+        "{r}"
+    );
+    // Nothing ran: the table holds its one commit.
+    let commits = common::commits_per_slice(&dir.path().join("a/tables/revenue"));
+    assert_eq!(commits.values().sum::<usize>(), 1, "{commits:?}");
+}
+
+/// Run records are bounded: a record's message is cut to 4 KiB (saying
+/// how much was cut) when loaded, a record file over the size bound is
+/// not loaded at all, and `GET /v1/runs` pages (`limit`, `after`), each
+/// run listed once.
+#[test]
+fn run_records_are_bounded_and_listed_in_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    drop(start(&cfg, &[]));
+    let runs = dir.path().join("state/runs");
+    let record = |id: &str, ms: u64, message: &str| {
+        json!({
+            "id": id, "tenant": "a", "state": "failed",
+            "request": {"module": "sha256:00", "table": "t"},
+            "submittedMs": ms, "finishedMs": ms + 1, "attempts": 1,
+            "error": {"kind": "guest", "message": message},
+        })
+        .to_string()
+    };
+    for i in 0..250u64 {
+        let id = format!("run-{i:024}");
+        std::fs::write(
+            runs.join(format!("{id}.json")),
+            record(&id, 1000 + i, "small"),
+        )
+        .unwrap();
+    }
+    let long = "E".repeat(200_000);
+    let long_id = "run-long00000000000000000000";
+    std::fs::write(
+        runs.join(format!("{long_id}.json")),
+        record(long_id, 5000, &long),
+    )
+    .unwrap();
+    let huge_id = "run-huge00000000000000000000";
+    std::fs::write(
+        runs.join(format!("{huge_id}.json")),
+        record(huge_id, 6000, &"E".repeat(3 << 20)),
+    )
+    .unwrap();
+
+    let s = start(&cfg, &[]);
+    let (code, body) = curl(
+        "GET",
+        &format!("{}/v1/runs/{long_id}", s.url),
+        Some(TOKEN_A),
+        None,
+    );
+    assert_eq!(code, 200, "{body}");
+    let message = json_of(&body)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.len() <= 4200, "{} bytes", message.len());
+    assert!(
+        message.contains("195904 more bytes cut"),
+        "{:?}",
+        message.get(4000..)
+    );
+    // Not loaded (it would have been the newest).
+    let (code, _) = curl(
+        "GET",
+        &format!("{}/v1/runs/{huge_id}", s.url),
+        Some(TOKEN_A),
+        None,
+    );
+    assert_eq!(code, 404);
+
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let q = match &after {
+            None => String::new(),
+            Some(c) => format!("?after={c}"),
+        };
+        let (code, body) = curl("GET", &format!("{}/v1/runs{q}", s.url), Some(TOKEN_A), None);
+        assert_eq!(code, 200, "{body}");
+        let page = json_of(&body);
+        let ids: Vec<String> = page["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect();
+        assert!(ids.len() <= 100, "{}", ids.len());
+        seen.extend(ids);
+        match page["next"].as_str() {
+            Some(c) => after = Some(c.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 251);
+    assert_eq!(seen[0], long_id);
+    assert_eq!(seen[250], format!("run-{:024}", 0));
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 251);
+    let (_, body) = curl(
+        "GET",
+        &format!("{}/v1/runs?limit=1000", s.url),
+        Some(TOKEN_A),
+        None,
+    );
+    assert_eq!(json_of(&body)["runs"].as_array().unwrap().len(), 251);
+    for bad in ["limit=1001", "after=nonsense"] {
+        let (code, body) = curl(
+            "GET",
+            &format!("{}/v1/runs?{bad}", s.url),
+            Some(TOKEN_A),
+            None,
+        );
+        assert_eq!(code, 400, "{bad}: {body}");
+    }
+}
+
+/// An error naming a path under the tenant's root names it relative to
+/// the root, intact, without the host's folders, also when the config
+/// and roots are relative (the service started from their folder).
+#[test]
+fn error_messages_name_paths_relative_to_the_root() {
+    let dir = tempfile::tempdir().unwrap();
+    config(dir.path(), "");
+    let files = common::orders(&dir.path().join("b/orders"), "2026-10-01", 500, 1);
+    let file = files[0].file_name().unwrap().to_str().unwrap().to_string();
+    let s = start_in(Some(dir.path()), Path::new("serve.toml"), &[]);
+    let (_, up) = upload(&s, TOKEN_B, &common::guest("examples/daily_revenue"));
+    let module = up["module"].as_str().unwrap().to_string();
+    let rel = format!("orders/date=2026-10-01/{file}");
+    std::fs::write(dir.path().join("b/plain"), b"a file").unwrap();
+    let host = dir.path().canonicalize().unwrap().display().to_string();
+    for table in [format!("{rel}/t"), "plain/t".to_string()] {
+        let (code, v) = submit(&s, TOKEN_B, &day_request(&module, &table, "2026-10-01"));
+        assert_eq!(code, 202, "{v}");
+        let r = wait(&s, TOKEN_B, v["id"].as_str().unwrap());
+        assert_eq!(r["state"], "failed", "{r}");
+        let m = r["error"]["message"].as_str().unwrap();
+        assert!(
+            !m.contains(&host) && !m.contains("file:/") && !m.contains("/tmp"),
+            "{m}"
+        );
+        assert!(m.contains(&table), "{table}: {m}");
+    }
 }

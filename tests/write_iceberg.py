@@ -4,6 +4,10 @@ pyiceberg through its own SqlCatalog on the same SQLite file.
 usage: write_iceberg.py CATALOG_DB WAREHOUSE NAMESPACE.TABLE delete FILTER
        (deletes the rows FILTER selects, e.g. "date = '2026-10-01' AND
        amount > 50": a copy-on-write overwrite)
+       write_iceberg.py ... append-copy COLUMN VALUE
+       (appends one of the table's rows with COLUMN set to VALUE)
+       write_iceberg.py ... rename OLD NEW
+       (renames a column: a schema change, no data file touched)
 """
 import sys
 
@@ -16,6 +20,18 @@ def main() -> None:
     table = catalog.load_table(ident)
     if op == "delete":
         table.delete(delete_filter=sys.argv[5])
+    elif op == "append-copy":
+        import pyarrow as pa
+
+        column, value = sys.argv[5:7]
+        rows = table.scan(limit=1).to_arrow()
+        i = rows.schema.get_field_index(column)
+        field = rows.schema.field(i)
+        rows = rows.set_column(i, field, pa.array([value], field.type))
+        table.append(rows)
+    elif op == "rename":
+        with table.update_schema() as update:
+            update.rename_column(sys.argv[5], sys.argv[6])
     else:
         raise SystemExit(f"unknown operation {op}")
 

@@ -2,7 +2,9 @@
 `amount` is at least the `min_amount` parameter (rows with a null amount are
 dropped) and adds a derived column `total = amount * quantity`.
 
-Params: `{"min_amount": 10.0}` (default 0). Same output, byte for byte in
+Params: `{"min_amount": 10.0}` (a number, default 0), declared in the
+class's `params`: any other key (a typo such as `min_amont`) or a value that
+is not a number fails the run, naming it. Same output, byte for byte in
 digest terms, as the Rust example in examples/clean_orders.
 """
 
@@ -13,8 +15,11 @@ from idem_guest import compute
 
 
 class CleanOrders(ig.Transform):
+    params = [ig.Param("min_amount", float, default=0.0, doc="orders below this amount are dropped")]
+
     def open(self, ctx):
-        self.min_amount = ctx.param_float("min_amount", 0.0)
+        # The SDK has checked the param and filled its default in.
+        self.min_amount = ctx.param_float("min_amount")
         input = ctx.input_schema
         input.require("amount", ig.float64)
         input.require("quantity", ig.int64)

@@ -32,11 +32,14 @@ mod wasm {
         ctx: WitContext,
     ) -> Result<Option<Vec<String>>, String> {
         install_panic_hook();
-        let params = if ctx.params.trim().is_empty() {
+        let mut params = if ctx.params.trim().is_empty() {
             serde_json::Value::Object(Default::default())
         } else {
             serde_json::from_str(&ctx.params).map_err(|e| format!("params are not JSON: {e}"))?
         };
+        // Before `open`, so a misspelled or ill-typed param fails the run
+        // by name instead of being ignored.
+        crate::params::apply::<T>(&mut params).map_err(err)?;
         let input_schema =
             ipc::decode_schema(&ctx.input_schema).map_err(|e| format!("input schema: {e}"))?;
         let ctx = Context {

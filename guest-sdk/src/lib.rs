@@ -28,12 +28,14 @@ mod context;
 mod error;
 pub mod ipc;
 pub mod native;
+pub mod params;
 
 #[doc(hidden)]
 pub mod __private;
 
 pub use context::Context;
 pub use error::{Error, Result};
+pub use params::{Param, ParamType};
 
 use arrow::record_batch::RecordBatch;
 
@@ -45,6 +47,28 @@ use arrow::record_batch::RecordBatch;
 /// emitted from a hash map must be emitted in a defined (sorted) order: hash
 /// iteration order differs between builds.
 pub trait Transform: Default + 'static {
+    /// The params this transform takes, or `None` (the default): any
+    /// params object is then passed to `open` as given. With a declaration
+    /// the SDK checks `ctx.params` before `open` (see [`params::check`]):
+    /// an undeclared key (a typo), a value of another type or a missing
+    /// required param fails the run naming it, and the defaults are filled
+    /// in, so `ctx.param_f64("min_amount")` returns the default. An
+    /// associated function, not a method: it is asked before `open`.
+    ///
+    /// ```
+    /// # use idem_guest::{Param, Transform, Result, arrow::array::RecordBatch};
+    /// # #[derive(Default)] struct CleanOrders;
+    /// impl Transform for CleanOrders {
+    ///     fn params() -> Option<Vec<Param>> {
+    ///         Some(vec![Param::number("min_amount").default(0.0)])
+    ///     }
+    ///     # fn push(&mut self, b: RecordBatch) -> Result<Option<RecordBatch>> { Ok(Some(b)) }
+    /// }
+    /// ```
+    fn params() -> Option<Vec<Param>> {
+        None
+    }
+
     /// Called once before the first batch; read parameters here.
     fn open(&mut self, ctx: &Context) -> Result<()> {
         let _ = ctx;

@@ -19,12 +19,17 @@ pub(crate) fn log(level: Level, message: &str) {
     }
 }
 
-/// Run `T` over `batches` exactly as the host drives a guest: `open`, one
-/// `push` per batch in order, `finish`. Returns the non-empty outputs.
+/// Run `T` over `batches` exactly as the wasm glue drives a guest: the
+/// params checked against [`Transform::params`] (defaults filled in),
+/// `open`, one `push` per batch in order, `finish`. Returns the non-empty
+/// outputs.
 pub fn run<T: Transform>(
     ctx: &Context,
     batches: impl IntoIterator<Item = RecordBatch>,
 ) -> Result<Vec<RecordBatch>> {
+    let mut ctx = ctx.clone();
+    crate::params::apply::<T>(&mut ctx.params)?;
+    let ctx = &ctx;
     let mut t = T::default();
     t.open(ctx)?;
     let columns = t.columns();

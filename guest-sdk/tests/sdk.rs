@@ -263,3 +263,67 @@ fn the_native_runner_drives_open_push_finish_in_order() {
         .unwrap_err();
     assert!(e.0.contains("`min`"), "{}", e.0);
 }
+
+/// Declares `min` (integer, default 2) and `tag` (string, required); keeps
+/// rows whose id is at least `min`.
+#[derive(Default)]
+struct Declared {
+    min: i64,
+}
+
+impl Transform for Declared {
+    fn params() -> Option<Vec<idem_guest::Param>> {
+        Some(vec![
+            idem_guest::Param::integer("min").default(2),
+            idem_guest::Param::string("tag").required(),
+        ])
+    }
+    fn open(&mut self, ctx: &Context) -> Result<()> {
+        // The default was filled in before `open`: no fallback here.
+        self.min = ctx.param_i64("min")?.ok_or("no `min`")?;
+        Ok(())
+    }
+    fn push(&mut self, b: RecordBatch) -> Result<Option<RecordBatch>> {
+        let ids = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        let keep = ids.iter().map(|v| v.map(|v| v >= self.min)).collect();
+        Ok(Some(idem_guest::arrow::compute::filter_record_batch(
+            &b, &keep,
+        )?))
+    }
+}
+
+#[test]
+fn the_native_runner_checks_declared_params_before_open() {
+    let ids = |params| -> Result<Vec<i64>> {
+        let out = native::run::<Declared>(&ctx(params), [batch(&[1, 2, 3])])?;
+        Ok(out
+            .iter()
+            .flat_map(|b| {
+                let c = b.column(0).as_any().downcast_ref::<Int64Array>();
+                c.unwrap().values().to_vec()
+            })
+            .collect())
+    };
+    // The default reaches `open`; a given value wins (3.0 is an integer).
+    assert_eq!(ids(serde_json::json!({"tag": "t"})).unwrap(), [2, 3]);
+    assert_eq!(
+        ids(serde_json::json!({"tag": "t", "min": 3.0})).unwrap(),
+        [3]
+    );
+    let e = ids(serde_json::json!({"tag": "t", "mni": 3}))
+        .unwrap_err()
+        .0;
+    assert!(
+        e.starts_with("unknown parameter `mni` (did you mean `min`?)")
+            && e.contains("`min` (integer, default 2), `tag` (string, required)"),
+        "{e}"
+    );
+    let e = ids(serde_json::json!({"tag": "t", "min": 2.5}))
+        .unwrap_err()
+        .0;
+    assert!(e.contains("`min` must be an integer"), "{e}");
+    let e = ids(serde_json::json!({})).unwrap_err().0;
+    assert!(e.contains("missing required parameter `tag`"), "{e}");
+    // Undeclared transforms take anything, as before.
+    native::run::<KeepAtLeast>(&ctx(serde_json::json!({"anything": 1})), [batch(&[1])]).unwrap();
+}

@@ -84,7 +84,37 @@ pub fn audit(table: &str, opts: &AuditOptions<'_>) -> Result<Vec<SliceAudit>, Ru
             detail,
         });
     }
+    if opts.slice.is_none() {
+        out.extend(unowned(&t, &commits, &rt)?);
+    }
     Ok(out)
+}
+
+/// The slice id under which audit reports files that belong to no slice.
+pub const NO_SLICE: &str = "(no slice)";
+
+/// Every live data file must belong to exactly one slice's current commit:
+/// a file another writer added where no slice owns the partition is rows
+/// readers see that no manifest accounts for. Each one fails the audit,
+/// named.
+fn unowned(
+    t: &Table,
+    commits: &[SliceCommit],
+    rt: &tokio::runtime::Runtime,
+) -> Result<Vec<SliceAudit>, RunError> {
+    let files = rt.block_on(t.unowned_files(commits))?;
+    let version = t.version().unwrap_or(0);
+    Ok(files
+        .into_iter()
+        .map(|f| SliceAudit {
+            slice: NO_SLICE.into(),
+            version,
+            proof: Proof::Failed,
+            detail: format!(
+                "data file {f} belongs to no slice's current commit (another writer added it, or it survived a commit that should have replaced it): readers see rows that no manifest accounts for; remove it, or rerun the slice that should own it"
+            ),
+        })
+        .collect())
 }
 
 /// Commit -> manifest -> rows for one slice. `Err` is the first
@@ -128,6 +158,14 @@ async fn prove(t: &Table, c: &SliceCommit) -> Result<(Proof, String, Vec<u8>), S
             "the manifest disagrees with the commit at version {} (output {} vs {od}, slice {} vs {})",
             c.version, m.result.output_digest, m.spec.slice.id, c.slice
         ));
+    }
+    // Readers see the files through the table's schema: a foreign
+    // metadata-only commit (a rename under column mapping) changes what
+    // they read without touching a file.
+    match t.slice_shape_drift(c).await {
+        Ok(None) => {}
+        Ok(Some(why)) => return fail(why),
+        Err(e) => return fail(e.to_string()),
     }
     if c.mode == "merge" {
         return match t.foreign_commit_since(Some(c.version)).await {

@@ -53,6 +53,16 @@ pub struct LimitArgs {
     /// Most output the guest may return over the run, in MiB.
     #[arg(long, default_value_t = 65536)]
     pub max_output_mb: usize,
+    /// Most rows the guest may return over the run.
+    #[arg(long, default_value_t = 1 << 34)]
+    pub max_output_rows: u64,
+    /// Most rows in one batch the guest returns.
+    #[arg(long, default_value_t = 1 << 24)]
+    pub max_output_batch_rows: u64,
+    /// Most MiB one batch of decoded input may hold (and any one Parquet
+    /// page once decompressed); capped by --max-memory-mb.
+    #[arg(long, default_value_t = 256)]
+    pub max_input_batch_mb: u64,
     /// Wall-clock budget of the run, in milliseconds.
     #[arg(long, default_value_t = 300_000)]
     pub deadline_ms: u64,
@@ -76,6 +86,9 @@ impl LimitArgs {
             limits: Limits {
                 max_memory_bytes: self.max_memory_mb << 20,
                 max_output_bytes: self.max_output_mb << 20,
+                max_output_rows: self.max_output_rows,
+                max_output_batch_rows: self.max_output_batch_rows,
+                max_input_batch_bytes: self.max_input_batch_mb.saturating_mul(1 << 20),
                 deadline_ms: self.deadline_ms,
                 fuel: self.fuel,
                 max_module_bytes: self.max_module_mb.saturating_mul(1 << 20),
@@ -136,10 +149,9 @@ pub fn build(a: BuildArgs, out: Out) -> Result<ExitCode> {
 const BUILD_COMPILE_DEADLINE_MS: u64 = 600_000;
 
 pub fn inspect(bytes: &[u8], out: Out) -> Result<ExitCode> {
-    let sandbox = Sandbox::new(SandboxConfig {
-        cache_dir: None,
-        ..SandboxConfig::default()
-    })?;
+    // The default cache, as `idem build` and `idem run` use it: a module
+    // just built is inspected without compiling it again.
+    let sandbox = Sandbox::new(SandboxConfig::default())?;
     let (digest, adm) = sandbox.inspect(bytes)?;
     let verdict = adm.verdict();
     let profile = sandbox.config().profile.name();
@@ -226,7 +238,8 @@ pub fn exec(a: ExecArgs, out: Out) -> Result<ExitCode> {
     // Nothing is checked against the inputs later (no run key, no memo),
     // so they are hashed as they are read: one pass over their bytes. The
     // first one is copied while the module loads.
-    let (mut reader, read) = SliceReader::of_files("files", &a.input, a.batch_rows as usize)?;
+    let (reader, read) = SliceReader::of_files("files", &a.input, a.batch_rows as usize)?;
+    let mut reader = reader.with_input_budget(sandbox.config().limits.input_budget());
     reader.start_copying();
     let module = sandbox
         .load(&bytes)
@@ -283,8 +296,16 @@ pub fn exec(a: ExecArgs, out: Out) -> Result<ExitCode> {
             std::fs::rename(&file, &a.output)?;
             a.output.clone()
         }
-        // No batch at all: a file with the empty schema.
-        None => ParquetOutput::new(&a.output)?.commit()?,
+        // No rows: a file of the output's columns (an input of no rows
+        // still reaches the guest as a zero-row batch of its schema), or
+        // of none if the guest named no schema.
+        None => {
+            let mut file = ParquetOutput::new(&a.output)?;
+            if let Some(schema) = &outcome.output_schema {
+                file.write(&arrow::record_batch::RecordBatch::new_empty(schema.clone()))?;
+            }
+            file.commit()?
+        }
     };
     out.emit(
         json!({

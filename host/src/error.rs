@@ -155,7 +155,8 @@ impl SliceError {
             | SliceError::SchemaMismatch { .. }
             | SliceError::BadName { .. }
             | SliceError::Stores { .. }
-            | SliceError::Loop { .. } => Kind::Input,
+            | SliceError::Loop { .. }
+            | SliceError::Refused { .. } => Kind::Input,
         }
     }
 }

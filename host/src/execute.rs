@@ -134,12 +134,14 @@ impl<T: idem_guest::Transform> Native<T> {
 
 impl<T: idem_guest::Transform> Transformer for Native<T> {
     fn open(&mut self, ctx: &GuestContext) -> Result<Declared, ExecError> {
-        let params = if ctx.params.trim().is_empty() {
+        let mut params = if ctx.params.trim().is_empty() {
             serde_json::json!({})
         } else {
             serde_json::from_str(&ctx.params)
                 .map_err(|e| ExecError::Native(format!("params: {e}")))?
         };
+        // Declared params are checked (and defaulted) as the wasm glue does.
+        idem_guest::params::apply::<T>(&mut params).map_err(|e| ExecError::Native(e.0))?;
         let c = idem_guest::Context {
             slice_id: ctx.slice_id.clone(),
             logical_date: ctx.logical_date.clone(),

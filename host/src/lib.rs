@@ -25,6 +25,7 @@ pub mod run;
 pub mod sample;
 pub mod sandbox;
 pub mod scaffold;
+pub mod schedule;
 pub mod serve;
 pub mod slice;
 pub mod storage;

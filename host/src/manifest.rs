@@ -472,12 +472,38 @@ mod tests {
                 Box::new(|s| s.target.partition = Some(("date".into(), "x".into()))),
             ),
             ("keys", Box::new(|s| s.target.keys = vec!["id".into()])),
+            (
+                "expectations",
+                Box::new(|s| s.expectations = vec!["rows >= 1".into()]),
+            ),
+            (
+                "audit module",
+                Box::new(|s| {
+                    s.audit = Some(AuditRecord {
+                        module: Digest::of_bytes(b"audit"),
+                        params: serde_json::json!({}),
+                    })
+                }),
+            ),
         ];
         for (field, edit) in edits {
             let mut s = base.clone();
             edit(&mut s);
             assert_ne!(run_key(&s), k, "{field} does not change the run key");
         }
+        // The audit module's params, with the module unchanged.
+        let audited = |params: serde_json::Value| {
+            let mut s = base.clone();
+            s.audit = Some(AuditRecord {
+                module: Digest::of_bytes(b"audit"),
+                params,
+            });
+            run_key(&s)
+        };
+        assert_ne!(
+            audited(serde_json::json!({})),
+            audited(serde_json::json!({"max": 1}))
+        );
     }
 
     #[test]

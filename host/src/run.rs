@@ -309,6 +309,14 @@ pub(crate) fn manifest_path(manifest: &Digest) -> String {
     format!("manifests/{}.json", manifest.hex())
 }
 
+/// The logical date a slice implies: a date partition's value.
+fn implied_date(slice: &SliceSpec) -> Option<String> {
+    match slice {
+        SliceSpec::Partition { value, .. } => crate::schedule::implied_by_partition(value),
+        _ => None,
+    }
+}
+
 /// The memo index entry of a run key (under `_idem/`).
 pub(crate) fn run_index_path(run_key: &Digest) -> String {
     format!("runs/{}.json", run_key.hex())
@@ -359,11 +367,11 @@ impl Run {
     pub fn new(module: impl Into<PathBuf>, slice: SliceSpec, table: impl Into<String>) -> Self {
         Run {
             module: module.into(),
+            logical_date: implied_date(&slice),
             slice,
             table: table.into(),
             mode: None,
             params: "{}".into(),
-            logical_date: None,
             batch_rows: 8192,
             force: false,
             expectations: Vec::new(),
@@ -393,9 +401,11 @@ impl Run {
         self
     }
 
-    /// The scheduler's logical date.
+    /// The scheduler's logical date (checked when the run starts). `None`
+    /// keeps the one a date partition implies
+    /// ([`crate::schedule::implied_by_partition`]).
     pub fn logical_date(mut self, d: Option<String>) -> Self {
-        self.logical_date = d;
+        self.logical_date = d.or_else(|| implied_date(&self.slice));
         self
     }
 
@@ -470,6 +480,15 @@ impl Run {
         let params: serde_json::Value = serde_json::from_str(&self.params).map_err(|e| {
             RunError::Usage(format!("--params is not valid JSON ({e}): {}", self.params))
         })?;
+        if !params.is_object() {
+            return Err(RunError::Usage(format!(
+                "--params must be a JSON object of named parameters, such as '{{\"min_amount\": 10}}', not `{}`",
+                crate::sandbox::clip_text(self.params.clone())
+            )));
+        }
+        if let Some(d) = &self.logical_date {
+            crate::schedule::check_logical_date(d).map_err(RunError::Usage)?;
+        }
         crate::manifest::check_params_text(&self.params, &params)?;
         Ok((params, self.resolve_mode()?))
     }
@@ -633,7 +652,7 @@ impl Run {
         let mut memo_since = None;
         let mut current = None;
         if let Some(table) = &table {
-            if let Some(m) = rt.block_on(memo(table, &p.run_key))?
+            if let Some(m) = rt.block_on(memo(table, &p.run_key, &p.spec.slice.id))?
                 && let SliceState::Current { since } = rt.block_on(table.slice_state(
                     &p.spec.slice.id,
                     &m.result.output_digest,
@@ -684,7 +703,7 @@ impl Run {
         // 3. Memo: this exact run already committed, still current, and the
         //    table still holds its rows.
         if !self.force
-            && let Some(m) = rt.block_on(memo(&table, &run_key))?
+            && let Some(m) = rt.block_on(memo(&table, &run_key, &slice.id))?
             && let SliceState::Current { since } =
                 rt.block_on(table.slice_state(&slice.id, &m.result.output_digest, &mode))?
         {
@@ -697,7 +716,9 @@ impl Run {
         crate::fault::point("execute");
         in_time("reading and hashing the inputs")?;
         let t = Instant::now();
-        let reader = slice.reader(self.batch_rows as usize)?;
+        let reader = slice
+            .reader(self.batch_rows as usize)?
+            .with_input_budget(sandbox.config().limits.input_budget());
         let ctx = GuestContext {
             slice_id: slice.id.clone(),
             logical_date: self.logical_date.clone(),
@@ -923,7 +944,7 @@ impl Landing {
         match self {
             Landing::Table(w) => w
                 .send(b)
-                .map_err(|()| "the data file writer stopped".to_string()),
+                .map_err(|_| "the data file writer stopped".to_string()),
             Landing::Staged(s) => s.send(b).map_err(|e| e.to_string()),
         }
     }
@@ -1081,7 +1102,7 @@ fn report(table: &Table, manifest: Manifest, outcome: RunOutcome, timings: Timin
     }
 }
 
-async fn memo(table: &Table, run_key: &Digest) -> Result<Option<Manifest>, RunError> {
+async fn memo(table: &Table, run_key: &Digest, slice: &str) -> Result<Option<Manifest>, RunError> {
     let Some(index) = table.get_sidecar(&run_index_path(run_key)).await? else {
         return Ok(None);
     };
@@ -1091,8 +1112,24 @@ async fn memo(table: &Table, run_key: &Digest) -> Result<Option<Manifest>, RunEr
     let Some(bytes) = table.get_sidecar(&manifest_path(&index.manifest)).await? else {
         return Ok(None);
     };
+    // The index and the manifest are sidecars anyone who can write `_idem/`
+    // can forge (a manifest with this run's spec and an old result would
+    // skip new input): a hit only when the slice's current commit names
+    // this very manifest and its output.
+    if Digest::of_bytes(&bytes) != index.manifest {
+        return Ok(None);
+    }
     let m = Manifest::from_bytes(&bytes)?;
-    Ok((&m.run_key == run_key).then_some(m))
+    if &m.run_key != run_key {
+        return Ok(None);
+    }
+    let named = table.slice_commits().await?.into_iter().any(|c| {
+        c.slice == slice
+            && c.current
+            && c.manifest_digest.as_ref() == Some(&index.manifest)
+            && c.output_digest.as_ref() == Some(&m.result.output_digest)
+    });
+    Ok(named.then_some(m))
 }
 
 async fn log(table: &Table, r: &RunReport) -> Result<(), RunError> {

@@ -389,6 +389,14 @@ sys.exit(1 if bad else 0)
     }
 }
 
+/// Under `IDEM_NO_SKIP=1` (CI sets it) a test that would skip fails
+/// instead: a green CI run has run every test.
+fn no_skip(why: &str) {
+    if std::env::var("IDEM_NO_SKIP").is_ok_and(|v| v == "1") {
+        panic!("IDEM_NO_SKIP=1 and this test would skip: {why}");
+    }
+}
+
 /// The `airflow` command of the Airflow test's virtual environment:
 /// `IDEM_AIRFLOW`, else scripts/test's default place. `None` only when
 /// scripts/test could not install the package and said why in
@@ -401,6 +409,7 @@ pub fn airflow() -> Option<PathBuf> {
         return Some(path);
     }
     if let Ok(why) = std::env::var("IDEM_AIRFLOW_SKIP") {
+        no_skip(&format!("Airflow could not be installed from PyPI: {why}"));
         eprintln!("SKIPPED: Airflow could not be installed from PyPI: {why}");
         return None;
     }
@@ -422,6 +431,7 @@ pub fn browser_python() -> Option<PathBuf> {
         return Some(py);
     }
     if let Ok(why) = std::env::var("IDEM_BROWSER_SKIP") {
+        no_skip(&format!("no browser: {why}"));
         eprintln!("SKIPPED: no browser: {why}");
         return None;
     }

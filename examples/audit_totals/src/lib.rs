@@ -1,7 +1,8 @@
 //! `audit_totals`: an audit module for write-audit-publish (`idem run
 //! --audit-module`). It reads a run's staged output (clean_orders' rows)
 //! and passes only when every non-null `total` is at most the `max_total`
-//! audit param (default: no limit) and not negative.
+//! audit param (a number; absent: no limit) and not negative. It takes no
+//! other param: a misspelled one fails the audit run, naming it.
 //!
 //! An audit module is an ordinary transform; its output is the verdict:
 //! rows with a boolean `pass` and a text `reason`. The run publishes only
@@ -11,7 +12,7 @@ use std::sync::Arc;
 
 use idem_guest::arrow::array::{AsArray, BooleanArray, RecordBatch, StringArray};
 use idem_guest::arrow::datatypes::{DataType, Field, Float64Type, Schema};
-use idem_guest::{Context, Result, Transform};
+use idem_guest::{Context, Param, Result, Transform};
 
 /// Counts the rows outside the bounds and keeps the first one.
 #[derive(Default)]
@@ -23,6 +24,12 @@ pub struct AuditTotals {
 }
 
 impl Transform for AuditTotals {
+    fn params() -> Option<Vec<Param>> {
+        Some(vec![
+            Param::number("max_total").doc("largest total that passes (absent: no limit)"),
+        ])
+    }
+
     fn open(&mut self, ctx: &Context) -> Result<()> {
         self.max_total = ctx.param_f64("max_total")?;
         Ok(())

@@ -2,7 +2,9 @@
 //! least the `min_amount` parameter (rows with a null amount are dropped) and
 //! adds a derived column `total = amount * quantity`.
 //!
-//! Params: `{"min_amount": 10.0}` (default 0).
+//! Params: `{"min_amount": 10.0}` (a number, default 0), declared in
+//! [`Transform::params`]: any other key (a typo such as `min_amont`) or a
+//! value that is not a number fails the run, naming it.
 
 use std::sync::Arc;
 
@@ -10,7 +12,7 @@ use idem_guest::arrow::array::{ArrayRef, AsArray, BooleanArray, Float64Array, Re
 use idem_guest::arrow::compute::binary;
 use idem_guest::arrow::compute::filter_record_batch;
 use idem_guest::arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
-use idem_guest::{Context, Error, Result, Transform};
+use idem_guest::{Context, Error, Param, Result, Transform};
 
 /// State: only the parameters and the output schema.
 #[derive(Default)]
@@ -19,9 +21,22 @@ pub struct CleanOrders {
     schema: Option<SchemaRef>,
 }
 
+/// `min_amount` when the params do not give it.
+const MIN_AMOUNT: f64 = 0.0;
+
 impl Transform for CleanOrders {
+    fn params() -> Option<Vec<Param>> {
+        Some(vec![
+            Param::number("min_amount")
+                .default(MIN_AMOUNT)
+                .doc("orders below this amount are dropped"),
+        ])
+    }
+
     fn open(&mut self, ctx: &Context) -> Result<()> {
-        self.min_amount = ctx.param_f64("min_amount")?.unwrap_or(0.0);
+        // The SDK fills the default in; a runner that calls `open` directly
+        // (the host's native baseline) may not.
+        self.min_amount = ctx.param_f64("min_amount")?.unwrap_or(MIN_AMOUNT);
         let input = &ctx.input_schema;
         for (col, ty) in [("amount", DataType::Float64), ("quantity", DataType::Int64)] {
             match input.field_with_name(col) {
@@ -154,5 +169,16 @@ mod tests {
             native::run::<CleanOrders>(&ctx(serde_json::json!({"min_amount": "ten"})), [input()])
                 .unwrap_err();
         assert!(err.0.contains("min_amount"), "{err}");
+    }
+
+    #[test]
+    fn a_misspelled_param_is_refused_with_a_suggestion() {
+        let err = native::run::<CleanOrders>(&ctx(serde_json::json!({"min_amont": 10})), [input()])
+            .unwrap_err();
+        assert!(
+            err.0
+                .contains("unknown parameter `min_amont` (did you mean `min_amount`?)"),
+            "{err}"
+        );
     }
 }

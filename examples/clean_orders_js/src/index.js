@@ -3,16 +3,23 @@
 // are dropped) and adds a derived column `total = amount * quantity`.
 // Same output as examples/clean_orders (Rust), digest for digest.
 //
-// Params: {"min_amount": 10.0} (default 0).
+// Params: {"min_amount": 10.0} (a number, default 0), declared in `static
+// params`: any other key (a typo such as `min_amont`) or a value that is
+// not a number fails the run, naming it.
 
 import {
   Batch, DataType, Field, Schema, IdemError, arith, compare, exportTransform, filter,
 } from 'idem-guest';
 
 class CleanOrders {
+  static params = [
+    { name: 'min_amount', type: 'number', default: 0, doc: 'orders below this amount are dropped' },
+  ];
+
   /** @param {import('idem-guest').Context} ctx */
   open(ctx) {
-    this.minAmount = ctx.paramNumber('min_amount') ?? 0;
+    // The SDK has checked the param and filled its default in.
+    this.minAmount = ctx.paramNumber('min_amount');
     const input = ctx.inputSchema;
     for (const [col, type] of [['amount', DataType.Float64], ['quantity', DataType.Int64]]) {
       const f = input.field(col);

@@ -3,15 +3,16 @@
 //! batches. Output keeps input order, so it is deterministic whatever the
 //! hash set's iteration order.
 //!
-//! Params: `{"key": "event_id"}`. The key column may be Utf8 or Int64;
-//! null keys are kept (they are not equal to anything).
+//! Params: `{"key": "event_id"}` (a string, default `event_id`), declared
+//! in [`Transform::params`]. The key column may be Utf8 or Int64; null
+//! keys are kept (they are not equal to anything).
 
 use std::collections::HashSet;
 
 use idem_guest::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
 use idem_guest::arrow::compute::filter_record_batch;
 use idem_guest::arrow::datatypes::{DataType, Int64Type};
-use idem_guest::{Context, Error, Result, Transform};
+use idem_guest::{Context, Error, Param, Result, Transform};
 
 /// Keys seen so far in this slice.
 #[derive(Default)]
@@ -22,9 +23,22 @@ pub struct DedupEvents {
     seen_int: HashSet<i64>,
 }
 
+/// The key column when the params do not name one.
+const KEY: &str = "event_id";
+
 impl Transform for DedupEvents {
+    fn params() -> Option<Vec<Param>> {
+        Some(vec![
+            Param::string("key")
+                .default(KEY)
+                .doc("the column whose repeated values are dropped"),
+        ])
+    }
+
     fn open(&mut self, ctx: &Context) -> Result<()> {
-        self.key = ctx.param_str("key")?.unwrap_or("event_id").to_string();
+        // The SDK fills the default in; a runner that calls `open` directly
+        // (the host's native baseline) may not.
+        self.key = ctx.param_str("key")?.unwrap_or(KEY).to_string();
         let field = ctx.input_schema.field_with_name(&self.key).map_err(|_| {
             Error(format!(
                 "input has no key column `{}` (set the `key` parameter)",

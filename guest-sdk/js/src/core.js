@@ -16,3 +16,4 @@ export { Context } from './context.js';
 export { IdemError, describeError } from './error.js';
 export { log, setLogSink } from './log.js';
 export { exportTransform } from './export.js';
+export { checkParams } from './params.js';

@@ -6,11 +6,17 @@ import { Context } from './context.js';
 import { IdemError, describeError } from './error.js';
 import { readStream, encodeOutput } from './ipc.js';
 import { concat } from './kernels.js';
+import { checkParams } from './params.js';
 import { logLine, startLogging } from './log.js';
 import { resetRandom } from './sandbox.js';
 
 /**
  * What a transform class implements (all but `push` optional):
+ * - `static params`: the params it takes, e.g. `[{name: 'min_amount', type:
+ *   'number', default: 0}]` (see params.js). When declared, `ctx.params` is
+ *   checked before `open` (an unknown key, a value of another type or a
+ *   missing required one fails the run, naming it) and the defaults are
+ *   filled in. Without it any params object is passed as given.
  * - `open(ctx)`: once, before any batch; read parameters, check the input schema.
  * - `columns()`: asked right after `open`; the input columns to read, by
  *   name (the host then decodes only those, in that order), or undefined for all.
@@ -41,7 +47,13 @@ export function exportTransform(Class) {
         startLogging();
         resetRandom();
         instance = null;
-        const ctx = Context.fromWit(wctx);
+        let ctx = Context.fromWit(wctx);
+        // Before `open`, so a misspelled or ill-typed param fails the run
+        // by name instead of being ignored.
+        const declared = /** @type {any} */ (Class).params;
+        if (declared !== undefined && declared !== null) {
+          ctx = new Context({ ...ctx, params: checkParams(declared, ctx.params) });
+        }
         const t = new Class();
         if (typeof t.push !== 'function') throw new IdemError(`${Class.name || 'the transform'} has no push(batch) method`);
         if (typeof t.open === 'function') t.open(ctx);

@@ -97,3 +97,11 @@ test('daily_revenue_js: the day falls back to the slice id', async () => {
   const out = await run(dailyRevenue, { sliceId: 'date=2026-10-02', inputSchema: input.schema }, [input]);
   assert.equal(out[0].column('day').get(0), 'date=2026-10-02');
 });
+
+test('clean_orders_js: a misspelled param is refused with a suggestion', async () => {
+  const input = orders();
+  await assert.rejects(
+    run(cleanOrders, { params: { min_amont: 10 }, inputSchema: input.schema }, [input]),
+    /unknown parameter `min_amont` \(did you mean `min_amount`\?\): this transform takes `min_amount` \(number, default 0\)/,
+  );
+});

@@ -21,6 +21,7 @@ from .column import (BinaryColumn, BoolColumn, Column, NullColumn, PrimitiveColu
                      mask_or)
 from .context import Context
 from .errors import IdemError
+from .params import Param
 from .schema import Field, Schema
 from .transform import Transform, export
 from .datatypes import (DataType, binary, boolean, bool_, date32, date64, duration, float32, float64,
@@ -30,7 +31,7 @@ from .datatypes import (DataType, binary, boolean, bool_, date32, date64, durati
 __version__ = "0.2.0"
 
 __all__ = [
-    "Transform", "export", "Context", "Batch", "Schema", "Field", "Column", "NullColumn",
+    "Transform", "export", "Context", "Param", "Batch", "Schema", "Field", "Column", "NullColumn",
     "BoolColumn", "PrimitiveColumn", "BinaryColumn", "column", "concat_columns", "as_mask",
     "mask_and", "mask_or", "mask_not", "bits_to_bytes", "bytes_to_bits", "IdemError",
     "SandboxError", "DataType", "null", "boolean", "bool_", "int8", "int16", "int32", "int64",

@@ -9,6 +9,7 @@ from . import _sandbox, ipc
 from .batch import Batch
 from .context import Context
 from .errors import IdemError
+from .params import check_params
 from .transform import exported_class
 
 __all__ = ["Runner", "describe_exception", "format_stack"]
@@ -35,6 +36,14 @@ def check_columns(columns):
             raise IdemError("columns(): `%s` is declared twice" % c)
         seen.add(c)
     return columns
+
+
+def declared_params(cls, params):
+    """``params`` checked against ``cls.params`` with its defaults filled
+    in (before ``open``, so a misspelled or ill-typed param fails the run
+    by name instead of being ignored); as given when ``cls`` declares none."""
+    declared = getattr(cls, "params", None)
+    return params if declared is None else check_params(declared, params)
 
 
 def encode_output(out, where):
@@ -71,8 +80,9 @@ class Runner:
             schema = ipc.read_schema(bytes(input_schema))
         except IdemError as e:
             raise IdemError("input schema: %s" % e) from None
-        ctx = Context(slice_id, logical_date, params, schema, batch_rows)
         cls = self.cls or exported_class()
+        params = declared_params(cls, params)
+        ctx = Context(slice_id, logical_date, params, schema, batch_rows)
         t = cls()
         self.transform = None
         t.open(ctx)

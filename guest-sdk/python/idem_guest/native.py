@@ -3,7 +3,7 @@ exact sequence the host drives (``open``, the ``columns()`` checks, one
 ``push`` per batch in order, ``finish``)."""
 
 from . import ipc
-from ._runtime import Runner, check_columns
+from ._runtime import Runner, check_columns, declared_params
 from .batch import Batch
 from .context import Context
 from .errors import IdemError
@@ -25,6 +25,10 @@ def run(cls, ctx, batches):
     batches = list(batches)
     if ctx.input_schema is None and batches:
         ctx.input_schema = batches[0].schema
+    params = declared_params(cls, ctx.params)
+    if params is not ctx.params:
+        # The caller's context keeps its params; `open` sees them checked.
+        ctx = Context(ctx.slice_id, ctx.logical_date, params, ctx.input_schema, ctx.batch_rows)
     t = cls()
     t.open(ctx)
     columns = check_columns(t.columns())

@@ -15,6 +15,14 @@ class Transform:
     are randomized per build, so set iteration order differs between builds.
     """
 
+    #: The params this transform takes, e.g. ``[Param("min_amount", float,
+    #: default=0.0)]`` (see :mod:`idem_guest.params`), or None: any params
+    #: object is then passed to ``open`` as given. When declared, the glue
+    #: checks ``ctx.params`` before ``open`` (an unknown key, a value of
+    #: another type or a missing required one fails the run, naming it) and
+    #: fills the defaults in.
+    params = None
+
     def open(self, ctx):
         """Called once before the first batch; read parameters here."""
 

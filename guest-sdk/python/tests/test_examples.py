@@ -14,6 +14,7 @@ SDK = os.path.dirname(HERE)
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(SDK)), "examples")
 sys.path.insert(0, SDK)
 
+import idem_guest as ig  # noqa: E402
 from idem_guest._runtime import Runner  # noqa: E402
 
 try:
@@ -107,6 +108,10 @@ class Examples(unittest.TestCase):
                          - pc.sum(pc.less(table["amount"], 0.0)).as_py())
         with self.assertRaisesRegex(Exception, "min_amount"):
             run(mod.CleanOrders, orders(), {"min_amount": "ten"})
+        with self.assertRaisesRegex(ig.IdemError, r"unknown parameter `min_amont` \(did you mean "
+                                    r"`min_amount`\?\): this transform takes `min_amount` "
+                                    r"\(number, default 0.0\)"):
+            run(mod.CleanOrders, orders(), {"min_amont": 10})
 
     def test_daily_revenue(self):
         mod = load("daily_revenue_py")

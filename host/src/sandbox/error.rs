@@ -100,6 +100,20 @@ pub enum SandboxError {
         /// Logical bytes returned so far, including the refused batch.
         produced: usize,
     },
+    /// The guest returned more rows than allowed, in one batch or over
+    /// the run; refused from the stream's metadata, before any array was
+    /// built.
+    #[error("guest returned {rows} rows {scope}, over the limit of {limit} rows: {fix}")]
+    RowLimit {
+        /// "in output batch N" or "over the run".
+        scope: String,
+        /// The rows counted, including the refused batch.
+        rows: u64,
+        /// The limit.
+        limit: u64,
+        /// What to do.
+        fix: &'static str,
+    },
     /// The guest returned a column whose type idem cannot digest; refused
     /// before any array was decoded.
     #[error("guest output column `{column}` has type {data_type}, which idem cannot digest: {fix}")]
@@ -173,6 +187,69 @@ pub enum SandboxError {
     /// A host-side failure around the guest call.
     #[error("host: {0}")]
     Host(String),
+}
+
+impl SandboxError {
+    /// The error with every text that came from the guest or its module
+    /// (its error string, a trap with the module's function names, log
+    /// lines, names in a schema or an import) cut to a few KiB: the
+    /// boundary's last word on size, applied to whatever leaves an
+    /// instance or admission.
+    pub(crate) fn bounded(self) -> Self {
+        use super::text::{MAX_GUEST_TEXT, clip, quote_lines};
+        let c = |s: String| clip(s, MAX_GUEST_TEXT);
+        match self {
+            SandboxError::Forbidden { import, reason } => SandboxError::Forbidden {
+                import: clip(import, 512),
+                reason,
+            },
+            SandboxError::NotATransform(m) => SandboxError::NotATransform(c(m)),
+            SandboxError::Compile(m) => SandboxError::Compile(c(m)),
+            SandboxError::Instantiate(m) => SandboxError::Instantiate(c(m)),
+            SandboxError::UnsupportedOutputType {
+                column,
+                data_type,
+                fix,
+            } => SandboxError::UnsupportedOutputType {
+                column: clip(column, 512),
+                data_type: clip(data_type, 1024),
+                fix,
+            },
+            SandboxError::OutputPanic { batch, detail } => SandboxError::OutputPanic {
+                batch,
+                detail: c(detail),
+            },
+            SandboxError::Trap {
+                call,
+                trap,
+                guest_log,
+            } => SandboxError::Trap {
+                call,
+                trap: c(trap),
+                guest_log: quote_lines(guest_log),
+            },
+            SandboxError::Guest { call, message } => SandboxError::Guest {
+                call,
+                message: c(message),
+            },
+            SandboxError::BadOutput { batch, detail, len } => SandboxError::BadOutput {
+                batch,
+                detail: c(detail),
+                len,
+            },
+            SandboxError::SchemaMismatch {
+                batch,
+                expected,
+                got,
+            } => SandboxError::SchemaMismatch {
+                batch,
+                expected: clip(expected, MAX_GUEST_TEXT / 2),
+                got: clip(got, MAX_GUEST_TEXT / 2),
+            },
+            SandboxError::Host(m) => SandboxError::Host(c(m)),
+            other => other,
+        }
+    }
 }
 
 fn fmt_log(lines: &[String]) -> String {

@@ -70,14 +70,7 @@ impl host::Host for HostState {
             host::Level::Warn => "warn",
             host::Level::Error => "error",
         };
-        let mut message = message;
-        if message.len() > MAX_LOG_LINE_BYTES {
-            let mut cut = MAX_LOG_LINE_BYTES;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-        }
+        let message = super::text::clip(message, MAX_LOG_LINE_BYTES);
         self.log.push(LogLine { level, message });
     }
 }
@@ -92,6 +85,7 @@ pub struct Instance {
     tick: Duration,
     started: Instant,
     output_bytes: usize,
+    output_rows: u64,
     output_schema: Option<SchemaRef>,
     batches_out: usize,
     poisoned: bool,
@@ -139,6 +133,7 @@ impl Instance {
             tick,
             started,
             output_bytes: 0,
+            output_rows: 0,
             output_schema: None,
             batches_out: 0,
             poisoned: false,
@@ -269,11 +264,11 @@ impl Instance {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(message)) => {
                 self.poisoned = true;
-                Err(SandboxError::Guest { call, message })
+                Err(SandboxError::Guest { call, message }.bounded())
             }
             Err(e) => {
                 self.poisoned = true;
-                Err(self.classify(call, e))
+                Err(self.classify(call, e).bounded())
             }
         }
     }
@@ -329,18 +324,24 @@ impl Instance {
             limit: self.limits.max_output_bytes,
             produced: self.output_bytes,
             batch: self.batches_out,
+            max_rows: self.limits.max_output_rows,
+            rows: self.output_rows,
+            max_batch_rows: self.limits.max_output_batch_rows,
         };
         let decoded = match output::decode_guarded(bytes, &budget) {
             Ok(d) => d,
             Err(e) => {
                 self.poisoned = true;
-                return Err(e);
+                return Err(e.bounded());
             }
         };
         let Some(decoded) = decoded else {
             return Ok(None);
         };
         self.output_bytes = self.output_bytes.saturating_add(decoded.logical_bytes);
+        self.output_rows = self
+            .output_rows
+            .saturating_add(decoded.batch.num_rows() as u64);
         // A zero-row batch is kept (and its schema checked): it names the
         // output's schema even when the whole output is empty.
         let batch = decoded.batch;
@@ -353,7 +354,8 @@ impl Instance {
                     batch: self.batches_out,
                     expected: s.to_string(),
                     got: batch.schema().to_string(),
-                });
+                }
+                .bounded());
             }
         }
         self.batches_out += 1;

@@ -14,6 +14,21 @@ pub struct Limits {
     /// dictionaries expanded), which is what the host holds, digests and
     /// stages. The encoded size can be far smaller.
     pub max_output_bytes: usize,
+    /// Most rows a guest may return over a whole run. Rows are counted on
+    /// their own because a row can cost the host work and memory that no
+    /// column byte accounts for (a batch with no columns, or of Null
+    /// columns, has rows but no buffers; the commit adds columns per row).
+    pub max_output_rows: u64,
+    /// Most rows in one output batch (`push` or `finish`), checked from the
+    /// stream's metadata before any array is built: the host sizes
+    /// per-batch buffers (owner and partition columns, digests) from it.
+    pub max_output_batch_rows: u64,
+    /// Most bytes one batch of decoded input may hold on the host, and
+    /// most any one Parquet page may declare once decompressed: an input
+    /// file past it is refused by name, before it takes the host's memory
+    /// (a 14 KB file can inflate to gigabytes). What counts is
+    /// [`Limits::input_budget`].
+    pub max_input_batch_bytes: u64,
     /// Wall-clock budget of a whole run, in milliseconds.
     pub deadline_ms: u64,
     /// Deterministic CPU budget (wasm fuel units); `None` = unmetered.
@@ -33,12 +48,25 @@ impl Default for Limits {
         Limits {
             max_memory_bytes: 512 << 20,
             max_output_bytes: 64 << 30,
+            max_output_rows: 1 << 34,
+            max_output_batch_rows: 1 << 24,
+            max_input_batch_bytes: crate::slice::DEFAULT_INPUT_BATCH_BYTES,
             deadline_ms: 300_000,
             fuel: None,
             max_stack_bytes: 1 << 20,
             max_module_bytes: 64 << 20,
             compile_deadline_ms: 60_000,
         }
+    }
+}
+
+impl Limits {
+    /// The input budget a reader gets: [`Limits::max_input_batch_bytes`],
+    /// and never more than the guest's memory, which must hold each batch
+    /// it is given (a larger batch could never be pushed).
+    pub fn input_budget(&self) -> u64 {
+        self.max_input_batch_bytes
+            .min(u64::try_from(self.max_memory_bytes).unwrap_or(u64::MAX))
     }
 }
 

@@ -9,6 +9,7 @@ mod guest;
 mod limits;
 mod output;
 mod profile;
+mod text;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,6 +26,14 @@ pub use guest::{GuestContext, Instance, LogLine};
 pub use limits::Limits;
 pub use output::{DecodedOutput, OutputBudget, decode_guest_output};
 pub use profile::Profile;
+
+pub use text::MAX_GUEST_TEXT;
+
+/// A text of unknown size cut to [`MAX_GUEST_TEXT`] bytes on a character
+/// boundary, saying how many bytes were cut (see `text`).
+pub fn clip_text(text: String) -> String {
+    text::clip(text, text::MAX_GUEST_TEXT)
+}
 
 use crate::digest::Digest;
 
@@ -211,6 +220,11 @@ impl Sandbox {
     /// and import checks, and the digest a run key names. Enough to tell a
     /// memo hit, which then never loads the compiled code.
     pub fn identify(&self, bytes: &[u8]) -> Result<ModuleId, SandboxError> {
+        self.identify_unbounded(bytes)
+            .map_err(SandboxError::bounded)
+    }
+
+    fn identify_unbounded(&self, bytes: &[u8]) -> Result<ModuleId, SandboxError> {
         admission::check_size(bytes.len(), self.config.limits.max_module_bytes)?;
         let bytes = Arc::new(admission::to_component(bytes)?);
         let digest = Digest::of_bytes(&bytes);
@@ -222,6 +236,10 @@ impl Sandbox {
     /// The second half of [`Sandbox::load`]: compiled code (from the cache
     /// or compiled within the budget) and the admission of its exports.
     pub fn load_identified(&self, id: &ModuleId) -> Result<GuestModule, SandboxError> {
+        self.load_unbounded(id).map_err(SandboxError::bounded)
+    }
+
+    fn load_unbounded(&self, id: &ModuleId) -> Result<GuestModule, SandboxError> {
         let limits = &self.config.limits;
         let (digest, bytes) = (id.digest.clone(), id.bytes.clone());
         let (component, cache) = cache::load_or_compile(
@@ -273,17 +291,30 @@ impl Sandbox {
     }
 
     /// Inspect a module without rejecting it: digest, imports, exports and
-    /// the admission verdict. The size limit and compile budget apply.
+    /// the admission verdict. The size limit and compile budget apply; the
+    /// compiled code comes from (and goes to) the cache like a run's, so
+    /// inspecting a 19 MB JavaScript component right after `idem build`
+    /// compiles nothing.
     pub fn inspect(&self, bytes: &[u8]) -> Result<(Digest, Admission), SandboxError> {
         let limits = &self.config.limits;
-        admission::check_size(bytes.len(), limits.max_module_bytes)?;
-        let bytes = Arc::new(admission::to_component(bytes)?);
-        let digest = Digest::of_bytes(&bytes);
-        let component = cache::compile(&self.engine, &bytes, limits.compile_deadline_ms)?;
-        Ok((
-            digest,
-            admission::admit(&self.engine, &component, self.config.profile),
-        ))
+        let inspected = (|| {
+            admission::check_size(bytes.len(), limits.max_module_bytes)?;
+            let bytes = Arc::new(admission::to_component(bytes)?);
+            let digest = Digest::of_bytes(&bytes);
+            let (component, _) = cache::load_or_compile(
+                &self.engine,
+                self.config.cache_dir.as_deref(),
+                &digest,
+                &self.fingerprint,
+                &bytes,
+                limits.compile_deadline_ms,
+            )?;
+            Ok((
+                digest,
+                admission::admit(&self.engine, &component, self.config.profile),
+            ))
+        })();
+        inspected.map_err(SandboxError::bounded)
     }
 
     /// A fresh instance for one run. Never reuse an instance across runs or
@@ -295,6 +326,7 @@ impl Sandbox {
             &self.config.limits,
             EPOCH_TICK,
         )
+        .map_err(SandboxError::bounded)
     }
 }
 

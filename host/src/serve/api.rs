@@ -37,20 +37,24 @@ fn too_busy() -> Response {
     )
 }
 
-/// Start a heavy request of `tenant`: one per tenant, `workers` in all.
-async fn heavy<'a>(
-    svc: &'a Service,
+/// Run `f`, a heavy request of `tenant`, on a blocking thread: one per
+/// tenant (else 429), `workers` in all. Its slot is held until `f` ends,
+/// even when the client hangs up first.
+async fn heavy<T: Send + 'static>(
+    svc: &Service,
     tenant: &str,
-) -> Result<(super::Busy<'a>, tokio::sync::SemaphorePermit<'a>), Box<Response>> {
-    let busy = svc
-        .start_heavy(tenant)
-        .ok_or_else(|| Box::new(too_busy()))?;
-    let permit = svc
-        .heavy
-        .acquire()
-        .await
-        .map_err(|_| Box::new(too_busy()))?;
-    Ok((busy, permit))
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Response> {
+    let held = svc.heavy.start(tenant).await.ok_or_else(too_busy)?;
+    held.run(f).await.map_err(|_| failed_inside())
+}
+
+/// A request's blocking work that panicked.
+fn failed_inside() -> Response {
+    reply(
+        500,
+        json!({"error": "the request's work failed inside idem (a bug)"}),
+    )
 }
 
 fn refuse(Refusal(status, message): Refusal) -> Response {
@@ -121,12 +125,36 @@ pub fn router(svc: Arc<Service>) -> Router {
             "/login",
             post(super::page::login).layer(DefaultBodyLimit::max(16 << 10)),
         )
-        .route("/logout", get(super::page::logout))
+        .route(
+            "/logout",
+            post(super::page::logout).layer(DefaultBodyLimit::max(16 << 10)),
+        )
         .route("/runs/{id}", get(super::page::run))
+        .route("/style.css", get(super::page::style))
         .route("/health", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .merge(v1)
+        .layer(axum::middleware::map_response(guarded))
         .with_state(svc)
+}
+
+/// What every response says to a browser: never frame it (clickjacking),
+/// never guess its type, load nothing but this service's own style sheet,
+/// post forms only here, send no referrer.
+async fn guarded(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    for (name, value) in [
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+        (header::REFERRER_POLICY, "no-referrer"),
+    ] {
+        h.insert(name, header::HeaderValue::from_static(value));
+    }
+    r
 }
 
 /// Refuse a request without a valid token before its body is read.
@@ -159,12 +187,9 @@ async fn metrics(State(svc): Svc, headers: HeaderMap) -> Response {
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, Response> {
-    tokio::task::spawn_blocking(f).await.map_err(|_| {
-        reply(
-            500,
-            json!({"error": "the request's work failed inside idem (a bug)"}),
-        )
-    })
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|_| failed_inside())
 }
 
 /// POST /v1/modules (the .wasm as the body): admission-checked (size,
@@ -175,12 +200,9 @@ async fn upload(State(svc): Svc, headers: HeaderMap, body: Bytes) -> Response {
         Ok(t) => t.cfg.name.clone(),
         Err(r) => return *r,
     };
-    let _heavy = match heavy(&svc, &name).await {
-        Ok(h) => h,
-        Err(r) => return *r,
-    };
     let svc2 = svc.clone();
-    let done = blocking(move || {
+    let who = name.clone();
+    let done = heavy(&svc, &who, move || {
         let Some(t) = svc2.tenants.iter().find(|t| t.cfg.name == name) else {
             return Err(Refusal(401, "the token is not valid".into()));
         };
@@ -251,17 +273,25 @@ async fn submit(State(svc): Svc, headers: HeaderMap, body: Bytes) -> Response {
     }
 }
 
-/// GET /v1/runs[?limit=N]: the tenant's newest runs (100 unless asked,
-/// at most 1000), newest first.
+/// GET /v1/runs[?limit=N][&after=CURSOR]: a page of the tenant's runs,
+/// newest first (100 unless asked, at most 1000), and `next`, the cursor
+/// of the next page, when there are more.
 async fn list(State(svc): Svc, headers: HeaderMap, uri: axum::http::Uri) -> Response {
     let t = match tenant(&svc, &headers) {
         Ok(t) => t,
         Err(r) => return *r,
     };
-    let asked = url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
-        .find(|(k, _)| k == "limit")
-        .map(|(_, v)| v.parse::<usize>());
-    let limit = match asked {
+    let query: Vec<(String, String)> =
+        url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+    let asked = |key: &str| {
+        query
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    let limit = match asked("limit").map(str::parse::<usize>) {
         None => 100,
         Some(Ok(n)) if (1..=1000).contains(&n) => n,
         Some(_) => {
@@ -271,8 +301,18 @@ async fn list(State(svc): Svc, headers: HeaderMap, uri: axum::http::Uri) -> Resp
             );
         }
     };
-    let runs = svc.queue.list(&t.cfg.name, limit);
-    reply(200, json!({"runs": runs}))
+    let after = match asked("after").map(super::queue::parse_cursor) {
+        None => None,
+        Some(Some(c)) => Some(c),
+        Some(None) => {
+            return reply(
+                400,
+                json!({"error": "after must be the `next` of the page before, as given"}),
+            );
+        }
+    };
+    let page = svc.queue.page(&t.cfg.name, limit, after.as_ref());
+    reply(200, serde_json::to_value(page).unwrap_or_default())
 }
 
 fn not_found(id: &str) -> Response {
@@ -340,11 +380,7 @@ async fn log(State(svc): Svc, headers: HeaderMap, Path(table): Path<String>) -> 
         Ok(f) => f,
         Err(r) => return refuse(r),
     };
-    let _heavy = match heavy(&svc, &t.cfg.name).await {
-        Ok(h) => h,
-        Err(r) => return *r,
-    };
-    match blocking(move || crate::run::run_log(&full)).await {
+    match heavy(&svc, &t.cfg.name, move || crate::run::run_log(&full)).await {
         Err(r) => r,
         Ok(Err(_)) => reply(
             404,
@@ -368,11 +404,7 @@ async fn audit(State(svc): Svc, headers: HeaderMap, Path(table): Path<String>) -
         slice: None,
         replay: None,
     };
-    let _heavy = match heavy(&svc, &t.cfg.name).await {
-        Ok(h) => h,
-        Err(r) => return *r,
-    };
-    match blocking(move || crate::audit::audit(&full, &opts)).await {
+    match heavy(&svc, &t.cfg.name, move || crate::audit::audit(&full, &opts)).await {
         Err(r) => r,
         Ok(Err(_)) => reply(
             404,
@@ -386,7 +418,7 @@ async fn audit(State(svc): Svc, headers: HeaderMap, Path(table): Path<String>) -
             };
             let slices: Vec<Value> = report
                 .iter()
-                .map(|s| json!({"slice": s.slice, "version": s.version, "proof": state(&s.proof), "detail": super::scrub(t, s.detail.clone())}))
+                .map(|s| json!({"slice": s.slice, "version": s.version, "proof": state(&s.proof), "detail": super::scrub(t, &s.detail)}))
                 .collect();
             let proven = report
                 .iter()

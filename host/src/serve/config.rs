@@ -44,6 +44,11 @@ pub struct ServeConfig {
     /// ones are forgotten. Their tables keep what they committed.
     #[serde(default = "default_keep")]
     pub keep_ended_runs: usize,
+    /// Mark the page's cookies `Secure` (sent over HTTPS only): set it when
+    /// the service is reached through a TLS proxy. They are marked so
+    /// anyway for a request with `X-Forwarded-Proto: https`.
+    #[serde(default)]
+    pub secure_cookies: bool,
     /// The tenants.
     #[serde(rename = "tenant", default)]
     pub tenants: Vec<TenantConfig>,
@@ -157,7 +162,11 @@ impl ServeConfig {
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let mut c: ServeConfig =
             toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        let dir = path.parent().unwrap_or(Path::new("."));
+        // Absolute from here on: a root is compared, resolved and named in
+        // messages the same whatever folder the service started in.
+        let abs = std::path::absolute(path)
+            .map_err(|e| format!("{}: cannot make it absolute: {e}", path.display()))?;
+        let dir = abs.parent().unwrap_or(Path::new("/"));
         if c.state_dir.is_relative() {
             c.state_dir = dir.join(&c.state_dir);
         }
@@ -215,15 +224,82 @@ impl ServeConfig {
                         u.name, t.name
                     ));
                 }
-                let (a, b) = (format!("{}/", u.root), format!("{}/", t.root));
-                if a.starts_with(&b) || b.starts_with(&a) {
-                    return Err(format!(
-                        "the roots of tenants `{}` and `{}` overlap: each tenant needs its own",
-                        u.name, t.name
-                    ));
-                }
             }
         }
+        check_roots_apart(&c.tenants)?;
         Ok(c)
+    }
+}
+
+/// No tenant's root may hold another's, however spelled: roots are
+/// compared resolved (symlinks followed, `..` taken out), as the paths a
+/// request names are.
+fn check_roots_apart(tenants: &[TenantConfig]) -> Result<(), String> {
+    let mut resolved = Vec::new();
+    for t in tenants {
+        let url = crate::storage::locate(&t.root)
+            .map_err(|e| format!("tenant `{}`: root: {e}", t.name))?;
+        resolved.push(crate::storage::as_dir(&url));
+    }
+    for (i, t) in tenants.iter().enumerate() {
+        for (j, u) in tenants[..i].iter().enumerate() {
+            let (a, b) = (&resolved[j], &resolved[i]);
+            if crate::storage::contains(a, b) || crate::storage::contains(b, a) {
+                return Err(format!(
+                    "the roots of tenants `{}` ({}) and `{}` ({}) overlap (both resolve into {}): each tenant needs a root of its own",
+                    u.name,
+                    u.root,
+                    t.name,
+                    t.root,
+                    if crate::storage::contains(a, b) { a } else { b },
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dir: &Path, roots: &[(&str, &str)]) -> PathBuf {
+        let mut text = "state-dir = \"state\"\n".to_string();
+        for (i, (name, root)) in roots.iter().enumerate() {
+            text.push_str(&format!(
+                "[[tenant]]\nname = \"{name}\"\ntoken-sha256 = \"{:064x}\"\nroot = \"{root}\"\n",
+                i + 1
+            ));
+        }
+        let path = dir.join("serve.toml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// Roots spelled apart but resolving into one another are refused,
+    /// naming both tenants: a symlink, `..`, a trailing slash, nesting.
+    #[test]
+    fn overlapping_roots_are_refused_however_spelled() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("a/inner")).unwrap();
+        std::fs::create_dir_all(dir.path().join("x")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("a"), dir.path().join("alias")).unwrap();
+        for roots in [
+            [("one", "a"), ("two", "alias")],
+            [("one", "a"), ("two", "x/../a")],
+            [("one", "a/"), ("two", "./a")],
+            [("one", "alias/inner"), ("two", "a")],
+            [("one", "a"), ("two", "x/../alias/inner/new")],
+        ] {
+            let err = ServeConfig::load(&config(dir.path(), &roots)).unwrap_err();
+            assert!(
+                err.contains("`one`") && err.contains("`two`") && err.contains("overlap"),
+                "{roots:?}: {err}"
+            );
+        }
+        for roots in [[("one", "a"), ("two", "x")], [("one", "a"), ("two", "ab")]] {
+            ServeConfig::load(&config(dir.path(), &roots))
+                .unwrap_or_else(|e| panic!("{roots:?}: {e}"));
+        }
     }
 }

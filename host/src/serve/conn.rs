@@ -61,9 +61,16 @@ pub async fn serve(svc: Arc<Service>, cfg: &ServeConfig) -> std::io::Result<()> 
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             continue;
         };
+        // Each request knows its peer (the page's login back-off counts
+        // failures per address).
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let ip = addr.ip();
         let conn = http.serve_connection(
             TokioIo::new(Stall::new(tcp, write_timeout)),
-            hyper_util::service::TowerToHyperService::new(app.clone()),
+            hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(Peer(ip));
+                hyper::service::Service::call(&service, req)
+            }),
         );
         let mut stop_rx = stop_rx.clone();
         tokio::spawn(async move {
@@ -88,6 +95,10 @@ pub async fn serve(svc: Arc<Service>, cfg: &ServeConfig) -> std::io::Result<()> 
     let _ = tokio::time::timeout(body_timeout, slots.acquire_many(all)).await;
     Ok(())
 }
+
+/// The address a request came from (a request extension).
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub IpAddr);
 
 /// SIGTERM or Ctrl-C.
 async fn stop_signal() {

@@ -13,8 +13,11 @@
 pub mod api;
 pub mod config;
 pub mod conn;
+pub mod heavy;
 pub mod page;
 pub mod queue;
+pub mod scrub;
+pub mod session;
 
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
@@ -44,6 +47,8 @@ pub struct Tenant {
     pub root_url: url::Url,
     /// Its sandbox: the shared engine with its limits.
     pub sandbox: Sandbox,
+    /// The spellings of its root, taken out of messages.
+    pub roots: scrub::RootNames,
     /// sha256 of its token.
     token: [u8; 32],
 }
@@ -55,26 +60,16 @@ pub struct Service {
     /// The runs.
     pub queue: Queue,
     /// Heavy requests outside the run queue (module compiles, logs,
-    /// audits): at most `workers` at once over all tenants...
-    pub heavy: tokio::sync::Semaphore,
-    /// ...and one at a time per tenant (a second is refused, 429).
-    busy: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// audits, the page's tables): `workers` at once, one per tenant.
+    pub heavy: heavy::HeavySlots,
+    /// The page's logged-in sessions.
+    pub sessions: session::Sessions,
+    /// Failed page logins, for the back-off.
+    pub throttle: session::Throttle,
+    /// Whether the page's cookies are always `Secure`.
+    pub secure_cookies: bool,
     /// sha256 of the token /metrics asks for, if any.
     metrics_token: Option<[u8; 32]>,
-}
-
-/// One tenant's heavy request in progress; ends it when dropped.
-pub struct Busy<'a> {
-    svc: &'a Service,
-    tenant: String,
-}
-
-impl Drop for Busy<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut b) = self.svc.busy.lock() {
-            b.remove(&self.tenant);
-        }
-    }
 }
 
 /// A refused request: HTTP status and a message for the caller.
@@ -84,55 +79,7 @@ pub struct Refusal(pub u16, pub String);
 impl Service {
     /// Build the service from its config (engine, tenants, persisted runs).
     pub fn new(cfg: &ServeConfig, cache_dir: Option<PathBuf>) -> Result<Service, String> {
-        // One engine for every tenant (each run has its tenant's limits;
-        // fuel metering is compiled in, so metered tenants share a second
-        // one), its instance slots reserved once: one per worker (a
-        // service run has no audit module).
-        let max_memory = cfg
-            .tenants
-            .iter()
-            .map(|t| t.limits().max_memory_bytes)
-            .max();
-        let engine = |fuel: Option<u64>| {
-            Sandbox::new(SandboxConfig {
-                cache_dir: cache_dir.clone(),
-                pool: Some(Pool {
-                    instances: cfg.workers as u32,
-                    max_memory_bytes: max_memory.unwrap_or(0),
-                }),
-                limits: Limits {
-                    fuel,
-                    max_memory_bytes: max_memory.unwrap_or(0),
-                    ..Limits::default()
-                },
-                ..SandboxConfig::default()
-            })
-            .map_err(|e| e.to_string())
-        };
-        let base = engine(None)?;
-        let metered = match cfg.tenants.iter().any(|t| t.fuel.is_some()) {
-            true => Some(engine(Some(1))?),
-            false => None,
-        };
-        let mut tenants = Vec::new();
-        for t in &cfg.tenants {
-            let mut token = [0u8; 32];
-            hex::decode_to_slice(&t.token_sha256, &mut token).map_err(|e| e.to_string())?;
-            let root_url = crate::storage::locate(&t.root)
-                .map(|u| crate::storage::as_dir(&u))
-                .map_err(|e| format!("tenant `{}`: root: {e}", t.name))?;
-            tenants.push(Tenant {
-                root_url,
-                sandbox: match (&metered, t.fuel) {
-                    (Some(m), Some(_)) => m,
-                    _ => &base,
-                }
-                .with_limits(t.limits())
-                .map_err(|e| e.to_string())?,
-                cfg: t.clone(),
-                token,
-            });
-        }
+        let tenants = tenants(cfg, cache_dir)?;
         let queue = Queue::open(
             &cfg.state_dir,
             cfg.tenants
@@ -140,6 +87,10 @@ impl Service {
                 .map(|t| (t.name.clone(), t.max_concurrent, t.max_queued))
                 .collect(),
             cfg.keep_ended_runs,
+            &|r| {
+                let t = tenants.iter().find(|t| t.cfg.name == r.tenant)?;
+                settle(t, &r.request)
+            },
         )
         .map_err(|e| format!("state dir {}: {e}", cfg.state_dir.display()))?;
         let metrics_token = match &cfg.metrics_token_sha256 {
@@ -154,8 +105,10 @@ impl Service {
         Ok(Service {
             tenants,
             queue,
-            heavy: tokio::sync::Semaphore::new(cfg.workers),
-            busy: Default::default(),
+            heavy: heavy::HeavySlots::new(cfg.workers),
+            sessions: Default::default(),
+            throttle: Default::default(),
+            secure_cookies: cfg.secure_cookies,
             metrics_token,
         })
     }
@@ -173,16 +126,6 @@ impl Service {
             }
         }
         found
-    }
-
-    /// Start a heavy request of `tenant`, or `None` when it has one
-    /// running already.
-    pub fn start_heavy(&self, tenant: &str) -> Option<Busy<'_>> {
-        let mut b = self.busy.lock().ok()?;
-        b.insert(tenant.to_string()).then(|| Busy {
-            svc: self,
-            tenant: tenant.to_string(),
-        })
     }
 
     /// Whether `token` may read /metrics (anyone, unless the config sets
@@ -232,6 +175,62 @@ impl Service {
             })
             .collect()
     }
+}
+
+/// The tenants at run time: their roots resolved, their sandboxes on the
+/// shared engine(s).
+fn tenants(cfg: &ServeConfig, cache_dir: Option<PathBuf>) -> Result<Vec<Tenant>, String> {
+    // One engine for every tenant (each run has its tenant's limits;
+    // fuel metering is compiled in, so metered tenants share a second
+    // one), its instance slots reserved once: one per worker (a
+    // service run has no audit module).
+    let max_memory = cfg
+        .tenants
+        .iter()
+        .map(|t| t.limits().max_memory_bytes)
+        .max();
+    let engine = |fuel: Option<u64>| {
+        Sandbox::new(SandboxConfig {
+            cache_dir: cache_dir.clone(),
+            pool: Some(Pool {
+                instances: cfg.workers as u32,
+                max_memory_bytes: max_memory.unwrap_or(0),
+            }),
+            limits: Limits {
+                fuel,
+                max_memory_bytes: max_memory.unwrap_or(0),
+                ..Limits::default()
+            },
+            ..SandboxConfig::default()
+        })
+        .map_err(|e| e.to_string())
+    };
+    let base = engine(None)?;
+    let metered = match cfg.tenants.iter().any(|t| t.fuel.is_some()) {
+        true => Some(engine(Some(1))?),
+        false => None,
+    };
+    let mut tenants = Vec::new();
+    for t in &cfg.tenants {
+        let mut token = [0u8; 32];
+        hex::decode_to_slice(&t.token_sha256, &mut token).map_err(|e| e.to_string())?;
+        let root_url = crate::storage::locate(&t.root)
+            .map(|u| crate::storage::as_dir(&u))
+            .map_err(|e| format!("tenant `{}`: root: {e}", t.name))?;
+        tenants.push(Tenant {
+            roots: scrub::RootNames::new(&t.root, &root_url),
+            root_url,
+            sandbox: match (&metered, t.fuel) {
+                (Some(m), Some(_)) => m,
+                _ => &base,
+            }
+            .with_limits(t.limits())
+            .map_err(|e| e.to_string())?,
+            cfg: t.clone(),
+            token,
+        });
+    }
+    Ok(tenants)
 }
 
 /// `rel` below the tenant's root: a plain relative path (no `..`, not
@@ -361,20 +360,88 @@ fn mode_of(r: &RunRequest) -> Result<Option<Mode>, Refusal> {
     })
 }
 
-/// `m` with the tenant's root (as configured, resolved, and as a URL)
-/// taken out: objects are named relative to it.
-pub fn scrub(t: &Tenant, m: String) -> String {
-    let url = t.root_url.as_str().to_string();
-    let path = t
-        .root_url
-        .to_file_path()
-        .ok()
-        .map(|p| format!("{}/", p.display()));
-    let mut m = m.replace(&url, "");
-    if let Some(p) = path {
-        m = m.replace(&p, "");
+/// `m` with the tenant's root taken out (objects named relative to it)
+/// and any other host path masked: see [`scrub::RootNames::scrub`].
+pub fn scrub(t: &Tenant, m: &str) -> String {
+    t.roots.scrub(m)
+}
+
+/// The [`Run`] a request of tenant `t` asks for, its paths resolved
+/// below the root.
+fn build_run(t: &Tenant, r: &RunRequest) -> Result<Run, Refusal> {
+    check(t, r)?;
+    let module = under(t, &module_rel(&r.module)?, "module")?;
+    let slice = match (&r.input, &r.partition) {
+        (Some(input), Some(p)) => {
+            let (column, value) =
+                crate::run::parse_partition(p).map_err(|e| Refusal(400, e.to_string()))?;
+            SliceSpec::Partition {
+                root: PathBuf::from(under(t, input, "input")?),
+                column,
+                value,
+            }
+        }
+        _ => SliceSpec::Files {
+            files: r
+                .files
+                .iter()
+                .map(|f| under(t, f, "file").map(PathBuf::from))
+                .collect::<Result<_, _>>()?,
+            id: r.partition.clone(),
+        },
+    };
+    let mut run = Run::new(module, slice, under(t, &r.table, "table")?)
+        .params(r.params.to_string())
+        .logical_date(r.logical_date.clone())
+        .batch_rows(r.batch_rows.unwrap_or(8192))
+        .time_limit(Some(std::time::Duration::from_millis(t.cfg.run_timeout_ms)))
+        .expect(r.expect.iter().filter_map(|e| e.parse().ok()).collect());
+    if let Some(m) = mode_of(r)? {
+        run = run.mode(m);
     }
-    m.replace(&format!("{}/", t.cfg.root), "")
+    Ok(run)
+}
+
+/// A run's result as recorded (`{kind, version, runKey, manifest,
+/// rowsIn, rowsOut, outputDigest}`).
+fn result_of(
+    kind: &str,
+    version: Option<u64>,
+    manifest: &crate::manifest::Manifest,
+    digest: &crate::digest::Digest,
+) -> Value {
+    json!({
+        "kind": kind,
+        "version": version,
+        "runKey": manifest.run_key.to_string(),
+        "manifest": digest.to_string(),
+        "rowsIn": manifest.result.rows_in,
+        "rowsOut": manifest.result.rows_out,
+        "outputDigest": manifest.result.output_digest.to_string(),
+    })
+}
+
+/// Whether tenant `t`'s table holds request `r` committed: the run
+/// planned (inputs pinned and hashed, nothing executed or written) has a
+/// run key that the slice's current commit has, and the memo would take
+/// it. Its result (kind `memo`, as a rerun would say), else `None`,
+/// also when the table cannot be read.
+pub fn settle(t: &Tenant, r: &RunRequest) -> Option<Value> {
+    let explained = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        build_run(t, r).ok()?.explain(&t.sandbox).ok()
+    }))
+    .ok()
+    .flatten()?;
+    let (version, manifest) = explained.current?;
+    if explained.memo.is_none() || manifest.run_key != explained.run_key {
+        return None;
+    }
+    Some(result_of(
+        "memo",
+        Some(version),
+        &manifest,
+        &manifest.digest(),
+    ))
 }
 
 /// Execute one run for tenant `t`: `Ok({kind, version, runKey, manifest,
@@ -383,42 +450,8 @@ pub fn scrub(t: &Tenant, m: String) -> String {
 pub fn execute(t: &Tenant, r: &RunRequest) -> Result<Value, Value> {
     // Messages name objects relative to the root: the host's layout and
     // other tenants stay out of them.
-    let scrub = |m: String| scrub(t, m);
-    let fail = |kind: &str, m: String| json!({"kind": kind, "message": scrub(m)});
-    let build = || -> Result<Run, Refusal> {
-        check(t, r)?;
-        let module = under(t, &module_rel(&r.module)?, "module")?;
-        let slice = match (&r.input, &r.partition) {
-            (Some(input), Some(p)) => {
-                let (column, value) =
-                    crate::run::parse_partition(p).map_err(|e| Refusal(400, e.to_string()))?;
-                SliceSpec::Partition {
-                    root: PathBuf::from(under(t, input, "input")?),
-                    column,
-                    value,
-                }
-            }
-            _ => SliceSpec::Files {
-                files: r
-                    .files
-                    .iter()
-                    .map(|f| under(t, f, "file").map(PathBuf::from))
-                    .collect::<Result<_, _>>()?,
-                id: r.partition.clone(),
-            },
-        };
-        let mut run = Run::new(module, slice, under(t, &r.table, "table")?)
-            .params(r.params.to_string())
-            .logical_date(r.logical_date.clone())
-            .batch_rows(r.batch_rows.unwrap_or(8192))
-            .time_limit(Some(std::time::Duration::from_millis(t.cfg.run_timeout_ms)))
-            .expect(r.expect.iter().filter_map(|e| e.parse().ok()).collect());
-        if let Some(m) = mode_of(r)? {
-            run = run.mode(m);
-        }
-        Ok(run)
-    };
-    let run = build().map_err(|Refusal(_, m)| fail("input", m))?;
+    let fail = |kind: &str, m: String| json!({"kind": kind, "message": scrub(t, &m)});
+    let run = build_run(t, r).map_err(|Refusal(_, m)| fail("input", m))?;
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| run.execute(&t.sandbox)));
     match outcome {
         Err(_) => Err(fail(
@@ -433,15 +466,12 @@ pub fn execute(t: &Tenant, r: &RunRequest) -> Result<Value, Value> {
                 RunOutcome::Unchanged { since, .. } => ("unchanged", *since),
                 RunOutcome::Memo { since } => ("memo", *since),
             };
-            Ok(json!({
-                "kind": kind,
-                "version": version,
-                "runKey": report.manifest.run_key.to_string(),
-                "manifest": report.manifest_digest.to_string(),
-                "rowsIn": report.manifest.result.rows_in,
-                "rowsOut": report.manifest.result.rows_out,
-                "outputDigest": report.manifest.result.output_digest.to_string(),
-            }))
+            Ok(result_of(
+                kind,
+                version,
+                &report.manifest,
+                &report.manifest_digest,
+            ))
         }
     }
 }

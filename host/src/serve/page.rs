@@ -1,20 +1,35 @@
 //! The read-only web page at `/`: server-rendered HTML, no script, no
-//! build step. A tenant logs in with its token (kept in an HttpOnly,
-//! SameSite=Strict cookie) and sees its runs with their state, its tables
-//! with each slice's current output digest and audit state, and a run's
+//! build step. A tenant logs in with its token and gets a session (a
+//! random id in an HttpOnly, SameSite=Strict cookie that expires, see
+//! [`super::session`]); it sees its runs with their state, its tables with
+//! each slice's current output digest and audit state, and a run's
 //! manifest. It refreshes itself every 2 seconds while a run is pending.
 
 use std::sync::Arc;
+use std::time::Instant;
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use super::conn::Peer;
 use super::queue::State as RunState;
+use super::session::{Session, cookie, random_token, same_token};
 use super::{Service, Tenant, under};
 
-const COOKIE: &str = "idem_token";
+/// The session cookie: a random id, never the token.
+const SESSION_COOKIE: &str = "idem_session";
+
+/// The login form's CSRF cookie (double-submitted: the form repeats it).
+const CSRF_COOKIE: &str = "idem_csrf";
+
+/// The most of a run's error the list of runs shows (its page shows it
+/// all, itself bounded by the run record).
+const LIST_TEXT: usize = 300;
+
+const STYLE: &str = "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}code{font-size:90%}form.inline{display:inline}\n";
 
 /// Text made safe inside HTML.
 fn esc(s: &str) -> String {
@@ -25,6 +40,18 @@ fn esc(s: &str) -> String {
         .replace('\'', "&#39;")
 }
 
+/// `s` cut to about `max` bytes, on a character boundary.
+fn short(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
 fn html(status: StatusCode, title: &str, refresh: bool, body: &str) -> Response {
     let meta = if refresh {
         r#"<meta http-equiv="refresh" content="2">"#
@@ -33,7 +60,7 @@ fn html(status: StatusCode, title: &str, refresh: bool, body: &str) -> Response 
     };
     let page = format!(
         r#"<!doctype html><html><head><meta charset="utf-8">{meta}<title>{t}</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left}}code{{font-size:90%}}</style>
+<link rel="stylesheet" href="/style.css">
 </head><body>{body}</body></html>"#,
         t = esc(title)
     );
@@ -48,44 +75,87 @@ fn html(status: StatusCode, title: &str, refresh: bool, body: &str) -> Response 
         .into_response()
 }
 
-fn login_form(status: StatusCode, note: &str) -> Response {
+/// GET /style.css: the page's style (a file, so the page's policy allows
+/// no inline style or script at all).
+pub async fn style() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "max-age=3600"),
+        ],
+        STYLE,
+    )
+        .into_response()
+}
+
+/// Whether cookies set for this request are `Secure`: configured so, or
+/// the request came through a TLS proxy.
+fn secure(svc: &Service, headers: &HeaderMap) -> bool {
+    svc.secure_cookies
+        || headers
+            .get("x-forwarded-proto")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"))
+}
+
+/// A `Set-Cookie` value: HttpOnly, SameSite=Strict, for `max_age`
+/// seconds (0 forgets it), Secure when asked.
+fn set_cookie(name: &str, value: &str, path: &str, max_age: u64, secure: bool) -> String {
+    format!(
+        "{name}={value}; HttpOnly; SameSite=Strict; Path={path}; Max-Age={max_age}{}",
+        if secure { "; Secure" } else { "" }
+    )
+}
+
+/// The login form, with a fresh CSRF token in a cookie and in the form.
+fn login_form(status: StatusCode, note: &str, secure: bool) -> Response {
+    let Some(csrf) = random_token() else {
+        return html(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "idem",
+            false,
+            "<p>No login is possible now (the system has no randomness to give): retry later.</p>",
+        );
+    };
     let body = format!(
         r#"<h1>idem</h1><p>{}</p><form method="post" action="/login">
+<input type="hidden" name="csrf" value="{csrf}">
 <label>Tenant token <input type="password" name="token" id="token" autocomplete="off"></label>
 <button type="submit" id="login">Log in</button></form>"#,
         esc(note)
     );
-    html(status, "idem: log in", false, &body)
+    let mut r = html(status, "idem: log in", false, &body);
+    if let Ok(v) = set_cookie(CSRF_COOKIE, &csrf, "/login", 3600, secure).parse() {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
 }
 
-/// The tenant of the session cookie.
-fn session<'a>(svc: &'a Service, headers: &HeaderMap) -> Option<&'a Tenant> {
-    let cookies = headers.get(header::COOKIE)?.to_str().ok()?;
-    let token = cookies
-        .split(';')
-        .filter_map(|c| c.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE)
-        .map(|(_, v)| v)?;
-    let token = percent_encoding::percent_decode_str(token)
-        .decode_utf8()
-        .ok()?;
-    svc.tenant(&token)
+/// The value of cookie `name` in the request.
+fn cookie_of<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    cookie(headers.get(header::COOKIE)?.to_str().ok()?, name)
 }
 
-/// GET /: the login form, or the tenant's runs and tables.
-pub async fn index(State(svc): State<Arc<Service>>, headers: HeaderMap) -> Response {
-    let Some(t) = session(&svc, &headers) else {
-        return login_form(StatusCode::OK, "Log in with your tenant's API token.");
-    };
-    let runs = svc.queue.list(&t.cfg.name, 50);
-    let pending = runs
-        .iter()
-        .any(|r| matches!(r.state, RunState::Queued | RunState::Running));
-    let mut body = format!(
-        "<h1>idem: tenant {}</h1><h2>Runs</h2><table id=\"runs\"><tr><th>run</th><th>state</th><th>table</th><th>slice</th><th>result</th><th>version</th></tr>",
-        esc(&t.cfg.name)
-    );
-    for r in &runs {
+/// A form field of a `application/x-www-form-urlencoded` body.
+fn field(body: &[u8], name: &str) -> String {
+    url::form_urlencoded::parse(body)
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+/// The session of the request's cookie, with its id and tenant.
+fn session<'a>(svc: &'a Service, headers: &HeaderMap) -> Option<(String, Session, &'a Tenant)> {
+    let id = cookie_of(headers, SESSION_COOKIE)?;
+    let s = svc.sessions.get(id, Instant::now())?;
+    let t = svc.tenants.iter().find(|t| t.cfg.name == s.tenant)?;
+    Some((id.to_string(), s, t))
+}
+
+/// The rows of the runs table.
+fn run_rows(runs: &[super::queue::RunRecord]) -> String {
+    let mut rows = String::new();
+    for r in runs {
         let slice = r
             .request
             .partition
@@ -100,63 +170,75 @@ pub async fn index(State(svc): State<Arc<Service>>, headers: HeaderMap) -> Respo
                     .unwrap_or_default(),
             ),
             (_, Some(e)) => (
-                e["message"].as_str().unwrap_or("").to_string(),
+                short(e["message"].as_str().unwrap_or(""), LIST_TEXT),
                 String::new(),
             ),
             _ => (String::new(), String::new()),
         };
-        body.push_str(&format!(
+        rows.push_str(&format!(
             "<tr class=\"run\" data-id=\"{id}\"><td><a href=\"/runs/{id}\">{id}</a></td><td class=\"state\">{state}</td><td>{table}</td><td>{slice}</td><td>{result}</td><td>{version}</td></tr>",
             id = esc(&r.id),
             state = r.state.name(),
-            table = esc(&r.request.table),
-            slice = esc(&slice),
+            table = esc(&short(&r.request.table, LIST_TEXT)),
+            slice = esc(&short(&slice, LIST_TEXT)),
             result = esc(&result),
             version = esc(&version),
         ));
     }
-    body.push_str("</table><h2>Tables</h2>");
-    let mut tables: Vec<String> = runs
-        .iter()
-        .filter(|r| r.state == RunState::Succeeded)
-        .map(|r| r.request.table.clone())
+    rows
+}
+
+/// Each table's log and audit, read on a blocking thread as a heavy
+/// request of `t` (the slot held until the reading ends); `None` when
+/// another heavy request of `t` is running.
+async fn read_tables(
+    svc: &Service,
+    t: &Tenant,
+    tables: Vec<String>,
+) -> Option<
+    Vec<(
+        String,
+        Vec<crate::run::LogEntry>,
+        Vec<crate::audit::SliceAudit>,
+    )>,
+> {
+    let held = svc.heavy.start(&t.cfg.name).await?;
+    let full: Vec<(String, String)> = tables
+        .into_iter()
+        .filter_map(|table| under(t, &table, "table").ok().map(|f| (table, f)))
         .collect();
-    tables.sort();
-    tables.dedup();
-    // Reading tables is heavy work: shared with uploads, logs and audits.
-    let busy = svc.start_heavy(&t.cfg.name);
-    let permit = match &busy {
-        Some(_) => svc.heavy.acquire().await.ok(),
-        None => None,
-    };
-    if permit.is_none() {
-        tables.clear();
-        body.push_str("<p>(shown when no upload, log or audit of yours is running)</p>");
-    }
-    for table in tables {
-        let Ok(full) = under(t, &table, "table") else {
-            continue;
-        };
-        let opts = crate::audit::AuditOptions {
-            slice: None,
-            replay: None,
-        };
-        let outputs = {
-            let full = full.clone();
-            tokio::task::spawn_blocking(move || {
+    held.run(move || {
+        full.into_iter()
+            .map(|(table, full)| {
+                let opts = crate::audit::AuditOptions {
+                    slice: None,
+                    replay: None,
+                };
                 let log = crate::run::run_log(&full).unwrap_or_default();
                 let audit = crate::audit::audit(&full, &opts).unwrap_or_default();
-                (log, audit)
+                (table, log, audit)
             })
-            .await
-            .unwrap_or_default()
-        };
-        let (log, audit) = outputs;
+            .collect()
+    })
+    .await
+    .ok()
+}
+
+/// The tables section: each slice's current output, version and proof.
+fn table_rows(
+    tables: &[(
+        String,
+        Vec<crate::run::LogEntry>,
+        Vec<crate::audit::SliceAudit>,
+    )],
+) -> String {
+    let mut body = String::new();
+    for (table, log, audit) in tables {
         body.push_str(&format!(
             "<h3>{}</h3><table class=\"table\"><tr><th>slice</th><th>current output</th><th>version</th><th>audit</th></tr>",
-            esc(&table)
+            esc(table)
         ));
-        for s in &audit {
+        for s in audit {
             let digest = log
                 .iter()
                 .rev()
@@ -177,42 +259,124 @@ pub async fn index(State(svc): State<Arc<Service>>, headers: HeaderMap) -> Respo
         }
         body.push_str("</table>");
     }
-    body.push_str("<p><a href=\"/logout\">Log out</a></p>");
+    body
+}
+
+/// GET /: the login form, or the tenant's runs and tables.
+pub async fn index(State(svc): State<Arc<Service>>, headers: HeaderMap) -> Response {
+    let Some((_, session, t)) = session(&svc, &headers) else {
+        return login_form(
+            StatusCode::OK,
+            "Log in with your tenant's API token.",
+            secure(&svc, &headers),
+        );
+    };
+    let runs = svc.queue.list(&t.cfg.name, 50);
+    let pending = runs
+        .iter()
+        .any(|r| matches!(r.state, RunState::Queued | RunState::Running));
+    let mut body = format!(
+        "<h1>idem: tenant {}</h1><h2>Runs</h2><table id=\"runs\"><tr><th>run</th><th>state</th><th>table</th><th>slice</th><th>result</th><th>version</th></tr>{}</table><h2>Tables</h2>",
+        esc(&t.cfg.name),
+        run_rows(&runs)
+    );
+    let mut tables: Vec<String> = runs
+        .iter()
+        .filter(|r| r.state == RunState::Succeeded)
+        .map(|r| r.request.table.clone())
+        .collect();
+    tables.sort();
+    tables.dedup();
+    // Reading tables is heavy work: shared with uploads, logs and audits.
+    match read_tables(&svc, t, tables).await {
+        Some(read) => body.push_str(&table_rows(&read)),
+        None => body.push_str("<p>(shown when no upload, log or audit of yours is running)</p>"),
+    }
+    body.push_str(&format!(
+        r#"<form class="inline" method="post" action="/logout"><input type="hidden" name="csrf" value="{}"><button type="submit" id="logout">Log out</button></form>"#,
+        esc(&session.csrf)
+    ));
     html(StatusCode::OK, "idem", pending, &body)
 }
 
-/// POST /login (form `token=...`): sets the session cookie.
-pub async fn login(State(svc): State<Arc<Service>>, body: Bytes) -> Response {
-    let token = url::form_urlencoded::parse(&body)
-        .find(|(k, _)| k == "token")
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_default();
-    if svc.tenant(&token).is_none() {
-        return login_form(StatusCode::UNAUTHORIZED, "That token is not valid.");
+/// POST /login (form `token`, `csrf`): a new session. Refused (403)
+/// without the form's CSRF token; a peer (or everyone) with too many
+/// failed logins in the last minute is answered 429 with Retry-After
+/// before its token is looked at.
+pub async fn login(
+    State(svc): State<Arc<Service>>,
+    peer: Option<Extension<Peer>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let secure = secure(&svc, &headers);
+    let peer = peer.map(|Extension(Peer(ip))| ip);
+    let now = Instant::now();
+    if let Err(wait) = svc.throttle.check(peer, now) {
+        let mut r = login_form(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many failed logins: wait a minute, then try again.",
+            secure,
+        );
+        if let Ok(v) = wait.as_secs().to_string().parse() {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        return r;
     }
-    let cookie = format!(
-        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
-        percent_encoding::utf8_percent_encode(&token, percent_encoding::NON_ALPHANUMERIC)
-    );
-    (
-        StatusCode::SEE_OTHER,
-        [
-            (header::LOCATION, "/".to_string()),
-            (header::SET_COOKIE, cookie),
-        ],
-    )
-        .into_response()
+    let sent = field(&body, "csrf");
+    if !cookie_of(&headers, CSRF_COOKIE).is_some_and(|c| same_token(c, &sent)) {
+        return login_form(
+            StatusCode::FORBIDDEN,
+            "The form had expired: log in again.",
+            secure,
+        );
+    }
+    let Some(t) = svc.tenant(&field(&body, "token")) else {
+        svc.throttle.failed(peer, now);
+        return login_form(StatusCode::UNAUTHORIZED, "That token is not valid.", secure);
+    };
+    let Some((id, _)) = svc.sessions.open(&t.cfg.name, now) else {
+        return login_form(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "No session could be made (the system has no randomness to give): retry later.",
+            secure,
+        );
+    };
+    let ttl = super::session::SESSION_TTL.as_secs();
+    let mut r = (StatusCode::SEE_OTHER, [(header::LOCATION, "/".to_string())]).into_response();
+    for c in [
+        set_cookie(SESSION_COOKIE, &id, "/", ttl, secure),
+        set_cookie(CSRF_COOKIE, "", "/login", 0, secure),
+    ] {
+        if let Ok(v) = c.parse() {
+            r.headers_mut().append(header::SET_COOKIE, v);
+        }
+    }
+    r
 }
 
-/// GET /logout: forgets the session cookie.
-pub async fn logout() -> Response {
+/// POST /logout (form `csrf`, the session's): ends the session, here and
+/// in the browser.
+pub async fn logout(State(svc): State<Arc<Service>>, headers: HeaderMap, body: Bytes) -> Response {
+    let secure = secure(&svc, &headers);
+    if let Some((id, s, _)) = session(&svc, &headers) {
+        if !same_token(&s.csrf, &field(&body, "csrf")) {
+            return html(
+                StatusCode::FORBIDDEN,
+                "idem",
+                false,
+                "<p>That form had expired.</p><p><a href=\"/\">Back</a></p>",
+            );
+        }
+        svc.sessions.close(&id);
+    }
     (
         StatusCode::SEE_OTHER,
         [
             (header::LOCATION, "/".to_string()),
             (
                 header::SET_COOKIE,
-                format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),
+                set_cookie(SESSION_COOKIE, "", "/", 0, secure),
             ),
         ],
     )
@@ -225,8 +389,12 @@ pub async fn run(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let Some(t) = session(&svc, &headers) else {
-        return login_form(StatusCode::UNAUTHORIZED, "Log in first.");
+    let Some((_, _, t)) = session(&svc, &headers) else {
+        return login_form(
+            StatusCode::UNAUTHORIZED,
+            "Log in first.",
+            secure(&svc, &headers),
+        );
     };
     let Some(r) = svc.queue.get(&t.cfg.name, &id) else {
         return html(
@@ -266,10 +434,7 @@ pub async fn run(
         if let Some(bytes) = text {
             body.push_str(&format!(
                 "<h2>Manifest</h2><pre id=\"manifest\">{}</pre>",
-                esc(&super::scrub(
-                    t,
-                    String::from_utf8_lossy(&bytes).into_owned()
-                ))
+                esc(&super::scrub(t, &String::from_utf8_lossy(&bytes)))
             ));
         }
     }

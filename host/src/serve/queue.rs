@@ -120,8 +120,115 @@ pub enum Refused {
 }
 
 /// Runs interrupted by this many service stops are failed, not retried
-/// (a run that takes the service down with it must not do so forever).
+/// (a run that takes the service down with it must not do so forever),
+/// unless their table shows they committed.
 pub const MAX_ATTEMPTS: u32 = 3;
+
+/// The longest text a run record keeps in its result or error (a guest's
+/// error message, say); the rest is cut, saying how much.
+pub const MAX_MESSAGE_BYTES: usize = crate::sandbox::MAX_GUEST_TEXT;
+
+/// The largest run record file read from the state dir: a request (at
+/// most 256 KiB) and bounded texts fit well below it; a bigger file is
+/// not a record this service wrote, and is not read.
+pub const MAX_RECORD_BYTES: u64 = 1 << 20;
+
+/// `s` cut to [`MAX_MESSAGE_BYTES`] (on a character boundary), with a
+/// note of how many bytes were cut; whether it was cut.
+pub fn bound_text(s: &mut String) -> bool {
+    if s.len() <= MAX_MESSAGE_BYTES {
+        return false;
+    }
+    *s = crate::sandbox::clip_text(std::mem::take(s));
+    true
+}
+
+/// Every string in `v` bounded by [`bound_text`]; whether any was cut.
+fn bound_value(v: &mut Value) -> bool {
+    match v {
+        Value::String(s) => bound_text(s),
+        Value::Array(a) => a.iter_mut().fold(false, |cut, x| bound_value(x) | cut),
+        Value::Object(o) => o.values_mut().fold(false, |cut, x| bound_value(x) | cut),
+        _ => false,
+    }
+}
+
+impl RunRecord {
+    /// Its result and error texts bounded (they hold what a guest or a
+    /// store said); whether anything was cut.
+    pub fn bound(&mut self) -> bool {
+        let a = self.result.as_mut().is_some_and(bound_value);
+        let b = self.error.as_mut().is_some_and(bound_value);
+        a | b
+    }
+}
+
+/// A record file read whole only if it is at most [`MAX_RECORD_BYTES`]
+/// (read through a bounded reader: the file may grow while it is read).
+fn read_record(path: &Path) -> Result<RunRecord, String> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_RECORD_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_RECORD_BYTES {
+        return Err(format!(
+            "it is larger than {MAX_RECORD_BYTES} bytes, which no record of this service is"
+        ));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+}
+
+/// The records under `runs_dir` of the `tenants`, in submission order;
+/// unreadable or oversized ones, and other tenants', are left alone.
+fn read_records(
+    runs_dir: &Path,
+    tenants: &[(String, usize, usize)],
+) -> std::io::Result<Vec<RunRecord>> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(runs_dir)? {
+        let path = e?.path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        match read_record(&path) {
+            Ok(r) if tenants.iter().any(|(t, ..)| *t == r.tenant) => found.push(r),
+            Ok(r) => tracing::warn!(
+                "run {} belongs to tenant `{}`, which the config no longer has: left alone",
+                r.id,
+                r.tenant
+            ),
+            Err(e) => tracing::warn!("ignoring the run record {}: {e}", path.display()),
+        }
+    }
+    found.sort_by(|a: &RunRecord, b| (a.submitted_ms, &a.id).cmp(&(b.submitted_ms, &b.id)));
+    Ok(found)
+}
+
+/// A page of a tenant's runs, newest first.
+#[derive(Debug, Serialize)]
+pub struct Page {
+    /// The runs.
+    pub runs: Vec<RunRecord>,
+    /// The cursor of the next page (`after=`), when there are more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+}
+
+/// The most a page of runs holds, serialized: it ends early (with a
+/// cursor) rather than grow past it.
+const MAX_PAGE_BYTES: usize = 8 << 20;
+
+/// A run's place in the newest-first order, as a page cursor.
+fn cursor(r: &RunRecord) -> String {
+    format!("{}.{}", r.submitted_ms, r.id)
+}
+
+/// The place a cursor names: `(submitted_ms, id)`.
+pub fn parse_cursor(c: &str) -> Option<(u64, String)> {
+    let (ms, id) = c.split_once('.')?;
+    Some((ms.parse().ok()?, id.to_string()))
+}
 
 #[derive(Default)]
 struct Inner {
@@ -185,10 +292,15 @@ impl Queue {
     /// max_concurrent, max_queued)`, keeping the last `keep_ended` ended
     /// runs of each; runs found there that were queued or running are
     /// queued again (in submission order).
+    ///
+    /// A run that was running through [`MAX_ATTEMPTS`] stops is not run
+    /// again; `settle` says whether its table holds it committed (its
+    /// result, then recorded as succeeded), else it is failed.
     pub fn open(
         dir: &Path,
         tenants: Vec<(String, usize, usize)>,
         keep_ended: usize,
+        settle: &dyn Fn(&RunRecord) -> Option<Value>,
     ) -> std::io::Result<Queue> {
         let runs_dir = dir.join("runs");
         std::fs::create_dir_all(&runs_dir)?;
@@ -207,26 +319,7 @@ impl Queue {
             latency: vec![0; BUCKETS.len() + 1],
             ..Inner::default()
         };
-        let mut found: Vec<RunRecord> = Vec::new();
-        for e in std::fs::read_dir(&runs_dir)? {
-            let path = e?.path();
-            if path.extension().is_none_or(|x| x != "json") {
-                continue;
-            }
-            match std::fs::read(&path)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<RunRecord>(&b).ok())
-            {
-                Some(r) if tenants.iter().any(|(t, ..)| *t == r.tenant) => found.push(r),
-                Some(r) => tracing::warn!(
-                    "run {} belongs to tenant `{}`, which the config no longer has: left alone",
-                    r.id,
-                    r.tenant
-                ),
-                None => tracing::warn!("ignoring unreadable run record {}", path.display()),
-            }
-        }
-        found.sort_by(|a, b| (a.submitted_ms, &a.id).cmp(&(b.submitted_ms, &b.id)));
+        let found = read_records(&runs_dir, &tenants)?;
         let q = Queue {
             _lock: lock,
             inner: Mutex::new(Inner::default()),
@@ -236,14 +329,13 @@ impl Queue {
             keep_ended,
         };
         for mut r in found {
-            if r.state == State::Running && r.attempts >= MAX_ATTEMPTS {
-                r.state = State::Failed;
-                r.error = Some(serde_json::json!({
-                    "kind": "bug",
-                    "message": format!("the service stopped during this run {} times: it is not run again", r.attempts),
-                }));
-                r.finished_ms = Some(now_ms());
+            // An old record may hold texts of any size: bounded, and
+            // written back so.
+            if r.bound() {
                 let _ = q.persist(&r);
+            }
+            if r.state == State::Running && r.attempts >= MAX_ATTEMPTS {
+                q.end_poisoned(&mut r, settle);
             }
             if matches!(r.state, State::Queued | State::Running) {
                 // A run that was running when the service stopped is run
@@ -283,6 +375,29 @@ impl Queue {
         Ok(q)
     }
 
+    /// End a run that was running through [`MAX_ATTEMPTS`] stops without
+    /// running it again: succeeded when its table holds it committed
+    /// (its commit landed each time, the stop came before its record),
+    /// else failed. A run's record never says failed of a committed run.
+    fn end_poisoned(&self, r: &mut RunRecord, settle: &dyn Fn(&RunRecord) -> Option<Value>) {
+        match settle(r) {
+            Some(result) => {
+                r.state = State::Succeeded;
+                r.result = Some(result);
+            }
+            None => {
+                r.state = State::Failed;
+                r.error = Some(serde_json::json!({
+                    "kind": "bug",
+                    "message": format!("the service stopped during this run {} times: it is not run again (its table holds no commit of it)", r.attempts),
+                }));
+            }
+        }
+        r.bound();
+        r.finished_ms = Some(now_ms());
+        let _ = self.persist(r);
+    }
+
     /// Forget `tenant`'s oldest ended runs beyond `keep_ended`: out of
     /// memory and off disk.
     fn forget_old(&self, inner: &mut Inner, tenant: &str) {
@@ -312,7 +427,7 @@ impl Queue {
         let tmp = self.dir.join(format!(".{}.tmp", r.id));
         let done = (|| {
             let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&serde_json::to_vec_pretty(r).map_err(std::io::Error::other)?)?;
+            f.write_all(&serde_json::to_vec(r).map_err(std::io::Error::other)?)?;
             f.sync_all()?;
             std::fs::rename(&tmp, &path)?;
             std::fs::File::open(&self.dir)?.sync_all()
@@ -425,6 +540,9 @@ impl Queue {
         r.result = res;
         r.error = err;
         r.finished_ms = Some(now_ms());
+        // What a guest or a store said may be of any size: the record
+        // (kept, listed, read back at each start) is bounded.
+        r.bound();
         let r = r.clone();
         let secs = r.finished_ms.unwrap_or(0).saturating_sub(r.submitted_ms) as f64 / 1000.0;
         let bucket = BUCKETS
@@ -475,10 +593,34 @@ impl Queue {
     /// The tenant's newest `limit` runs, newest first (only those are
     /// copied).
     pub fn list(&self, tenant: &str, limit: usize) -> Vec<RunRecord> {
+        self.page(tenant, limit, None).runs
+    }
+
+    /// A page of the tenant's runs, newest first: at most `limit`, those
+    /// after the cursor `after` (`(submitted_ms, id)` of the previous
+    /// page's last run), and at most [`MAX_PAGE_BYTES`] of them.
+    pub fn page(&self, tenant: &str, limit: usize, after: Option<&(u64, String)>) -> Page {
         let inner = self.lock();
-        let mut v: Vec<&RunRecord> = inner.runs.values().filter(|r| r.tenant == tenant).collect();
+        let mut v: Vec<&RunRecord> = inner
+            .runs
+            .values()
+            .filter(|r| r.tenant == tenant)
+            .filter(|r| after.is_none_or(|(ms, id)| (r.submitted_ms, &r.id) < (*ms, id)))
+            .collect();
         v.sort_by(|a, b| (b.submitted_ms, &b.id).cmp(&(a.submitted_ms, &a.id)));
-        v.into_iter().take(limit).cloned().collect()
+        let mut runs = Vec::new();
+        let mut bytes = 0;
+        for r in &v {
+            bytes += serde_json::to_vec(r).map(|b| b.len()).unwrap_or(0);
+            if runs.len() == limit || (bytes > MAX_PAGE_BYTES && !runs.is_empty()) {
+                break;
+            }
+            runs.push((*r).clone());
+        }
+        let next = (runs.len() < v.len())
+            .then(|| runs.last().map(cursor))
+            .flatten();
+        Page { runs, next }
     }
 
     /// Prometheus text: runs by tenant and state, queue depth per tenant,
@@ -566,7 +708,7 @@ mod tests {
     fn old_ended_runs_are_forgotten_per_tenant() {
         let dir = tempfile::tempdir().unwrap();
         let tenants = vec![("a".to_string(), 4, 10), ("b".to_string(), 2, 10)];
-        let q = Queue::open(dir.path(), tenants.clone(), 2).unwrap();
+        let q = Queue::open(dir.path(), tenants.clone(), 2, &|_| None).unwrap();
         let (b_run, _) = q.submit("b", request("b0")).unwrap();
         let mut ids = Vec::new();
         for i in 0..4 {
@@ -597,12 +739,127 @@ mod tests {
         assert_eq!(records(dir.path()), 4);
         drop(q);
 
-        let q = Queue::open(dir.path(), tenants, 1).unwrap();
+        let q = Queue::open(dir.path(), tenants, 1, &|_| None).unwrap();
         let kept: Vec<String> = q.list("a", 10).into_iter().map(|r| r.id).collect();
         assert_eq!(kept, vec![ids[2].clone()]);
         assert!(q.get("b", &b_ended.id).is_some());
         // b's run, running when the service stopped, is queued again.
         assert_eq!(q.get("b", &b_run.id).unwrap().state, State::Queued);
         assert_eq!(records(dir.path()), 3);
+    }
+
+    /// A guest's huge message is cut when its run ends: the record, on
+    /// disk and listed, stays a few KiB and says how much was cut.
+    #[test]
+    fn a_huge_message_is_cut_when_the_run_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = Queue::open(dir.path(), vec![("a".into(), 1, 10)], 10, &|_| None).unwrap();
+        let (r, _) = q.submit("a", request("t")).unwrap();
+        q.take().unwrap();
+        let huge = "é".repeat(500_000);
+        q.finish(
+            &r.id,
+            Err(serde_json::json!({"kind": "guest", "message": huge})),
+        );
+        let size = std::fs::metadata(dir.path().join(format!("runs/{}.json", r.id)))
+            .unwrap()
+            .len();
+        assert!(size < 8192, "{size} bytes on disk");
+        let got = q.get("a", &r.id).unwrap();
+        let m = got.error.unwrap()["message"].as_str().unwrap().to_string();
+        assert!(m.len() <= MAX_MESSAGE_BYTES + 40, "{}", m.len());
+        assert!(m.ends_with("… [995904 more bytes cut]"), "{}", &m[4000..]);
+    }
+
+    /// Records on disk are read bounded: one over the size bound is not
+    /// loaded (nor deleted), one with a long message is cut and written
+    /// back cut.
+    #[test]
+    fn records_are_read_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("runs")).unwrap();
+        let record = |id: &str, message: &str| {
+            serde_json::json!({
+                "id": id, "tenant": "a", "state": "failed", "request": request("t"),
+                "submittedMs": 1, "finishedMs": 2, "attempts": 1,
+                "error": {"kind": "guest", "message": message},
+            })
+            .to_string()
+        };
+        let big = dir.path().join("runs/run-big.json");
+        std::fs::write(
+            &big,
+            record("run-big", &"x".repeat(MAX_RECORD_BYTES as usize)),
+        )
+        .unwrap();
+        let long = dir.path().join("runs/run-long.json");
+        std::fs::write(&long, record("run-long", &"x".repeat(100_000))).unwrap();
+        let q = Queue::open(dir.path(), vec![("a".into(), 1, 10)], 10, &|_| None).unwrap();
+        assert!(q.get("a", "run-big").is_none());
+        assert!(big.exists());
+        let m = q.get("a", "run-long").unwrap().error.unwrap()["message"].clone();
+        assert!(
+            m.as_str().unwrap().ends_with("… [95904 more bytes cut]"),
+            "{m}"
+        );
+        assert!(std::fs::metadata(&long).unwrap().len() < 8192);
+    }
+
+    /// A run left running by [`MAX_ATTEMPTS`] stops is not queued again:
+    /// succeeded with what `settle` found in its table, else failed.
+    #[test]
+    fn a_poisoned_run_ends_as_its_table_says() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("runs")).unwrap();
+        for id in ["run-landed", "run-never"] {
+            let rec = serde_json::json!({
+                "id": id, "tenant": "a", "state": "running", "request": request(id),
+                "submittedMs": 1, "attempts": MAX_ATTEMPTS,
+            });
+            std::fs::write(dir.path().join(format!("runs/{id}.json")), rec.to_string()).unwrap();
+        }
+        let settle = |r: &RunRecord| {
+            (r.request.table == "run-landed")
+                .then(|| serde_json::json!({"kind": "memo", "version": 0}))
+        };
+        let q = Queue::open(dir.path(), vec![("a".into(), 1, 10)], 10, &settle).unwrap();
+        let landed = q.get("a", "run-landed").unwrap();
+        assert_eq!(landed.state, State::Succeeded);
+        assert_eq!(landed.result.unwrap()["kind"], "memo");
+        let never = q.get("a", "run-never").unwrap();
+        assert_eq!(never.state, State::Failed);
+        assert_eq!(never.error.unwrap()["kind"], "bug");
+        drop(q);
+        // As persisted.
+        let q = Queue::open(dir.path(), vec![("a".into(), 1, 10)], 10, &|_| None).unwrap();
+        assert_eq!(q.get("a", "run-landed").unwrap().state, State::Succeeded);
+    }
+
+    /// Pages follow each other by cursor, each run once, newest first.
+    #[test]
+    fn runs_are_listed_in_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = Queue::open(dir.path(), vec![("a".into(), 1, 100)], 10, &|_| None).unwrap();
+        for i in 0..7 {
+            q.submit("a", request(&format!("t{i}"))).unwrap();
+        }
+        let mut seen = Vec::new();
+        let mut after = None;
+        loop {
+            let page = q.page("a", 3, after.as_ref());
+            assert!(page.runs.len() <= 3);
+            seen.extend(page.runs.iter().map(|r| (r.submitted_ms, r.id.clone())));
+            match page.next {
+                Some(c) => after = Some(parse_cursor(&c).unwrap()),
+                None => break,
+            }
+        }
+        assert_eq!(seen.len(), 7);
+        let mut sorted = seen.clone();
+        sorted.sort_by(|a, b| b.cmp(a));
+        sorted.dedup();
+        assert_eq!(seen, sorted);
+        assert!(q.page("b", 3, None).runs.is_empty());
+        assert!(parse_cursor("nonsense").is_none());
     }
 }

@@ -182,13 +182,12 @@ impl DataWriter {
             // complete, deleted below with the others): a reset would
             // abort its upload in a background task the run's end cancels.
             // After a failed write delta-rs has aborted it already.
-            if failed.is_none() {
-                match writer.as_mut().map(|w| w.flush()) {
-                    Some(flush) => match flush.await {
-                        Ok(last) => adds.extend(last),
-                        Err(e) => failed = Some(write_err(e)),
-                    },
-                    None => {}
+            if failed.is_none()
+                && let Some(flush) = writer.as_mut().map(|w| w.flush())
+            {
+                match flush.await {
+                    Ok(last) => adds.extend(last),
+                    Err(e) => failed = Some(write_err(e)),
                 }
             }
             if failed.is_some() || !complete {
@@ -214,10 +213,10 @@ impl DataWriter {
 
     /// Queue a batch (blocks while the writer is behind). An error means
     /// the writer stopped: its reason comes out of [`DataWriter::finish`].
-    pub fn send(&self, batch: &RecordBatch) -> Result<(), ()> {
+    pub fn send(&self, batch: &RecordBatch) -> Result<(), WriterStopped> {
         match &self.tx {
-            Some(tx) => tx.blocking_send(batch.clone()).map_err(|_| ()),
-            None => Err(()),
+            Some(tx) => tx.blocking_send(batch.clone()).map_err(|_| WriterStopped),
+            None => Err(WriterStopped),
         }
     }
 
@@ -382,10 +381,16 @@ pub(super) fn with_text_column(
         .collect();
     fields.push(Field::new(name, DataType::Utf8, false));
     let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-    columns.push(Arc::new(StringArray::from(vec![value; batch.num_rows()])));
+    columns.push(Arc::new(StringArray::from_iter_values(
+        std::iter::repeat_n(value, batch.num_rows()),
+    )));
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
         .map_err(|e| TableError::Output(e.to_string()))
 }
+
+/// The data writer stopped; why comes out of [`DataWriter::finish`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterStopped;
 
 /// Delete data files that were written but never committed (a lost race or
 /// a failed commit): they are invisible to readers; this only saves space.

@@ -220,6 +220,24 @@ impl Table {
         }
     }
 
+    /// Data files that belong to no slice's current commit (see
+    /// `ownership::unowned`); `commits` are [`Table::slice_commits`].
+    pub async fn unowned_files(&self, commits: &[SliceCommit]) -> Result<Vec<String>, TableError> {
+        match self {
+            Table::Delta(t) => t.unowned_files(commits).await,
+            Table::Iceberg(t) => t.unowned_files(commits).await,
+        }
+    }
+
+    /// Why the table's schema, partitioning or column mapping is no longer
+    /// what slice `c`'s commit saw (`None`: unchanged).
+    pub async fn slice_shape_drift(&self, c: &SliceCommit) -> Result<Option<String>, TableError> {
+        match self {
+            Table::Delta(t) => t.shape_drift(Some(c.version)).await,
+            Table::Iceberg(t) => Ok(t.slice_shape_drift(c)),
+        }
+    }
+
     pub async fn digest_slice_rows(&self, c: &SliceCommit) -> Result<(Digest, u64), TableError> {
         match self {
             Table::Delta(t) => t.digest_slice_rows(c).await,

@@ -18,7 +18,8 @@ pub mod iceberg;
 mod mode;
 mod ownership;
 mod proof;
-mod sidecar;
+mod shape;
+pub(crate) mod sidecar;
 mod stores;
 
 use std::collections::HashMap;
@@ -366,6 +367,10 @@ impl Delta {
             }
             Mode::Append => self.file_drift(slice, seq, None).await?,
         };
+        let drift = match drift {
+            None => self.shape_drift(since).await?,
+            found => found,
+        };
         Ok(match drift {
             None => SliceState::Current { since },
             Some(reason) => SliceState::Drifted { reason },
@@ -396,6 +401,12 @@ impl Delta {
                     .unwrap_or_else(|| "no longer in the log".into())
             )
         }))
+    }
+
+    /// Why the table's schema, partitioning or column mapping is no longer
+    /// what it was at version `since` (`None`: unchanged).
+    pub async fn shape_drift(&self, since: Option<u64>) -> Result<Option<String>, TableError> {
+        Ok(shape::drift(&self.idem_history().await?, since))
     }
 
     /// Whether `digest` is the slice's current committed output.
@@ -1280,19 +1291,25 @@ impl Delta {
                 continue;
             }
             let path = object_store::path::Path::from(format!("_delta_log/{version:020}.json"));
-            let got = match store.get(&path).await {
-                Ok(r) => r.bytes().await,
+            let bytes = match store.get(&path).await {
+                Ok(r) => sidecar::whole(r)
+                    .await
+                    .map_err(|detail| TableError::Delta {
+                        what: format!("reading commit {version}"),
+                        detail,
+                    })?,
                 // Cleaned up (or never written): absent for good.
                 Err(object_store::Error::NotFound { .. }) => {
                     read.push((version, None));
                     continue;
                 }
-                Err(e) => Err(e),
+                Err(e) => {
+                    return Err(TableError::Delta {
+                        what: format!("reading commit {version}"),
+                        detail: e.to_string(),
+                    });
+                }
             };
-            let bytes = got.map_err(|e| TableError::Delta {
-                what: format!("reading commit {version}"),
-                detail: e.to_string(),
-            })?;
             let c = LogCommit::parse(version, &bytes);
             read.push((version, Some(c.clone())));
             out.push(c);
@@ -1320,6 +1337,9 @@ pub struct LogCommit {
     /// Whether it added or removed data (`dataChange`); OPTIMIZE, VACUUM
     /// and property changes do not.
     pub data_change: bool,
+    /// The shape its `metaData` action set, if it has one (see
+    /// [`shape::of_metadata`]).
+    pub shape: Option<String>,
 }
 
 impl LogCommit {
@@ -1338,6 +1358,9 @@ impl LogCommit {
                     .filter(|(k, _)| k.starts_with("idem."))
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
+            }
+            if let Some(meta) = action.get("metaData") {
+                c.shape = Some(shape::of_metadata(meta));
             }
             for kind in ["add", "remove"] {
                 if let Some(a) = action.get(kind)

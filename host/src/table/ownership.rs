@@ -164,6 +164,21 @@ pub(super) fn other_owner<'a>(
         .find(|owner| *owner != slice)
 }
 
+/// Data files that belong to no slice's current commit: untagged, tagged
+/// for a slice with no current commit, or of another sequence number than
+/// the one current for its slice (`owners`: slice -> current seq). What
+/// audit reports for the table as a whole: every live file belongs to
+/// exactly one slice, wherever it lies.
+pub(super) fn unowned<'a>(files: &'a [Add], owners: &HashMap<&str, i64>) -> Vec<&'a Add> {
+    files
+        .iter()
+        .filter(|f| {
+            let owner = tag(f, TAG_SLICE).and_then(|s| owners.get(s));
+            owner.is_none_or(|seq| tag(f, TAG_SEQ) != Some(seq.to_string().as_str()))
+        })
+        .collect()
+}
+
 /// Data files that no idem commit tagged (written by another writer, or
 /// rewritten by a DELETE/UPDATE/OPTIMIZE).
 pub(super) fn untagged(files: &[Add]) -> Vec<&Add> {
@@ -226,5 +241,17 @@ mod tests {
         assert_eq!(other_owner(&files, "s", "date", "d2"), Some("t"));
         assert_eq!(other_owner(&files, "t", "date", "d2"), None);
         assert_eq!(untagged(&foreign).len(), 1);
+        // Table-wide: every file belongs to a current slice commit.
+        let owners = HashMap::from([("s", 2), ("t", 1)]);
+        assert!(unowned(&files, &owners).is_empty());
+        let mut stray = files.clone();
+        stray.push(add("far", Some("2099-01-01"), None));
+        stray.push(add("gone", Some("d3"), Some(("u", 1, 0))));
+        stray.push(add("old", Some("d2"), Some(("t", 0, 0))));
+        let names: Vec<&str> = unowned(&stray, &owners)
+            .iter()
+            .map(|f| f.path.as_str())
+            .collect();
+        assert_eq!(names, ["far", "gone", "old"]);
     }
 }

@@ -97,6 +97,25 @@ impl Delta {
         Ok(latest.into_values().collect())
     }
 
+    /// Data files of the table that belong to no slice's current commit
+    /// (`commits`: every slice's latest). Empty for a merge table, whose
+    /// files are shared by key and proven by their commits instead.
+    pub async fn unowned_files(&self, commits: &[SliceCommit]) -> Result<Vec<String>, TableError> {
+        if commits.iter().any(|c| c.mode == "merge") {
+            return Ok(Vec::new());
+        }
+        let owners: std::collections::HashMap<&str, i64> = commits
+            .iter()
+            .filter(|c| c.current)
+            .map(|c| (c.slice.as_str(), c.seq))
+            .collect();
+        let files = ownership::data_files(&self.delta).await?;
+        Ok(ownership::unowned(&files, &owners)
+            .into_iter()
+            .map(|f| f.path.clone())
+            .collect())
+    }
+
     /// Why the table no longer holds exactly the rows of `c` (`None` when
     /// it does), for slices whose rows live in their own files.
     pub async fn slice_drift(&self, c: &SliceCommit) -> Result<Option<String>, TableError> {
@@ -198,7 +217,9 @@ fn as_output(
             arrays.push(batch.column(i).clone());
         } else if let Some((col, value)) = partition.filter(|(col, _)| col == name) {
             fields.push(Field::new(col, DataType::Utf8, false));
-            arrays.push(Arc::new(StringArray::from(vec![value; batch.num_rows()])));
+            arrays.push(Arc::new(StringArray::from_iter_values(
+                std::iter::repeat_n(value, batch.num_rows()),
+            )));
         } else {
             return Err(arrow::error::ArrowError::SchemaError(format!(
                 "the output's column `{name}` is not in the data file"

@@ -425,6 +425,47 @@ impl Iceberg {
         self.current.as_ref().map(|(_, m)| m)
     }
 
+    /// Why the table's schema is no longer the one the slice's snapshot
+    /// was committed with (a column renamed, added or retyped by another
+    /// writer; `None` when it is, or when that snapshot has expired).
+    fn shape_drift(&self, rec: &SliceRecord) -> Option<String> {
+        let m = self.metadata()?;
+        let then = m.snapshot_by_id(rec.snapshot)?.schema_id()?;
+        (then != m.current_schema_id()).then(|| {
+            format!(
+                "the table's current schema (id {}) is not the one the slice's commit wrote (id {then}): another writer changed its columns, and readers no longer see the columns idem committed",
+                m.current_schema_id()
+            )
+        })
+    }
+
+    /// Data files of the current snapshot that belong to no slice's current
+    /// commit (by the slice tag in their names). Empty for a merge table,
+    /// whose files are shared by key.
+    pub async fn unowned_files(&self, commits: &[SliceCommit]) -> Result<Vec<String>, TableError> {
+        if commits.iter().any(|c| c.mode == "merge") {
+            return Ok(Vec::new());
+        }
+        let tags: Vec<String> = commits
+            .iter()
+            .filter(|c| c.current)
+            .map(|c| slice_tag(&c.slice))
+            .collect();
+        Ok(self
+            .live_files()
+            .await?
+            .into_iter()
+            .filter(|l| l.file.content_type() == DataContentType::Data)
+            .map(|l| l.file.file_path().to_string())
+            .filter(|p| !tags.iter().any(|t| owned_by(p, t)))
+            .collect())
+    }
+
+    /// [`Self::shape_drift`] of slice `c`, for audit.
+    pub fn slice_shape_drift(&self, c: &SliceCommit) -> Option<String> {
+        self.shape_drift(&self.record(&c.slice)?)
+    }
+
     fn record(&self, slice: &str) -> Option<SliceRecord> {
         let m = self.metadata()?;
         let v = m.properties().get(&format!("{SLICE_PROP}{slice}"))?;
@@ -546,6 +587,9 @@ impl Iceberg {
         };
         if rec.output != digest.as_str() {
             return Ok(SliceState::Other);
+        }
+        if let Some(reason) = self.shape_drift(&rec) {
+            return Ok(SliceState::Drifted { reason });
         }
         let partition = match mode {
             Mode::OverwritePartition { column, value } => Some((column.as_str(), value.as_str())),
@@ -860,6 +904,7 @@ impl Iceberg {
                     version: s.sequence_number().max(0) as u64,
                     data_change: true,
                     idem,
+                    shape: None,
                 }
             })
             .collect();
@@ -892,7 +937,15 @@ impl Iceberg {
             detail: e.to_string(),
         };
         match self.store.get(&self.sidecar_path(rel)).await {
-            Ok(r) => Ok(Some(r.bytes().await.map_err(err)?.to_vec())),
+            Ok(r) => Ok(Some(
+                crate::table::sidecar::whole(r)
+                    .await
+                    .map_err(|detail| TableError::Sidecar {
+                        path: rel.into(),
+                        detail,
+                    })?
+                    .to_vec(),
+            )),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(err(e)),
         }

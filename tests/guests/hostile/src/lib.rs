@@ -20,6 +20,18 @@
 //! - `views`: a Utf8View column of `views` views (default 20,000) that all
 //!   point at the same `view_len` bytes (default 4,096): tiny on the wire,
 //!   huge in logical size;
+//! - `rows_bomb`: a stream with an empty schema and one record batch that
+//!   claims `rows` rows (default 2^31-1): ~200 bytes on the wire;
+//! - `null_rows`: one Null column of `rows` rows (no buffers at all);
+//! - `long_error`: `push` returns an error of `len` bytes (default 100 MB);
+//! - `long_panic`: `push` panics with a message of `len` bytes;
+//! - `long_log`: `push` logs `lines` lines of `len` bytes each, then echoes;
+//! - `long_columns`: `push` returns a batch whose one column's name is
+//!   `len` bytes long and differs per batch (a schema-mismatch text the
+//!   host must cut);
+//! - `slow`: every `push` does `ms` x 400,000 steps of busy work (default
+//!   150; the test calibrates it), then echoes: a per-call deadline would
+//!   never fire, a per-run one must;
 //! - anything else: echo the input.
 //!
 //! With `"columns": [...]` its `open` declares those input columns, and
@@ -42,6 +54,8 @@ mod guest {
         static VIEWS: RefCell<(u64, u64)> = const { RefCell::new((0, 0)) };
         static DICTIONARIES: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
         static DICTIONARIES_PANIC: RefCell<bool> = const { RefCell::new(false) };
+        /// `rows`, `len`, `lines`, `ms` of the size modes.
+        static SIZES: RefCell<(u64, u64, u64, u64)> = const { RefCell::new((0, 0, 0, 0)) };
     }
 
     struct Hostile;
@@ -71,6 +85,15 @@ mod guest {
             let views = params["views"].as_u64().unwrap_or(20_000);
             let view_len = params["view_len"].as_u64().unwrap_or(4_096);
             VIEWS.with(|v| *v.borrow_mut() = (views, view_len));
+            let size = |key: &str, default: u64| params[key].as_u64().unwrap_or(default);
+            SIZES.with(|s| {
+                *s.borrow_mut() = (
+                    size("rows", (1 << 31) - 1),
+                    size("len", 100_000_000),
+                    size("lines", 10),
+                    size("ms", 150),
+                )
+            });
             let names = |key: &str| -> Option<Vec<String>> {
                 params[key].as_array().map(|a| {
                     a.iter()
@@ -137,6 +160,39 @@ mod guest {
                 "views" => {
                     let (views, view_len) = VIEWS.with(|v| *v.borrow());
                     encode(shapes::views(views as usize, view_len as u32))
+                }
+                "rows_bomb" => shapes::rows_bomb(SIZES.with(|s| s.borrow().0)),
+                "null_rows" => encode(shapes::null_rows(SIZES.with(|s| s.borrow().0))),
+                "long_error" => Err("E".repeat(SIZES.with(|s| s.borrow().1) as usize)),
+                "long_panic" => panic!("{}", "P".repeat(SIZES.with(|s| s.borrow().1) as usize)),
+                "long_columns" => {
+                    // A new name each batch: the second is a schema mismatch
+                    // whose text quotes both names.
+                    let name = format!("{n}{}", "c".repeat(SIZES.with(|s| s.borrow().1) as usize));
+                    let s = Arc::new(Schema::new(vec![Field::new(name, DataType::Int64, false)]));
+                    encode(
+                        RecordBatch::try_new(s, vec![Arc::new(Int64Array::from(vec![n as i64]))])
+                            .map_err(|e| e.to_string()),
+                    )
+                }
+                "long_log" => {
+                    let (_, len, lines, _) = SIZES.with(|s| *s.borrow());
+                    let line = "L".repeat(len as usize);
+                    for _ in 0..lines {
+                        idem_guest::log(idem_guest::Level::Warn, &line);
+                    }
+                    Ok(batch)
+                }
+                "slow" => {
+                    // Busy work the deadline must interrupt: a sleep would
+                    // need a clock, which the sandbox does not have.
+                    let ms = SIZES.with(|s| s.borrow().3);
+                    let mut x = 0u64;
+                    for i in 0..ms.saturating_mul(400_000) {
+                        x = core::hint::black_box(x.wrapping_add(i));
+                    }
+                    core::hint::black_box(x);
+                    Ok(batch)
                 }
                 _ => Ok(batch),
             }
@@ -293,6 +349,38 @@ mod guest {
             };
             bytes[at..at + 4].copy_from_slice(&7i32.to_le_bytes());
             Ok(bytes)
+        }
+
+        /// A stream whose schema has no fields and whose one record batch
+        /// claims `rows` rows: no buffers, no nodes, ~200 bytes.
+        pub fn rows_bomb(rows: u64) -> Result<Vec<u8>, String> {
+            let schema = Arc::new(Schema::empty());
+            let empty = RecordBatch::try_new_with_options(
+                schema,
+                vec![],
+                &idem_guest::arrow::array::RecordBatchOptions::new().with_row_count(Some(7)),
+            )
+            .map_err(|e| e.to_string())?;
+            let mut bytes = ipc::encode(Some(&empty)).map_err(|e| e.to_string())?;
+            // The record batch's `length` (an i64 in its flatbuffer) is 7:
+            // rewrite it, after the schema message, to the claimed count.
+            let schema_len =
+                8 + u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
+            let at = bytes[schema_len..]
+                .windows(8)
+                .position(|w| w == 7i64.to_le_bytes())
+                .ok_or("no length field")?;
+            let at = schema_len + at;
+            bytes[at..at + 8].copy_from_slice(&(rows as i64).to_le_bytes());
+            Ok(bytes)
+        }
+
+        /// One Null column of `rows` rows: a Null array has no buffers.
+        pub fn null_rows(rows: u64) -> Result<RecordBatch, String> {
+            one(
+                "n",
+                Arc::new(idem_guest::arrow::array::NullArray::new(rows as usize)),
+            )
         }
 
         /// `views` views of `view_len` bytes, all at offset 0 of one buffer.

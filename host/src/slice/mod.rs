@@ -23,13 +23,17 @@ use parquet::arrow::arrow_reader::{
     ParquetRecordBatchReaderBuilder,
 };
 use parquet::file::metadata::ParquetMetaDataReader;
-use parquet::file::reader::ChunkReader;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::digest::Digest;
 use crate::storage::{self, Hashes, Listed, StorageError, Store, as_dir};
 use url::Url;
+
+mod guard;
+mod pages;
+
+pub use guard::DEFAULT_INPUT_BATCH_BYTES;
 
 /// Inputs up to this size are copied to memory before decoding; larger ones
 /// to an anonymous temporary file (memory stays O(batch)).
@@ -70,6 +74,18 @@ pub enum SliceError {
         path: String,
         /// The decoder's complaint.
         detail: String,
+    },
+    /// An object that is readable Parquet but is not read: it could take
+    /// the host past its input budget, its footer contradicts itself, or a
+    /// value would not survive decoding. Names the file and the fix.
+    #[error("input `{path}` is refused: {why}. Nothing was run or committed; {fix}")]
+    Refused {
+        /// The object.
+        path: String,
+        /// What is wrong with it.
+        why: String,
+        /// What to do.
+        fix: String,
     },
     /// Objects of one slice disagree on their schema.
     #[error(
@@ -694,6 +710,9 @@ impl ResolvedSlice {
             batch_rows,
             next_input: 0,
             current: None,
+            budget: DEFAULT_INPUT_BATCH_BYTES,
+            pending_bytes: 0,
+            emitted: false,
             coalescer: BatchCoalescer::new(schema.clone(), batch_rows.max(1)),
             full,
             schema,
@@ -814,26 +833,30 @@ impl ResolvedSlice {
         &self,
         input: &InputObject,
         copy: PrivateCopy,
-        batch_rows: usize,
-        schema: &SchemaRef,
-        decode: Option<&[usize]>,
-        decode_as: Option<&SchemaRef>,
-    ) -> Result<ParquetRecordBatchReader, SliceError> {
+        how: &Decode<'_>,
+    ) -> Result<Decoding, SliceError> {
         match copy {
-            PrivateCopy::Memory(b) => self.decoder(b, input, batch_rows, schema, decode, decode_as),
-            PrivateCopy::Disk(f) => self.decoder(f, input, batch_rows, schema, decode, decode_as),
+            PrivateCopy::Memory(b) => self.decoder(b, input, how),
+            PrivateCopy::Disk(f) => self.decoder(f, input, how),
         }
     }
 
-    fn decoder<T: ChunkReader + 'static>(
+    /// The decoder of one verified copy, once [`guard::check`] passed it:
+    /// it yields [`Decoding::rows`] rows, a few at a time if its pages
+    /// could decode to much at once.
+    fn decoder<T: guard::Reopen>(
         &self,
         copy: T,
         input: &InputObject,
-        batch_rows: usize,
-        schema: &SchemaRef,
-        decode: Option<&[usize]>,
-        decode_as: Option<&SchemaRef>,
-    ) -> Result<ParquetRecordBatchReader, SliceError> {
+        how: &Decode<'_>,
+    ) -> Result<Decoding, SliceError> {
+        let Decode {
+            batch_rows,
+            schema,
+            decode,
+            decode_as,
+            budget,
+        } = *how;
         let malformed = |e: parquet::errors::ParquetError| SliceError::Malformed {
             path: input.path.clone(),
             detail: e.to_string(),
@@ -842,14 +865,36 @@ impl ResolvedSlice {
         self.same_schema(input, schema, meta.schema())?;
         // Columns taken dictionary-encoded: the same file read with those
         // columns' types as dictionaries (the footer is parsed once).
-        let meta = match decode_as {
-            Some(s) => ArrowReaderMetadata::try_new(
-                meta.metadata().clone(),
-                reader_options().with_schema(s.clone()),
-            )
-            .map_err(malformed)?,
+        let options = match decode_as {
+            Some(s) => reader_options().with_schema(s.clone()),
+            None => reader_options(),
+        };
+        let mut meta = match decode_as {
+            Some(_) => ArrowReaderMetadata::try_new(meta.metadata().clone(), options.clone())
+                .map_err(malformed)?,
             None => meta,
         };
+        let descr = meta.metadata().file_metadata().schema_descr_ptr();
+        let leaves: Vec<usize> = (0..descr.num_columns())
+            .filter(|&l| decode.is_none_or(|at| at.contains(&descr.get_column_root_idx(l))))
+            .collect();
+        let plan = guard::check(
+            &copy,
+            meta.metadata(),
+            &leaves,
+            batch_rows,
+            budget,
+            &input.path,
+        )?;
+        if let Some(fixed) = guard::with_total(meta.metadata(), plan.rows) {
+            tracing::warn!(
+                "input {}: its footer says {} rows, its row groups {}: reading the row groups",
+                input.path,
+                meta.metadata().file_metadata().num_rows(),
+                plan.rows
+            );
+            meta = ArrowReaderMetadata::try_new(Arc::new(fixed), options).map_err(malformed)?;
+        }
         let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(copy, meta);
         // Top-level fields are the Parquet schema's roots, in order.
         let builder = match decode {
@@ -862,10 +907,70 @@ impl ResolvedSlice {
             }
             None => builder,
         };
-        builder
-            .with_batch_size(batch_rows.max(1))
+        let reader = builder
+            .with_batch_size(plan.decode_rows)
             .build()
-            .map_err(malformed)
+            .map_err(malformed)?;
+        Ok(Decoding {
+            path: input.path.clone(),
+            reader,
+            rows: plan.rows,
+            read: 0,
+        })
+    }
+}
+
+/// How the files of a reader are decoded.
+#[derive(Clone, Copy)]
+struct Decode<'a> {
+    batch_rows: usize,
+    /// The schema every file must have.
+    schema: &'a SchemaRef,
+    /// The file columns decoded (all: `None`).
+    decode: Option<&'a [usize]>,
+    /// Those columns' types, when some are taken as dictionaries.
+    decode_as: Option<&'a SchemaRef>,
+    /// Most bytes a batch of decoded input may hold.
+    budget: u64,
+}
+
+/// One input file being decoded.
+struct Decoding {
+    path: String,
+    reader: ParquetRecordBatchReader,
+    /// Rows its footer says it holds: what decoding it must yield.
+    rows: u64,
+    /// Rows decoded so far.
+    read: u64,
+}
+
+impl Decoding {
+    /// At the file's end: never fewer (or more) rows than it holds. A
+    /// decoder that stopped at a footer's wrong total delivered 0 rows of
+    /// a file of 6, and the run exited 0.
+    fn check_rows(&self) -> Result<(), SliceError> {
+        if self.read == self.rows {
+            return Ok(());
+        }
+        Err(SliceError::Refused {
+            path: self.path.clone(),
+            why: format!(
+                "decoding it yielded {} rows, but its row groups hold {}",
+                self.read, self.rows
+            ),
+            fix: "its layout is one idem cannot read faithfully; rewrite it with a current Parquet writer".into(),
+        })
+    }
+}
+
+/// The error for a batch that decoded past the budget.
+fn over_budget(path: &str, budget: u64, batch_rows: usize) -> SliceError {
+    SliceError::Refused {
+        path: path.to_string(),
+        why: format!(
+            "a batch of {batch_rows} of its rows decodes to more than the input budget of {budget} bytes"
+        ),
+        fix: "lower --batch-rows, or raise --max-input-batch-mb if the data is genuine".into(),
     }
 }
 
@@ -1118,7 +1223,14 @@ pub struct SliceReader {
     slice: ResolvedSlice,
     batch_rows: usize,
     next_input: usize,
-    current: Option<(String, ParquetRecordBatchReader)>,
+    current: Option<Decoding>,
+    /// Most bytes one batch of decoded input may hold
+    /// ([`SliceReader::with_input_budget`]).
+    budget: u64,
+    /// Bytes decoded into the batch being filled.
+    pending_bytes: u64,
+    /// A batch was handed out (else a zero-row one carries the schema).
+    emitted: bool,
     coalescer: BatchCoalescer,
     /// The files' columns, then the constant ones.
     full: SchemaRef,
@@ -1458,65 +1570,72 @@ impl SliceReader {
                 if let Some(read) = &self.read {
                     read.start(&input, &copy)?;
                 }
-                let reader = self.slice.open(
-                    &input,
-                    copy,
-                    self.batch_rows,
-                    &self.file_schema,
-                    self.decode.as_deref(),
-                    self.decode_as.as_ref(),
-                )?;
-                self.current = Some((input.path, reader));
+                let how = Decode {
+                    batch_rows: self.batch_rows,
+                    schema: &self.file_schema,
+                    decode: self.decode.as_deref(),
+                    decode_as: self.decode_as.as_ref(),
+                    budget: self.budget,
+                };
+                self.current = Some(self.slice.open(&input, copy, &how)?);
             }
-            let Some((path, reader)) = self.current.as_mut() else {
+            let Some(file) = self.current.as_mut() else {
                 continue;
             };
-            match reader.next() {
-                None => self.current = None,
+            match file.reader.next() {
+                None => {
+                    file.check_rows()?;
+                    self.current = None;
+                }
                 Some(Err(e)) => {
                     return Err(SliceError::Malformed {
-                        path: path.clone(),
+                        path: file.path.clone(),
                         detail: e.to_string(),
                     });
                 }
                 Some(Ok(batch)) => {
-                    // Files may differ only in schema metadata: rebind (and
-                    // append the file's constant columns).
-                    let mut columns = batch.columns().to_vec();
-                    if !self.slice.constant_fields.is_empty() {
-                        columns.extend(self.slice.constant_columns(path, batch.num_rows())?);
-                    }
-                    let batch = RecordBatch::try_new(self.full.clone(), columns).map_err(|e| {
-                        SliceError::Malformed {
-                            path: path.clone(),
-                            detail: e.to_string(),
-                        }
-                    })?;
-                    let mut batch = self.slice.filter_rows(path, batch)?;
-                    if let Some(names) = &self.narrowed {
-                        batch = idem_guest::native::project(&batch, names).map_err(|e| {
-                            SliceError::Malformed {
-                                path: path.clone(),
-                                detail: e.0,
-                            }
-                        })?;
-                    }
-                    if !self.dictionaries.is_empty() {
-                        batch = encode_plain(&batch, &self.dictionaries, &self.schema).map_err(
-                            |e| SliceError::Malformed {
-                                path: path.clone(),
-                                detail: e.to_string(),
-                            },
-                        )?;
-                    }
-                    self.coalescer
-                        .push_batch(batch)
-                        .map_err(|e| SliceError::Malformed {
-                            path: path.clone(),
-                            detail: e.to_string(),
-                        })?;
+                    file.read += batch.num_rows() as u64;
+                    let path = file.path.clone();
+                    self.take(&path, batch)?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Add one decoded batch of the file at `path` to the batch being
+    /// filled: within the budget, with its constant columns, filtered,
+    /// narrowed and encoded as the guest takes it.
+    fn take(&mut self, path: &str, batch: RecordBatch) -> Result<(), SliceError> {
+        let malformed = |detail: String| SliceError::Malformed {
+            path: path.to_string(),
+            detail,
+        };
+        self.pending_bytes += batch.get_array_memory_size() as u64;
+        if self.pending_bytes > self.budget {
+            return Err(over_budget(path, self.budget, self.batch_rows));
+        }
+        // Files may differ only in schema metadata: rebind (and append the
+        // file's constant columns).
+        let mut columns = batch.columns().to_vec();
+        if !self.slice.constant_fields.is_empty() {
+            columns.extend(self.slice.constant_columns(path, batch.num_rows())?);
+        }
+        let batch = RecordBatch::try_new(self.full.clone(), columns)
+            .map_err(|e| malformed(e.to_string()))?;
+        let mut batch = self.slice.filter_rows(path, batch)?;
+        if let Some(names) = &self.narrowed {
+            batch = idem_guest::native::project(&batch, names).map_err(|e| malformed(e.0))?;
+        }
+        if !self.dictionaries.is_empty() {
+            batch = encode_plain(&batch, &self.dictionaries, &self.schema)
+                .map_err(|e| malformed(e.to_string()))?;
+        }
+        self.coalescer
+            .push_batch(batch)
+            .map_err(|e| malformed(e.to_string()))?;
+        if self.coalescer.has_completed_batch() {
+            self.pending_bytes = 0;
         }
         Ok(())
     }
@@ -1528,15 +1647,20 @@ impl Iterator for SliceReader {
     fn next(&mut self) -> Option<Self::Item> {
         let b = match self.coalescer.next_completed_batch() {
             Some(b) => b,
-            None if self.done => return None,
+            None if self.done => return self.schema_only(),
             None => {
                 if let Err(e) = self.fill() {
                     self.done = true;
+                    self.emitted = true;
                     return Some(Err(e));
                 }
-                self.coalescer.next_completed_batch()?
+                match self.coalescer.next_completed_batch() {
+                    Some(b) => b,
+                    None => return self.schema_only(),
+                }
             }
         };
+        self.emitted = true;
         if self.dictionaries.is_empty() {
             return Some(Ok(b));
         }
@@ -1553,6 +1677,27 @@ impl Iterator for SliceReader {
 }
 
 impl SliceReader {
+    /// Bound decoding to `bytes` per batch of decoded input (default
+    /// [`DEFAULT_INPUT_BATCH_BYTES`]): a page declaring more, a page that
+    /// inflates past its header, or a batch that decodes to more is refused,
+    /// naming the file. Pages that could decode to much at once are decoded
+    /// a few rows at a time, so the host holds O(budget) per reader.
+    pub fn with_input_budget(mut self, bytes: u64) -> Self {
+        self.budget = bytes.max(1);
+        self
+    }
+
+    /// A slice that held no rows still names its columns: one zero-row
+    /// batch of the schema, so the transform sees it and can carry it to
+    /// its output (an empty input must not become an output of no columns).
+    fn schema_only(&mut self) -> Option<Result<RecordBatch, SliceError>> {
+        if self.emitted {
+            return None;
+        }
+        self.emitted = true;
+        Some(Ok(RecordBatch::new_empty(self.schema.clone())))
+    }
+
     /// A reader over `files` (named as [`ResolvedSlice::from_files`] names
     /// them) that hashes each file as it reads it, instead of pinning them
     /// all before anything runs: one pass over the bytes, each copy's
@@ -1667,7 +1812,7 @@ mod tests {
         let names =
             |s: SchemaRef| -> Vec<String> { s.fields().iter().map(|f| f.name().clone()).collect() };
         assert_eq!(names(first.schema()), wanted);
-        let (_, decoder) = reader.current.as_ref().unwrap();
+        let decoder = &reader.current.as_ref().unwrap().reader;
         // In the file's order: customer comes before quantity there.
         use arrow::record_batch::RecordBatchReader as _;
         assert_eq!(names(decoder.schema()), ["customer", "quantity"]);
@@ -1724,7 +1869,7 @@ mod tests {
             let mut out = vec![r.next().unwrap().unwrap()];
             if !declared.dictionaries.is_empty() {
                 // Parquet itself decodes the column as a dictionary.
-                let (_, decoder) = r.current.as_ref().unwrap();
+                let decoder = &r.current.as_ref().unwrap().reader;
                 use arrow::record_batch::RecordBatchReader as _;
                 assert_eq!(decoder.schema().field(0).data_type(), &dict);
             }
@@ -2041,6 +2186,45 @@ mod tests {
         assert!(e.contains("not read to its end (1 inputs started)"), "{e}");
     }
 
+    /// Every column of `schema`, `batch_rows` at a time, default budget.
+    fn decode_all(schema: &SchemaRef, batch_rows: usize) -> Decode<'_> {
+        Decode {
+            batch_rows,
+            schema,
+            decode: None,
+            decode_as: None,
+            budget: DEFAULT_INPUT_BATCH_BYTES,
+        }
+    }
+
+    /// Rows in = the row groups' rows, checked at each file's end: a
+    /// decoder that yields fewer (or more) is refused by name.
+    #[test]
+    fn a_file_that_decodes_to_other_rows_than_its_row_groups_hold_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.parquet");
+        plain_ints(&path, 100);
+        let slice = ResolvedSlice::from_files("s", std::slice::from_ref(&path)).unwrap();
+        let input = &slice.inputs[0];
+        let schema = slice.peek_schema(input).unwrap();
+        let how = decode_all(&schema, 30);
+        let copy = slice.private_copy_with(input, IN_MEMORY_MAX).unwrap();
+        let mut file = slice.open(input, copy, &how).unwrap();
+        assert_eq!(file.rows, 100);
+        file.read = file
+            .reader
+            .by_ref()
+            .map(|b| b.unwrap().num_rows() as u64)
+            .sum();
+        file.check_rows().unwrap();
+        file.rows = 101;
+        let e = file.check_rows().unwrap_err().to_string();
+        assert!(
+            e.contains("a.parquet") && e.contains("yielded 100 rows, but its row groups hold 101"),
+            "{e}"
+        );
+    }
+
     /// A copy on disk is hashed by position: the decoder's seeks on the
     /// same open file do not move what is hashed, nor the other way round.
     #[test]
@@ -2085,9 +2269,11 @@ mod tests {
             unreachable!()
         };
         let schema = slice.peek_schema(input).unwrap();
+        let how = decode_all(&schema, 7);
         let rows: usize = slice
-            .decoder(f, input, 7, &schema, None, None)
+            .decoder(f, input, &how)
             .unwrap()
+            .reader
             .map(|b| b.unwrap().num_rows())
             .sum();
         assert_eq!(rows, 100);

@@ -1,0 +1,76 @@
+//! Text that came from a guest (error strings, trap messages with its
+//! function names, log lines, column names in a schema) is untrusted in
+//! size: a guest can return a 100 MB error. It is cut here, at the
+//! boundary, before it reaches a message, a run record or a page.
+
+/// Most bytes of one guest-supplied text kept in a message.
+pub const MAX_GUEST_TEXT: usize = 4_096;
+
+/// Most error lines of the guest's log quoted with a trap.
+pub const MAX_QUOTED_LINES: usize = 4;
+
+/// `text` cut to at most `max` bytes (on a character boundary), saying how
+/// many bytes were cut; unchanged when it fits.
+pub fn clip(text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let dropped = text.len() - cut;
+    let mut kept = text;
+    kept.truncate(cut);
+    kept.push_str(&format!("… [{dropped} more bytes cut]"));
+    kept
+}
+
+/// The last [`MAX_QUOTED_LINES`] of `lines`, each clipped, saying how many
+/// earlier lines were left out.
+pub fn quote_lines(lines: Vec<String>) -> Vec<String> {
+    let skipped = lines.len().saturating_sub(MAX_QUOTED_LINES);
+    let mut out: Vec<String> = Vec::with_capacity(MAX_QUOTED_LINES + 1);
+    if skipped > 0 {
+        out.push(format!("[{skipped} earlier lines left out]"));
+    }
+    out.extend(
+        lines
+            .into_iter()
+            .skip(skipped)
+            .map(|l| clip(l, MAX_GUEST_TEXT / MAX_QUOTED_LINES)),
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_text_is_cut_on_a_character_boundary_saying_how_much() {
+        assert_eq!(clip("short".into(), 10), "short");
+        let cut = clip("é".repeat(10), 5);
+        assert_eq!(cut, "éé… [16 more bytes cut]");
+        let big = clip("E".repeat(100_000_000), MAX_GUEST_TEXT);
+        assert!(big.len() < MAX_GUEST_TEXT + 40, "{}", big.len());
+        assert!(
+            big.ends_with("… [99995904 more bytes cut]"),
+            "{}",
+            &big[4000..]
+        );
+    }
+
+    #[test]
+    fn only_the_last_lines_are_quoted() {
+        let lines: Vec<String> = (0..1000)
+            .map(|i| format!("{i}{}", "x".repeat(5000)))
+            .collect();
+        let q = quote_lines(lines);
+        assert_eq!(q.len(), MAX_QUOTED_LINES + 1);
+        assert_eq!(q[0], "[996 earlier lines left out]");
+        assert!(q[1].starts_with("996x"));
+        assert!(q.iter().map(String::len).sum::<usize>() < 2 * MAX_GUEST_TEXT);
+        assert_eq!(quote_lines(vec!["a".into()]), vec!["a".to_string()]);
+    }
+}

@@ -1,0 +1,85 @@
+//! What a scheduler hands a run: its logical date. It goes into the run
+//! key, the manifest and the guest's context, so garbage must never get
+//! that far: `2026-13-45` or `yesterday` committed rows whose date column
+//! said so, and audit then called them proven.
+
+use arrow::compute::kernels::cast_utils::{Parser as _, string_to_timestamp_nanos};
+use arrow::datatypes::Date32Type;
+
+/// Check a logical date: an ISO 8601 date (`2026-10-01`, Airflow's
+/// `{{ ds }}`) or timestamp (`2026-10-01T00:00:00+00:00`, Airflow's
+/// `{{ ts }}`), a real day of a real month. Returned unchanged: the text
+/// is what the run key and the guest see.
+pub fn check_logical_date(text: &str) -> Result<(), String> {
+    let refuse = || {
+        format!(
+            "--logical-date `{}` is not an ISO 8601 date or timestamp: pass a day such as 2026-10-01 (Airflow: {{{{ ds }}}}) or a timestamp such as 2026-10-01T00:00:00+00:00 ({{{{ ts }}}})",
+            text.escape_debug()
+        )
+    };
+    let t = text.as_bytes();
+    // A year of four digits and a dash: arrow's parsers alone would also
+    // take `20261001` or a bare time.
+    let shaped =
+        t.len() >= 10 && t[..4].iter().all(u8::is_ascii_digit) && t[4] == b'-' && t[7] == b'-';
+    if !shaped {
+        return Err(refuse());
+    }
+    let ok = if t.len() == 10 {
+        Date32Type::parse(text).is_some()
+    } else {
+        matches!(t[10], b'T' | b' ') && string_to_timestamp_nanos(text).is_ok()
+    };
+    ok.then_some(()).ok_or_else(refuse)
+}
+
+/// The logical date a partition slice implies when the caller gives none:
+/// its value, when that is an ISO date (`date=2026-10-01`, `ds=...`), as a
+/// scheduler's `{{ ds }}` would have been. Without it, a run of the
+/// partition without `--logical-date` and a rerun with it would be two
+/// different runs of the same data.
+pub fn implied_by_partition(value: &str) -> Option<String> {
+    (value.len() == 10 && check_logical_date(value).is_ok()).then(|| value.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_real_iso_dates_and_timestamps_pass() {
+        for ok in [
+            "2026-10-01",
+            "2024-02-29",
+            "2026-10-01T00:00:00+00:00",
+            "2026-10-01T06:30:00Z",
+            "2026-10-01T06:30:00.123456Z",
+            "2026-10-01 06:30:00",
+        ] {
+            assert_eq!(check_logical_date(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "2026-13-45",
+            "2026-02-30",
+            "2025-02-29",
+            "yesterday",
+            "",
+            "20261001",
+            "2026-10-01X",
+            "2026-10-01T25:00:00Z",
+            "10/01/2026",
+        ] {
+            let e = check_logical_date(bad).unwrap_err();
+            assert!(
+                e.contains("ISO 8601") && e.contains("{{ ds }}"),
+                "{bad}: {e}"
+            );
+        }
+        assert_eq!(
+            implied_by_partition("2026-10-01").as_deref(),
+            Some("2026-10-01")
+        );
+        assert_eq!(implied_by_partition("2026-10-01T00:00:00Z"), None);
+        assert_eq!(implied_by_partition("eu"), None);
+    }
+}
