@@ -196,8 +196,8 @@ impl SandboxError {
     /// boundary's last word on size, applied to whatever leaves an
     /// instance or admission.
     pub(crate) fn bounded(self) -> Self {
-        use super::text::{MAX_GUEST_TEXT, clip, quote_lines};
-        let c = |s: String| clip(s, MAX_GUEST_TEXT);
+        use super::text::{MESSAGE_SHARE, clip, quote_lines};
+        let c = |s: String| clip(s, MESSAGE_SHARE);
         match self {
             SandboxError::Forbidden { import, reason } => SandboxError::Forbidden {
                 import: clip(import, 512),
@@ -225,7 +225,7 @@ impl SandboxError {
                 guest_log,
             } => SandboxError::Trap {
                 call,
-                trap: c(trap),
+                trap: clip(trap, MESSAGE_SHARE / 2),
                 guest_log: quote_lines(guest_log),
             },
             SandboxError::Guest { call, message } => SandboxError::Guest {
@@ -243,8 +243,8 @@ impl SandboxError {
                 got,
             } => SandboxError::SchemaMismatch {
                 batch,
-                expected: clip(expected, MAX_GUEST_TEXT / 2),
-                got: clip(got, MAX_GUEST_TEXT / 2),
+                expected: clip(expected, MESSAGE_SHARE / 2),
+                got: clip(got, MESSAGE_SHARE / 2),
             },
             SandboxError::Host(m) => SandboxError::Host(c(m)),
             other => other,

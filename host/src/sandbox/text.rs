@@ -3,8 +3,13 @@
 //! size: a guest can return a 100 MB error. It is cut here, at the
 //! boundary, before it reaches a message, a run record or a page.
 
-/// Most bytes of one guest-supplied text kept in a message.
+/// Most bytes of one guest-supplied text kept (a run record keeps this
+/// much of a message; a message's own guest texts share
+/// [`MESSAGE_SHARE`] of it, so its fix, which comes last, survives).
 pub const MAX_GUEST_TEXT: usize = 4_096;
+
+/// What the guest's texts in one error message may take together.
+pub const MESSAGE_SHARE: usize = 2_048;
 
 /// Most error lines of the guest's log quoted with a trap.
 pub const MAX_QUOTED_LINES: usize = 4;
@@ -38,7 +43,7 @@ pub fn quote_lines(lines: Vec<String>) -> Vec<String> {
         lines
             .into_iter()
             .skip(skipped)
-            .map(|l| clip(l, MAX_GUEST_TEXT / MAX_QUOTED_LINES)),
+            .map(|l| clip(l, MESSAGE_SHARE / 2 / MAX_QUOTED_LINES)),
     );
     out
 }
@@ -70,7 +75,7 @@ mod tests {
         assert_eq!(q.len(), MAX_QUOTED_LINES + 1);
         assert_eq!(q[0], "[996 earlier lines left out]");
         assert!(q[1].starts_with("996x"));
-        assert!(q.iter().map(String::len).sum::<usize>() < 2 * MAX_GUEST_TEXT);
+        assert!(q.iter().map(String::len).sum::<usize>() < MESSAGE_SHARE);
         assert_eq!(quote_lines(vec!["a".into()]), vec!["a".to_string()]);
     }
 }
