@@ -1104,6 +1104,30 @@ print(digest)
         runs = s(&table.join("_idem/runs")),
     ));
     assert_eq!(forged.trim().len(), 64, "{forged}");
+    // And a raw commit by the attacker: a copy of the slice's commit (its
+    // commitInfo and app transactions, nothing else) naming the forged
+    // manifest. commitInfo is anyone's to write; only the first commit
+    // carrying the slice's transaction is idem's.
+    python(&format!(
+        r#"
+import glob, json, os
+log = {log:?}
+commits = sorted(glob.glob(os.path.join(log, "*.json")))
+lines = [json.loads(l) for l in open(commits[-1])]
+out = []
+for a in lines:
+    if "commitInfo" in a:
+        a["commitInfo"]["idem.manifestDigest"] = "sha256:" + {digest:?}
+        out.append(a)
+    elif "txn" in a:
+        out.append(a)
+with open(os.path.join(log, "%020d.json" % len(commits)), "x") as f:
+    for a in out:
+        f.write(json.dumps(a) + "\n")
+"#,
+        log = s(&table.join("_delta_log")),
+        digest = forged.trim(),
+    ));
     // The run reads the new file and commits its output.
     let out = ok(run_day(&module, &root, "2026-10-01", &table, &[]));
     let result = field(&out, "result:");
@@ -1426,8 +1450,9 @@ fn two_slice_ids_racing_for_one_partition_one_commits_one_is_refused() {
 }
 
 /// Whoever can write `_idem/` can leave a file of any size there: idem
-/// refuses to read one whole past 256 MiB (here a sparse 300 MiB memo
-/// entry), naming it, instead of holding it in memory.
+/// does not read one whole past 256 MiB (here a sparse 300 MiB memo entry).
+/// An unreadable memo entry is a miss: the run executes, finds its output
+/// unchanged, and writes the entry again.
 #[test]
 fn an_oversized_sidecar_is_refused_before_it_is_read() {
     let dir = tempfile::tempdir().unwrap();
@@ -1444,10 +1469,24 @@ fn an_oversized_sidecar_is_refused_before_it_is_read() {
         .unwrap()
         .set_len(300 << 20)
         .unwrap();
-    let (code, out, err) = run_day(&module, &root, "2026-10-01", &table, &[]);
-    assert_eq!(code, 4, "{out}\n{err}");
+    let args = day_args(&module, &root, "2026-10-01", &table, &[]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ran = common::idem_measured(&refs);
+    assert_eq!(ran.code, 0, "{}\n{}", ran.out, ran.err);
     assert!(
-        err.contains("more than the 256 MiB") && err.contains("runs/"),
-        "{err}"
+        field(&ran.out, "result:").starts_with("unchanged"),
+        "{}",
+        ran.out
     );
+    assert!(
+        ran.peak_kib < 250 << 10,
+        "read it whole: peak {} MiB",
+        ran.peak_kib >> 10
+    );
+    assert!(
+        std::fs::metadata(&entry).unwrap().len() < 4096,
+        "the entry was not rewritten"
+    );
+    let out = ok(run_day(&module, &root, "2026-10-01", &table, &[]));
+    assert!(field(&out, "result:").contains("memo"), "{out}");
 }

@@ -9,8 +9,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
@@ -37,63 +37,8 @@ fn corpus_py(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// What one `idem` process did: exit code, stdout, stderr, peak resident
-/// memory (KiB) and wall time.
-struct Ran {
-    code: i32,
-    out: String,
-    err: String,
-    peak_kib: i64,
-    took: Duration,
-}
-
-/// Run `idem args` and measure its own peak RSS (wait4 on its pid).
-fn idem_measured(args: &[&str]) -> Ran {
-    let t = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_idem"))
-        .args(args)
-        .env("IDEM_CACHE_DIR", common::test_cache())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running idem");
-    let pid = child.id() as libc::pid_t;
-    // Drain the pipes on threads so the child never blocks on them.
-    let mut child = child;
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let o = std::thread::spawn(move || {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut stdout, &mut s).unwrap();
-        s
-    });
-    let e = std::thread::spawn(move || {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut stderr, &mut s).unwrap();
-        s
-    });
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid value for wait4 to fill.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our child, not yet waited for; both pointers are valid.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid, "wait4 failed");
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        -1
-    };
-    Ran {
-        code,
-        out: o.join().unwrap(),
-        err: e.join().unwrap(),
-        peak_kib: usage.ru_maxrss,
-        took: t.elapsed(),
-    }
-}
-
 /// `idem exec` of the echo guest over `inputs` into `out`, with `extra` flags.
-fn exec(inputs: &[&Path], out: &Path, extra: &[&str]) -> Ran {
+fn exec(inputs: &[&Path], out: &Path, extra: &[&str]) -> common::Ran {
     let module = common::guest("tests/guests/hostile");
     let mut args = vec!["exec", "--module", s(&module), "--output", s(out)];
     for i in inputs {
@@ -101,7 +46,7 @@ fn exec(inputs: &[&Path], out: &Path, extra: &[&str]) -> Ran {
     }
     args.extend(["--batch-rows", "1000"]);
     args.extend(extra);
-    let ran = idem_measured(&args);
+    let ran = common::idem_measured(&args);
     assert_ne!(ran.code, 101, "the host panicked:\n{}", ran.err);
     ran
 }
@@ -130,6 +75,37 @@ fn a_zstd_decompression_bomb_is_refused_before_the_host_holds_it() {
     // 600 MB once inflated; the process never held one string of it.
     assert!(ran.peak_kib < 190 << 10, "peak {} MiB", ran.peak_kib >> 10);
     assert!(!out.exists());
+}
+
+/// The budget covers what decoding holds at once: eight columns whose
+/// pages each fit it (3 x 6 MiB) but not together (8 x 18 MiB) are refused
+/// before any is inflated.
+#[test]
+fn columns_that_fit_the_budget_one_by_one_but_not_together_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let wide = dir.path().join("wide.parquet");
+    corpus_py(&["wide", s(&wide), &(6 << 20).to_string()]);
+    let out = dir.path().join("out.parquet");
+    let ran = exec(&[&wide], &out, &["--max-input-batch-mb", "64"]);
+    assert_eq!(ran.code, 2, "{}", ran.err);
+    assert!(
+        ran.err.contains("wide.parquet") && ran.err.contains("at once"),
+        "{}",
+        ran.err
+    );
+    assert!(ran.peak_kib < 190 << 10, "peak {} MiB", ran.peak_kib >> 10);
+    // Two of the columns fit.
+    let two = exec(
+        &[&wide],
+        &out,
+        &[
+            "--max-input-batch-mb",
+            "64",
+            "--params",
+            r#"{"columns": ["c0", "c1"]}"#,
+        ],
+    );
+    assert_eq!(two.code, 0, "{}", two.err);
 }
 
 /// The flag raises the budget: the same kind of file, smaller, read whole.
@@ -214,6 +190,26 @@ fn an_int96_timestamp_past_2262_is_refused_naming_file_and_column() {
     assert!(
         ran.err.contains("int96_from_spark.parquet")
             && ran.err.contains("column `a`")
+            && ran.err.contains("TIMESTAMP_MICROS"),
+        "{}",
+        ran.err
+    );
+    assert!(!out.exists());
+}
+
+/// INT96 inside a struct cannot be re-read at another unit: refused by
+/// name (it used to be read wrapped, like the top-level case).
+#[test]
+fn a_nested_int96_timestamp_is_refused_naming_the_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("nested.parquet");
+    corpus_py(&["nested_int96", s(&input)]);
+    let out = dir.path().join("out.parquet");
+    let ran = exec(&[&input], &out, &[]);
+    assert_eq!(ran.code, 2, "{}", ran.err);
+    assert!(
+        ran.err.contains("nested.parquet")
+            && ran.err.contains("s.ts")
             && ran.err.contains("TIMESTAMP_MICROS"),
         "{}",
         ran.err

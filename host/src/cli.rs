@@ -231,8 +231,19 @@ pub fn exec(a: ExecArgs, out: Out) -> Result<ExitCode> {
     if a.batch_rows == 0 {
         bail!("--batch-rows must be at least 1");
     }
-    serde_json::from_str::<serde_json::Value>(&a.params)
+    let params = serde_json::from_str::<serde_json::Value>(&a.params)
         .with_context(|| format!("--params is not valid JSON: {}", a.params))?;
+    // The same checks as a run's: exec feeds the guest the same context.
+    if !params.is_object() {
+        return Err(idem::run::RunError::Usage(
+            "--params must be a JSON object of named parameters, such as '{\"min_amount\": 10}'"
+                .into(),
+        )
+        .into());
+    }
+    if let Some(d) = &a.logical_date {
+        idem::schedule::check_logical_date(d).map_err(idem::run::RunError::Usage)?;
+    }
     let sandbox = a.limits.sandbox()?;
     let bytes = sandbox.read_module(&a.module)?;
     // Nothing is checked against the inputs later (no run key, no memo),

@@ -313,6 +313,12 @@ pub(crate) fn manifest_path(manifest: &Digest) -> String {
 fn implied_date(slice: &SliceSpec) -> Option<String> {
     match slice {
         SliceSpec::Partition { value, .. } => crate::schedule::implied_by_partition(value),
+        // Files named as a partition (`--slice-id date=2026-10-01`, serve's
+        // `files` with `partition`): the same run as the partition spelled
+        // with `--input`.
+        SliceSpec::Files { id: Some(id), .. } => id
+            .split_once('=')
+            .and_then(|(_, v)| crate::schedule::implied_by_partition(v)),
         _ => None,
     }
 }
@@ -1103,8 +1109,13 @@ fn report(table: &Table, manifest: Manifest, outcome: RunOutcome, timings: Timin
 }
 
 async fn memo(table: &Table, run_key: &Digest, slice: &str) -> Result<Option<Manifest>, RunError> {
-    let Some(index) = table.get_sidecar(&run_index_path(run_key)).await? else {
-        return Ok(None);
+    // An index that cannot be read (too large, say: anyone who can write
+    // `_idem/` can plant one) is a miss, never a failed run: the run
+    // executes and writes it again.
+    let index = match table.get_sidecar(&run_index_path(run_key)).await {
+        Ok(Some(index)) => index,
+        Ok(None) | Err(TableError::Sidecar { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
     };
     let Ok(index) = serde_json::from_slice::<RunIndex>(&index) else {
         return Ok(None);
@@ -1123,12 +1134,9 @@ async fn memo(table: &Table, run_key: &Digest, slice: &str) -> Result<Option<Man
     if &m.run_key != run_key {
         return Ok(None);
     }
-    let named = table.slice_commits().await?.into_iter().any(|c| {
-        c.slice == slice
-            && c.current
-            && c.manifest_digest.as_ref() == Some(&index.manifest)
-            && c.output_digest.as_ref() == Some(&m.result.output_digest)
-    });
+    // (Its output is then checked by `slice_state`, against the table's
+    // app transactions.)
+    let named = table.current_manifest(slice).await? == Some(index.manifest);
     Ok(named.then_some(m))
 }
 

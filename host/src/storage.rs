@@ -626,12 +626,22 @@ impl Store {
             .map_err(|e| self.fail("reading", rel, e))
     }
 
-    /// The whole of `rel`, `None` when it does not exist.
+    /// The whole of `rel`, `None` when it does not exist; refused, before
+    /// it is read, past [`MAX_READ_WHOLE`] (a tenant's manifest, say, is
+    /// kilobytes; a planted one could be gigabytes).
     pub fn get(&self, rel: &str) -> Result<Option<Bytes>, StorageError> {
         let p = self.path(rel)?;
         let inner = self.inner.clone();
-        match block(async move { inner.get(&p).await?.bytes().await }) {
-            Ok(b) => Ok(Some(b)),
+        let got = block(async move {
+            let r = inner.get(&p).await?;
+            Ok::<_, object_store::Error>(whole(r).await)
+        });
+        match got {
+            Ok(Ok(b)) => Ok(Some(b)),
+            Ok(Err(detail)) => Err(StorageError::BadLocation {
+                location: self.url_of(rel).to_string(),
+                detail,
+            }),
             Err(object_store::Error::NotFound { .. }) => self.absent(),
             Err(e) => Err(self.fail("reading", rel, e)),
         }
@@ -1065,6 +1075,26 @@ impl Walk {
     fn skip(&mut self, rel: String, why: &str) {
         self.skipped.push((rel, why.to_string()));
     }
+}
+
+/// Most bytes idem reads whole from one object it needs whole: an
+/// `_idem/` file, a Delta log entry, a manifest.
+/// Anyone who can write the table can put a file of any size there; a
+/// manifest, a run index or a commit is kilobytes, a module at most
+/// `--max-module-mb`.
+pub const MAX_READ_WHOLE: u64 = 256 << 20;
+
+/// The bytes of `r`, refused when the object is larger than
+/// [`MAX_READ_WHOLE`], before anything is read (the error says why).
+pub async fn whole(r: object_store::GetResult) -> Result<bytes::Bytes, String> {
+    if r.meta.size > MAX_READ_WHOLE {
+        return Err(format!(
+            "{} bytes, more than the {} MiB idem reads of such a file: it was not written by idem (remove it)",
+            r.meta.size,
+            MAX_READ_WHOLE >> 20
+        ));
+    }
+    r.bytes().await.map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -458,3 +458,58 @@ pub fn commits_per_slice(table: &Path) -> std::collections::BTreeMap<String, usi
     }
     out
 }
+
+/// What one `idem` process did: exit code, stdout, stderr, peak resident
+/// memory (KiB) and wall time.
+pub struct Ran {
+    pub code: i32,
+    pub out: String,
+    pub err: String,
+    pub peak_kib: i64,
+    pub took: std::time::Duration,
+}
+
+/// Run `idem args` and measure its own peak RSS (wait4 on its pid).
+pub fn idem_measured(args: &[&str]) -> Ran {
+    let t = std::time::Instant::now();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(args)
+        .env("IDEM_CACHE_DIR", test_cache())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running idem");
+    let pid = child.id() as libc::pid_t;
+    // Drain the pipes on threads so the child never blocks on them.
+    let mut child = child;
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let o = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut s).unwrap();
+        s
+    });
+    let e = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut s).unwrap();
+        s
+    });
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value for wait4 to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our child, not yet waited for; both pointers are valid.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4 failed");
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    Ran {
+        code,
+        out: o.join().unwrap(),
+        err: e.join().unwrap(),
+        peak_kib: usage.ru_maxrss,
+        took: t.elapsed(),
+    }
+}

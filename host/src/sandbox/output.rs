@@ -81,6 +81,7 @@ pub fn decode_guest_output(
         return Ok(None);
     };
     check_rows(&summary, len, budget)?;
+    check_names(&summary.schema).map_err(bad)?;
     check_schema(&summary.schema).map_err(unsupported)?;
     let viewed = encoded.saturating_add(usize::try_from(summary.view_bytes).unwrap_or(usize::MAX));
     if viewed > budget.limit {
@@ -101,8 +102,10 @@ pub fn decode_guest_output(
             .map_err(|e| bad(format!("column `{}`: {e}", field.name())))?;
         logical = logical.saturating_add(size);
     }
-    // At least a byte a row, whatever the columns hold.
-    let logical = usize::try_from(logical.max(batch.num_rows() as u64)).unwrap_or(usize::MAX);
+    // At least a slot's cost a row, whatever the columns hold.
+    let logical =
+        usize::try_from(logical.max((batch.num_rows() as u64).saturating_mul(MIN_SLOT_BYTES)))
+            .unwrap_or(usize::MAX);
     let total = budget.produced.saturating_add(logical);
     if total > budget.limit {
         return Err(over(total));
@@ -111,6 +114,46 @@ pub fn decode_guest_output(
         batch,
         logical_bytes: logical,
     }))
+}
+
+/// Longest column name (at any depth) a guest may return: names go into
+/// the table's schema, every commit's record and the manifest.
+const MAX_NAME_BYTES: usize = 1024;
+/// Most bytes of key-value metadata on the schema and its fields.
+const MAX_METADATA_BYTES: usize = 64 << 10;
+
+/// Refuse column names and schema metadata no table should carry.
+fn check_names(schema: &arrow::datatypes::Schema) -> Result<(), String> {
+    fn metadata_bytes(m: &HashMap<String, String>) -> usize {
+        m.iter().map(|(k, v)| k.len() + v.len()).sum()
+    }
+    let mut meta = metadata_bytes(schema.metadata());
+    let mut todo: Vec<&arrow::datatypes::Field> =
+        schema.fields().iter().map(|f| f.as_ref()).collect();
+    while let Some(f) = todo.pop() {
+        if f.name().len() > MAX_NAME_BYTES {
+            return Err(format!(
+                "a column name of {} bytes (at most {MAX_NAME_BYTES}): `{}…`",
+                f.name().len(),
+                f.name().chars().take(40).collect::<String>()
+            ));
+        }
+        meta = meta.saturating_add(metadata_bytes(f.metadata()));
+        match f.data_type() {
+            DataType::Struct(children) => todo.extend(children.iter().map(|c| c.as_ref())),
+            DataType::List(c)
+            | DataType::LargeList(c)
+            | DataType::FixedSizeList(c, _)
+            | DataType::Map(c, _) => todo.push(c.as_ref()),
+            _ => {}
+        }
+    }
+    if meta > MAX_METADATA_BYTES {
+        return Err(format!(
+            "{meta} bytes of schema metadata (at most {MAX_METADATA_BYTES})"
+        ));
+    }
+    Ok(())
 }
 
 /// Check the rows a stream claims against the batch and the run limits.
@@ -190,8 +233,9 @@ fn unsupported(e: DigestError) -> SandboxError {
 
 /// The bytes `array` takes once every value is materialized: values and
 /// offsets of its logical range (not of the buffers it happens to share),
-/// view data counted per view, dictionaries expanded, at least one byte per
-/// slot (a column of nulls still costs work per row). Children are counted
+/// view data counted per view, dictionaries expanded, at least
+/// [`MIN_SLOT_BYTES`] per slot (a column of nulls still costs work per
+/// row). Children are counted
 /// over the range their parent references.
 pub(crate) fn logical_bytes(array: &dyn Array) -> Result<u64, String> {
     let len = array.len() as u64;
@@ -296,8 +340,16 @@ pub(crate) fn logical_bytes(array: &dyn Array) -> Result<u64, String> {
             None => return Err(format!("the size of a {dt} column cannot be bounded")),
         },
     };
-    Ok(values.saturating_add(validity).max(len))
+    Ok(values
+        .saturating_add(validity)
+        .max(len.saturating_mul(MIN_SLOT_BYTES)))
 }
+
+/// What every slot costs at least, whatever its values weigh (a Null
+/// column has no buffers at all): the Parquet writer keeps a definition
+/// and a repetition level (two i16) per leaf slot, and the digest and the
+/// commit do work per row.
+const MIN_SLOT_BYTES: u64 = 4;
 
 fn offsets_bytes<O: arrow::array::OffsetSizeTrait>(offsets: &[O], width: u64) -> u64 {
     let data = match (
@@ -827,8 +879,16 @@ mod tests {
         )
         .unwrap();
         assert!(logical_bytes(&dict).unwrap() >= 500 * 1000);
-        // Nulls still cost a byte each: a long null column is not free.
-        assert_eq!(logical_bytes(&NullArray::new(1 << 20)).unwrap(), 1 << 20);
+        // Nulls still cost 4 bytes each: a long null column is not free,
+        // nor is a list of nulls.
+        assert_eq!(logical_bytes(&NullArray::new(1 << 20)).unwrap(), 4 << 20);
+        let nulls = ListArray::new(
+            Arc::new(Field::new("item", DataType::Null, true)),
+            OffsetBuffer::new(ScalarBuffer::from(vec![0, 1 << 20])),
+            Arc::new(NullArray::new(1 << 20)),
+            None,
+        );
+        assert!(logical_bytes(&nulls).unwrap() >= 4 << 20);
     }
 
     #[test]

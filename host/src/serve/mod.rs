@@ -423,8 +423,7 @@ fn result_of(
 
 /// Whether tenant `t`'s table holds request `r` committed: the run
 /// planned (inputs pinned and hashed, nothing executed or written) has a
-/// run key that the slice's current commit has, and the memo would take
-/// it. Its result (kind `memo`, as a rerun would say), else `None`,
+/// run key that the slice's current commit has. Its result (kind `memo`, as a rerun would say), else `None`,
 /// also when the table cannot be read.
 pub fn settle(t: &Tenant, r: &RunRequest) -> Option<Value> {
     let explained = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -432,8 +431,11 @@ pub fn settle(t: &Tenant, r: &RunRequest) -> Option<Value> {
     }))
     .ok()
     .flatten()?;
+    // The slice's current commit (app transactions, not sidecars) names a
+    // manifest of this run key: committed. Not the memo index, which is
+    // written after the log entry, in the very window a crash leaves.
     let (version, manifest) = explained.current?;
-    if explained.memo.is_none() || manifest.run_key != explained.run_key {
+    if manifest.run_key != explained.run_key {
         return None;
     }
     Some(result_of(

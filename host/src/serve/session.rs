@@ -169,10 +169,16 @@ impl Throttle {
             expire(q, now);
             !q.is_empty()
         });
-        let peer_wait = peer
-            .and_then(|p| f.by_peer.get(&p))
-            .and_then(|q| blocked(q, PEER_FAILURES, now));
-        match peer_wait.or_else(|| blocked(&f.all, ALL_FAILURES, now)) {
+        let failing = peer.and_then(|p| f.by_peer.get(&p));
+        let peer_wait = failing.and_then(|q| blocked(q, PEER_FAILURES, now));
+        // The global limit holds back only peers that have failed too (or
+        // that cannot be told apart): many addresses guessing together must
+        // not lock out everyone who has not guessed.
+        let suspect = peer.is_none() || failing.is_some() || f.by_peer.len() >= MAX_PEERS;
+        let all_wait = suspect
+            .then(|| blocked(&f.all, ALL_FAILURES, now))
+            .flatten();
+        match peer_wait.or(all_wait) {
             // At least a second: `Retry-After` counts whole seconds.
             Some(wait) => Err(wait.max(Duration::from_secs(1))),
             None => Ok(()),
@@ -250,9 +256,15 @@ mod tests {
             assert!(th.check(Some(p), t0).is_ok());
             th.failed(Some(p), t0);
         }
-        let wait = th.check(Some(p2), t0 + Duration::from_secs(1)).unwrap_err();
+        // A guessing peer is held back by the global limit...
+        let p0 = IpAddr::from([10, 1, 0, 0]);
+        let wait = th.check(Some(p0), t0 + Duration::from_secs(1)).unwrap_err();
         assert_eq!(wait, Duration::from_secs(59));
-        assert!(th.check(Some(p2), t0 + FAILURE_WINDOW).is_ok());
+        // ...but a peer that has not failed is not locked out by others
+        // (one that cannot be told apart is).
+        assert!(th.check(Some(p2), t0 + Duration::from_secs(1)).is_ok());
+        assert!(th.check(None, t0 + Duration::from_secs(1)).is_err());
+        assert!(th.check(Some(p0), t0 + FAILURE_WINDOW).is_ok());
     }
 
     #[test]

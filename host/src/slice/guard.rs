@@ -76,6 +76,9 @@ pub(super) fn check<T: Reopen>(
     let mut worst: Vec<Vec<Cost>> = Vec::new();
     for (g, group) in meta.row_groups().iter().enumerate() {
         let mut costs = Vec::with_capacity(leaves.len());
+        // What decoding holds at once: per column, its dictionary and the
+        // page being decoded, whatever the batch size.
+        let mut held = 0u64;
         for &leaf in leaves {
             let Some(chunk) = group.columns().get(leaf) else {
                 return Err(malformed(
@@ -86,8 +89,29 @@ pub(super) fn check<T: Reopen>(
             let at = |e: String| column_error(path, g, chunk, e);
             let pages = pages::walk(file, chunk).map_err(at)?;
             check_pages(file, chunk, &pages, budget, path, g)?;
+            let dictionary: u64 = pages
+                .iter()
+                .filter(|p| p.is_dictionary())
+                .map(|p| p.uncompressed)
+                .sum();
+            let page = pages
+                .iter()
+                .filter(|p| !p.is_dictionary())
+                .map(|p| p.uncompressed)
+                .max()
+                .unwrap_or(0);
+            held = held.saturating_add(dictionary).saturating_add(page);
             let longest = longest_entry(file, chunk, &pages).map_err(at)?;
             costs.push(Cost::of(chunk, &pages, longest, group.num_rows()));
+        }
+        if held > budget {
+            return Err(refused(
+                path,
+                format!(
+                    "decoding row group {g} holds {held} bytes of decompressed pages at once (each column's dictionary and largest page), over the input budget of {budget} bytes"
+                ),
+                "if the data is genuine, raise --max-input-batch-mb, or read fewer columns",
+            ));
         }
         worst.push(costs);
     }
@@ -349,6 +373,21 @@ fn check_int96<T: Reopen>(
     path: &str,
 ) -> Result<(), SliceError> {
     let descr = meta.file_metadata().schema_descr();
+    // Nested INT96 (in a struct or list) cannot be re-read at another unit
+    // here: refused by name rather than read wrapped.
+    if let Some(l) = leaves.iter().copied().find(|&l| {
+        let c = descr.column(l);
+        c.physical_type() == Physical::INT96 && c.path().parts().len() > 1
+    }) {
+        return Err(SliceError::Refused {
+            path: path.to_string(),
+            why: format!(
+                "column `{}` holds INT96 timestamps inside a nested column, which idem reads as nanoseconds and would wrap past 2262",
+                descr.column(l).path().string()
+            ),
+            fix: "write it as TIMESTAMP_MICROS (Spark: spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS)".into(),
+        });
+    }
     let roots: Vec<usize> = descr
         .root_schema()
         .get_fields()

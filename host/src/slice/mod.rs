@@ -164,15 +164,21 @@ const SEGMENT_RULE: &str = ", no `/` or `\\`";
 fn bad(what: &str, value: &str, reason: &str, segment: &'static str) -> SliceError {
     SliceError::BadName {
         what: what.into(),
-        value: value.escape_debug().to_string(),
+        value: crate::sandbox::clip_text(value.chars().take(300).collect::<String>())
+            .escape_debug()
+            .to_string(),
         reason: reason.into(),
         segment,
     }
 }
 
+/// Longest partition value or slice id: a path segment (255 bytes on
+/// common file systems).
+pub const MAX_SEGMENT_BYTES: usize = 255;
+
 /// Check a name that becomes one path segment below the dataset root (a
 /// partition column or value, a slice id): not empty, no `/` or `\`, no
-/// NUL, not `.` or `..`.
+/// NUL, not `.` or `..`, at most [`MAX_SEGMENT_BYTES`].
 pub fn validate_segment(what: &str, value: &str) -> Result<(), SliceError> {
     let reason = if value.is_empty() {
         "it is empty"
@@ -182,6 +188,10 @@ pub fn validate_segment(what: &str, value: &str) -> Result<(), SliceError> {
         "it contains a NUL byte"
     } else if value == ".." || value == "." {
         "it is a relative path component"
+    } else if value.len() > MAX_SEGMENT_BYTES {
+        // A path segment longer than file systems allow, and a value the
+        // commit repeats in every output row (partition and owner columns).
+        "it is longer than 255 bytes"
     } else {
         return Ok(());
     };

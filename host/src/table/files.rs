@@ -213,11 +213,22 @@ impl DataWriter {
 
     /// Queue a batch (blocks while the writer is behind). An error means
     /// the writer stopped: its reason comes out of [`DataWriter::finish`].
+    /// A guest's batch may hold millions of rows that cost it nothing (a
+    /// Null column); the writer adds a partition column per row, so it
+    /// gets them in chunks of [`CHUNK_ROWS`] (zero-copy slices).
     pub fn send(&self, batch: &RecordBatch) -> Result<(), WriterStopped> {
-        match &self.tx {
-            Some(tx) => tx.blocking_send(batch.clone()).map_err(|_| WriterStopped),
-            None => Err(WriterStopped),
+        let Some(tx) = &self.tx else {
+            return Err(WriterStopped);
+        };
+        let rows = batch.num_rows();
+        if rows == 0 {
+            return tx.blocking_send(batch.clone()).map_err(|_| WriterStopped);
         }
+        for start in (0..rows).step_by(CHUNK_ROWS) {
+            let chunk = batch.slice(start, CHUNK_ROWS.min(rows - start));
+            tx.blocking_send(chunk).map_err(|_| WriterStopped)?;
+        }
+        Ok(())
     }
 
     /// The output is complete: wait for the writer and take its files.
@@ -352,10 +363,11 @@ pub(super) fn with_partition(batch: RecordBatch, mode: &Mode) -> Result<RecordBa
             .downcast_ref::<StringArray>()
             .ok_or_else(|| TableError::Output(format!("partition column `{column}`")))?;
         if let Some(i) = (0..text.len()).find(|&i| text.is_null(i) || text.value(i) != value) {
+            // The guest's text: quoted, but never whole.
             let got = if text.is_null(i) {
-                "null"
+                "null".to_string()
             } else {
-                text.value(i)
+                crate::sandbox::clip_text(text.value(i).chars().take(256).collect())
             };
             return Err(TableError::Output(format!(
                 "the output's partition column `{column}` holds `{got}` (row {i} of a batch), but this slice owns only {column}={value}: drop the column from the output, or run the slice that owns that partition"
@@ -387,6 +399,9 @@ pub(super) fn with_text_column(
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
         .map_err(|e| TableError::Output(e.to_string()))
 }
+
+/// Most rows the writer handles at once (see [`DataWriter::send`]).
+const CHUNK_ROWS: usize = 1 << 16;
 
 /// The data writer stopped; why comes out of [`DataWriter::finish`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

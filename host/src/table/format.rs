@@ -220,6 +220,15 @@ impl Table {
         }
     }
 
+    /// The manifest the slice's current commit names (one slice's lookup,
+    /// not [`Table::slice_commits`]' walk over every slice).
+    pub async fn current_manifest(&self, slice: &str) -> Result<Option<Digest>, TableError> {
+        match self {
+            Table::Delta(t) => t.current_manifest(slice).await,
+            Table::Iceberg(t) => Ok(t.current_manifest(slice)),
+        }
+    }
+
     /// Data files that belong to no slice's current commit (see
     /// `ownership::unowned`); `commits` are [`Table::slice_commits`].
     pub async fn unowned_files(&self, commits: &[SliceCommit]) -> Result<Vec<String>, TableError> {

@@ -14,6 +14,7 @@
 mod error;
 mod files;
 mod format;
+mod genuine;
 pub mod iceberg;
 mod mode;
 mod ownership;
@@ -388,9 +389,12 @@ impl Delta {
         // is later than it.
         let since_v = since.unwrap_or(0);
         let history = self.idem_history().await?;
+        let ours = genuine::versions(&history);
+        // Any commit idem did not make that adds or removes a file, whatever
+        // its `dataChange` flags claim (a foreign rewrite can say false).
         let first = history
             .iter()
-            .filter(|c| c.version > since_v && c.data_change && c.slice().is_none())
+            .filter(|c| c.version > since_v && c.touches_files && !ours.contains(&c.version))
             .map(|c| c.version)
             .min();
         Ok(first.map(|v| {
@@ -401,6 +405,34 @@ impl Delta {
                     .unwrap_or_else(|| "no longer in the log".into())
             )
         }))
+    }
+
+    /// The manifest the slice's current commit names (the first commit
+    /// carrying its app transaction: see `genuine`), `None` without one.
+    pub async fn current_manifest(&self, slice: &str) -> Result<Option<Digest>, TableError> {
+        let seq = self.slice_seq(slice).await?;
+        if seq == 0 {
+            return Ok(None);
+        }
+        let history = self.idem_history().await?;
+        let Some(v) = genuine::first_setting(&history, slice, seq) else {
+            return Ok(None);
+        };
+        Ok(history
+            .iter()
+            .find(|c| c.version == v)
+            .and_then(|c| c.get_str("idem.manifestDigest"))
+            .and_then(|d| Digest::parse(d).ok()))
+    }
+
+    /// The mode the table was created for (its `idem.mode` property).
+    pub(super) fn created_mode(&self) -> Option<String> {
+        let snapshot = self.delta.snapshot().ok()?;
+        snapshot
+            .metadata()
+            .configuration()
+            .get(MODE_PROPERTY)
+            .cloned()
     }
 
     /// Why the table's schema, partitioning or column mapping is no longer
@@ -418,9 +450,9 @@ impl Delta {
     async fn committed_by_us(&self, slice: &str) -> Result<Option<u64>, TableError> {
         let seq = self.slice_seq(slice).await?;
         let history = self.idem_history().await?;
+        let first = genuine::first_setting(&history, slice, seq);
         Ok(history.into_iter().find_map(|c| {
-            let mine = c.slice() == Some(slice)
-                && c.idem.get("idem.seq").and_then(|v| v.as_i64()) == Some(seq)
+            let mine = Some(c.version) == first
                 && c.get_str("idem.attempt") == Some(self.attempt.as_str());
             mine.then_some(c.version)
         }))
@@ -433,11 +465,7 @@ impl Delta {
             return Ok(None);
         }
         let history = self.idem_history().await?;
-        Ok(history.into_iter().find_map(|c| {
-            let mine = c.slice() == Some(slice)
-                && c.idem.get("idem.seq").and_then(|v| v.as_i64()) == Some(seq);
-            mine.then_some(c.version)
-        }))
+        Ok(genuine::first_setting(&history, slice, seq))
     }
 
     /// Prove, once, that the table's store refuses to overwrite an object
@@ -1340,6 +1368,11 @@ pub struct LogCommit {
     /// The shape its `metaData` action set, if it has one (see
     /// [`shape::of_metadata`]).
     pub shape: Option<String>,
+    /// Whether it adds or removes any file, whatever its `dataChange`
+    /// flags claim.
+    pub touches_files: bool,
+    /// Its app transactions (`txn`: app id, version).
+    pub txns: Vec<(String, i64)>,
 }
 
 impl LogCommit {
@@ -1362,7 +1395,16 @@ impl LogCommit {
             if let Some(meta) = action.get("metaData") {
                 c.shape = Some(shape::of_metadata(meta));
             }
+            if let Some(t) = action.get("txn")
+                && let (Some(app), Some(v)) = (
+                    t.get("appId").and_then(|a| a.as_str()),
+                    t.get("version").and_then(|v| v.as_i64()),
+                )
+            {
+                c.txns.push((app.to_string(), v));
+            }
             for kind in ["add", "remove"] {
+                c.touches_files |= action.get(kind).is_some();
                 if let Some(a) = action.get(kind)
                     && a.get("dataChange").and_then(|d| d.as_bool()) != Some(false)
                 {
@@ -1373,9 +1415,25 @@ impl LogCommit {
         c
     }
 
-    /// The slice idem committed here, if any.
+    /// The slice idem committed here, if any, as its commitInfo says
+    /// (anyone can write commitInfo: see [`LogCommit::sets_slice`]).
     pub fn slice(&self) -> Option<&str> {
         self.get_str("idem.slice")
+    }
+
+    /// The slice and sequence number this commit made current: its
+    /// commitInfo names them *and* it carries the app transaction
+    /// `idem:slice:<slice>` at that version, which is what the table's
+    /// snapshot reads. A commit that only claims them in its commitInfo
+    /// made nothing current.
+    pub fn sets_slice(&self) -> Option<(&str, i64)> {
+        let slice = self.slice()?;
+        let seq = self.idem.get("idem.seq").and_then(|v| v.as_i64())?;
+        let app = slice_app(slice);
+        self.txns
+            .iter()
+            .any(|(a, v)| *a == app && *v == seq)
+            .then_some((slice, seq))
     }
 
     /// A string key of idem's commitInfo.

@@ -51,12 +51,15 @@ impl Delta {
     /// Every slice's latest commit, by slice id.
     pub async fn slice_commits(&self) -> Result<Vec<SliceCommit>, TableError> {
         let mut latest: BTreeMap<String, SliceCommit> = BTreeMap::new();
-        for commit in self.idem_history().await? {
+        let history = self.idem_history().await?;
+        // Only commits idem made: a copy of one's commitInfo by another
+        // writer (naming a forged manifest, say) is not the slice's commit.
+        let ours = super::genuine::versions(&history);
+        for commit in &history {
             let (version, info) = (commit.version, &commit.idem);
-            let Some(slice) = commit.slice() else {
+            let Some((slice, seq)) = commit.sets_slice().filter(|_| ours.contains(&version)) else {
                 continue;
             };
-            let seq = info.get("idem.seq").and_then(|v| v.as_i64()).unwrap_or(0);
             if latest.get(slice).is_some_and(|c| c.seq >= seq) {
                 continue;
             }
@@ -101,7 +104,9 @@ impl Delta {
     /// (`commits`: every slice's latest). Empty for a merge table, whose
     /// files are shared by key and proven by their commits instead.
     pub async fn unowned_files(&self, commits: &[SliceCommit]) -> Result<Vec<String>, TableError> {
-        if commits.iter().any(|c| c.mode == "merge") {
+        // The table's own property, not a commit's word, says it is a merge
+        // table.
+        if self.created_mode().as_deref() == Some("merge") {
             return Ok(Vec::new());
         }
         let owners: std::collections::HashMap<&str, i64> = commits

@@ -27,33 +27,44 @@ pub(super) fn of_metadata(meta: &Value) -> String {
 }
 
 /// The first version after `since` whose `metaData` changed the shape the
-/// table had at `since` (`history` in any order). `None` when the shape is
-/// unchanged, or when no commit at or before `since` is still in the log
-/// to say what it was (log cleanup; a checkpoint holds it, not read here).
+/// table had at `since` (`history` in any order); `None` when the shape is
+/// unchanged. When no commit at or before `since` is left in the log to
+/// say what the shape was (log cleanup, or a checkpoint another writer put
+/// in place of the commits), any later `metaData` counts as a change:
+/// unknown is not unchanged.
 pub(super) fn changed_since(history: &[LogCommit], since: u64) -> Option<u64> {
     let mut sorted: Vec<&LogCommit> = history.iter().filter(|c| c.shape.is_some()).collect();
     sorted.sort_by_key(|c| c.version);
     let baseline = sorted
         .iter()
         .rev()
-        .find(|c| c.version <= since)?
-        .shape
-        .as_ref();
+        .find(|c| c.version <= since)
+        .and_then(|c| c.shape.as_ref());
     sorted
         .iter()
-        .find(|c| c.version > since && c.shape.as_ref() != baseline)
+        .find(|c| c.version > since && (baseline.is_none() || c.shape.as_ref() != baseline))
         .map(|c| c.version)
 }
 
 /// Why the table's shape is not the one of version `since` (`None` when it
 /// is): what memo, "unchanged" and audit say before trusting a slice.
+/// `since` is `None` when the slice's commit has left the log: every
+/// retained commit is later than it.
 pub(super) fn drift(history: &[LogCommit], since: Option<u64>) -> Option<String> {
-    let since = since?;
-    changed_since(history, since).map(|v| {
-        format!(
-            "version {v} changed the table's schema, partitioning or column mapping after the slice's commit (version {since}): readers no longer see the columns idem committed"
-        )
-    })
+    let at = since
+        .map(|v| format!("version {v}"))
+        .unwrap_or_else(|| "no longer in the log".into());
+    let v = match since {
+        Some(since) => changed_since(history, since)?,
+        None => history
+            .iter()
+            .filter(|c| c.shape.is_some())
+            .map(|c| c.version)
+            .min()?,
+    };
+    Some(format!(
+        "version {v} changed the table's schema, partitioning or column mapping after the slice's commit ({at}), or the log no longer shows what they were: readers may no longer see the columns idem committed"
+    ))
 }
 
 #[cfg(test)]
@@ -90,7 +101,11 @@ mod tests {
         );
         let mapping = serde_json::json!({"schemaString": "a", "configuration": {"delta.columnMapping.mode": "name"}});
         assert_ne!(of_metadata(&mapping), of_metadata(&retention));
-        // Nothing known at or before `since`: no verdict.
-        assert_eq!(changed_since(&renamed[1..], 0), None);
+        // Nothing known at or before `since` (the log cleaned, or replaced
+        // by a checkpoint): a later metaData is a change, none is not.
+        assert_eq!(changed_since(&renamed[2..], 1), Some(2));
+        assert_eq!(changed_since(&h[3..], 1), None);
+        assert!(drift(&renamed[1..], None).unwrap().contains("version 2"));
+        assert_eq!(drift(&[commit(7, None)], None), None);
     }
 }

@@ -29,24 +29,7 @@ pub(super) async fn put(t: &DeltaTable, rel: &str, bytes: Vec<u8>) -> Result<(),
     Ok(())
 }
 
-/// Most bytes idem reads whole from one `_idem/` file or one log entry.
-/// Anyone who can write the table can put a file of any size there; a
-/// manifest, a run index or a commit is kilobytes, a module at most
-/// `--max-module-mb`.
-pub(crate) const MAX_READ_WHOLE: u64 = 256 << 20;
-
-/// The bytes of `r`, refused when the object is larger than
-/// [`MAX_READ_WHOLE`], before anything is read (the error says why).
-pub(crate) async fn whole(r: object_store::GetResult) -> Result<bytes::Bytes, String> {
-    if r.meta.size > MAX_READ_WHOLE {
-        return Err(format!(
-            "{} bytes, more than the {} MiB idem reads of such a file: it was not written by idem (remove it)",
-            r.meta.size,
-            MAX_READ_WHOLE >> 20
-        ));
-    }
-    r.bytes().await.map_err(|e| e.to_string())
-}
+pub(crate) use crate::storage::whole;
 
 /// Read `_idem/<rel>`, `None` when it does not exist.
 pub(super) async fn get(t: &DeltaTable, rel: &str) -> Result<Option<Vec<u8>>, TableError> {

@@ -430,7 +430,16 @@ impl Iceberg {
     /// writer; `None` when it is, or when that snapshot has expired).
     fn shape_drift(&self, rec: &SliceRecord) -> Option<String> {
         let m = self.metadata()?;
-        let then = m.snapshot_by_id(rec.snapshot)?.schema_id()?;
+        if rec.snapshot == 0 {
+            return None;
+        }
+        // Expired: what schema it wrote is unknown, which is not "unchanged".
+        let Some(then) = m.snapshot_by_id(rec.snapshot).and_then(|s| s.schema_id()) else {
+            return Some(
+                "the slice's snapshot has expired, so the schema it was committed with cannot be checked against the table's"
+                    .into(),
+            );
+        };
         (then != m.current_schema_id()).then(|| {
             format!(
                 "the table's current schema (id {}) is not the one the slice's commit wrote (id {then}): another writer changed its columns, and readers no longer see the columns idem committed",
@@ -443,7 +452,8 @@ impl Iceberg {
     /// commit (by the slice tag in their names). Empty for a merge table,
     /// whose files are shared by key.
     pub async fn unowned_files(&self, commits: &[SliceCommit]) -> Result<Vec<String>, TableError> {
-        if commits.iter().any(|c| c.mode == "merge") {
+        let mode = self.metadata().and_then(|m| m.properties().get(MODE_PROP));
+        if mode.map(String::as_str) == Some("merge") {
             return Ok(Vec::new());
         }
         let tags: Vec<String> = commits
@@ -459,6 +469,11 @@ impl Iceberg {
             .map(|l| l.file.file_path().to_string())
             .filter(|p| !tags.iter().any(|t| owned_by(p, t)))
             .collect())
+    }
+
+    /// The manifest the slice's current commit names.
+    pub fn current_manifest(&self, slice: &str) -> Option<Digest> {
+        Digest::parse(&self.record(slice)?.manifest).ok()
     }
 
     /// [`Self::shape_drift`] of slice `c`, for audit.
@@ -905,6 +920,8 @@ impl Iceberg {
                     data_change: true,
                     idem,
                     shape: None,
+                    touches_files: true,
+                    txns: Vec::new(),
                 }
             })
             .collect();
