@@ -594,7 +594,31 @@ fn a_killed_or_stopped_service_finishes_its_runs_after_a_restart() {
     req4["batchRows"] = json!(250);
     let (_, v) = submit(&s, TOKEN_A, &req4);
     let id4 = v["id"].as_str().unwrap().to_string();
-    std::thread::sleep(Duration::from_millis(300));
+    // SIGTERM once two of them are running (not after a guessed pause).
+    let start_t = Instant::now();
+    loop {
+        let running = [&id2, &id3, &id4]
+            .iter()
+            .filter(|id| {
+                let (_, body) = curl(
+                    "GET",
+                    &format!("{}/v1/runs/{id}", s.url),
+                    Some(TOKEN_A),
+                    None,
+                );
+                json_of(&body)["state"] == "running"
+            })
+            .count();
+        if running == 2 {
+            break;
+        }
+        assert!(
+            start_t.elapsed() < Duration::from_secs(60),
+            "two runs never ran at once"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: the child is our own process, alive until we wait for it.
     unsafe {
         libc::kill(s.child.id() as i32, libc::SIGTERM);
     }
