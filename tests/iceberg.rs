@@ -329,10 +329,18 @@ fn two_hosts_committing_the_same_slice_at_once_commit_once() {
         // both race to replace it with a new output (the same snapshot as
         // base, manifests rewritten with the old files deleted).
         for (args, want) in [(first, 1), (second, 2)] {
-            let hold = [("IDEM_FAULT_SLEEP_MS", "before-log-write:1500")];
+            // Both at the catalog swap at once (a barrier, not a pause).
+            let gate = tempfile::tempdir().unwrap();
+            let barrier = format!("before-log-write:2:{}", gate.path().display());
+            let hold = [("IDEM_FAULT_BARRIER", barrier.as_str())];
             let a = spawn_run(&fx, &module, &table, &args, &hold);
             let b = spawn_run(&fx, &module, &table, &args, &hold);
             let (ra, rb) = (wait(a), wait(b));
+            assert_eq!(
+                std::fs::read_dir(gate.path()).unwrap().count(),
+                2,
+                "{mode}: both must reach the swap"
+            );
             assert_eq!(ra.0, 0, "{mode}: {}", ra.2);
             assert_eq!(rb.0, 0, "{mode}: {}", rb.2);
             let mut results = vec![field(&ra.1, "result:"), field(&rb.1, "result:")];
@@ -638,8 +646,10 @@ fn merges_racing_and_merges_across_many_files_match_delta() {
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         ok(common::idem_env(&refs, &small))
     };
-    // Two hosts merging two slices at once, then two merging the same one.
-    let spawn = |d: &str| {
+    // Two hosts merging two slices at once, at the catalog swap together (a
+    // barrier, not a pause), then two merging the same one.
+    let gates = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let spawn = |d: &str, gate: &Path| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_idem"));
         cmd.args(common::day_args(
             s(&module).as_str(),
@@ -650,17 +660,33 @@ fn merges_racing_and_merges_across_many_files_match_delta() {
         ))
         .env("IDEM_CACHE_DIR", common::test_cache())
         .env("IDEM_DATA_FILE_MB", "1")
-        .env("IDEM_FAULT_SLEEP_MS", "before-log-write:1500")
+        .env(
+            "IDEM_FAULT_BARRIER",
+            format!("before-log-write:2:{}", gate.display()),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
         cmd.spawn().unwrap()
     };
-    let (a, b) = (wait(spawn("2026-10-01")), wait(spawn("2026-10-02")));
+    let arrived = |gate: &tempfile::TempDir| std::fs::read_dir(gate.path()).unwrap().count();
+    let (a, b) = (
+        spawn("2026-10-01", gates[0].path()),
+        spawn("2026-10-02", gates[0].path()),
+    );
+    let (a, b) = (wait(a), wait(b));
+    assert_eq!(arrived(&gates[0]), 2, "both must reach the swap");
     assert_eq!((a.0, b.0), (0, 0), "{}\n{}", a.2, b.2);
     let mut results = vec![field(&a.1, "result:"), field(&b.1, "result:")];
     results.sort();
     assert_eq!(results, ["committed version 1", "committed version 2"]);
-    let (a, b) = (wait(spawn("2026-10-01")), wait(spawn("2026-10-01")));
+    // The same slice again, from two hosts: both find it already run (no
+    // swap to race at: the barrier is never reached).
+    let (a, b) = (
+        spawn("2026-10-01", gates[1].path()),
+        spawn("2026-10-01", gates[1].path()),
+    );
+    let (a, b) = (wait(a), wait(b));
+    assert_eq!(arrived(&gates[1]), 0);
     assert_eq!((a.0, b.0), (0, 0), "{}\n{}", a.2, b.2);
     for r in [&a, &b] {
         assert!(field(&r.1, "result:").starts_with("unchanged"), "{}", r.1);

@@ -419,3 +419,56 @@ write_deltalake({src:?}, day("2026-10-01"), mode="append")
         view.rows[0]
     );
 }
+
+/// A Delta input with column mapping (its files' column names are not the
+/// table's) is refused as an input problem (exit 2), naming the feature
+/// and the way out, never read under the wrong names.
+#[test]
+fn a_column_mapping_delta_input_is_refused_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let script = format!(
+        r#"
+import pyarrow as pa
+from deltalake import write_deltalake
+t = pa.table({{"date": ["2026-10-01"], "amount": [1.0], "quantity": [2]}})
+write_deltalake({src:?}, t, partition_by=["date"], configuration={{"delta.columnMapping.mode": "name", "delta.minReaderVersion": "2", "delta.minWriterVersion": "5"}})
+"#,
+        src = s(&src)
+    );
+    let out = std::process::Command::new(common::python())
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = std::fs::read_to_string(src.join("_delta_log/00000000000000000000.json")).unwrap();
+    assert!(
+        log.contains("delta.columnMapping.physicalName"),
+        "no column mapping: {log}"
+    );
+    let module = common::guest("examples/clean_orders");
+    let table = dir.path().join("t");
+    let (code, stdout, stderr) = common::idem(&[
+        "run",
+        "--module",
+        &s(&module),
+        "--input",
+        &s(&src),
+        "--delta-version",
+        "0",
+        "--table",
+        &s(&table),
+        "--mode",
+        "append",
+    ]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("column mapping (mode `name`)") && stderr.contains("Copy the version"),
+        "{stderr}"
+    );
+    assert!(!table.join("_delta_log").exists(), "committed");
+}

@@ -1490,3 +1490,51 @@ fn an_oversized_sidecar_is_refused_before_it_is_read() {
     let out = ok(run_day(&module, &root, "2026-10-01", &table, &[]));
     assert!(field(&out, "result:").contains("memo"), "{out}");
 }
+
+/// A deletion vector on a slice's own file (another engine's DELETE in
+/// place; here a raw commit, as delta-rs writes none): audit fails naming
+/// the file, the next run recommits and says why, then all is proven.
+#[test]
+fn a_deletion_vector_on_an_owned_file_is_noticed_and_recommitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/daily_revenue");
+    let root = dir.path().join("orders");
+    common::orders(&root, "2026-10-01", 1_000, 1);
+    let table = dir.path().join("t");
+    ok(run_day(&module, &root, "2026-10-01", &table, &[]));
+    python(&format!(
+        r#"
+import glob, json, os
+log = {log:?}
+commits = sorted(glob.glob(os.path.join(log, "*.json")))
+add = None
+for c in commits:
+    for line in open(c):
+        a = json.loads(line)
+        if "add" in a:
+            add = a["add"]
+remove = {{"path": add["path"], "deletionTimestamp": 1, "dataChange": True,
+          "partitionValues": add["partitionValues"], "size": add["size"], "tags": add.get("tags")}}
+marked = dict(add, deletionVector={{"storageType": "p", "pathOrInlineDv": "file:///nowhere/dv.bin",
+                                    "offset": 1, "sizeInBytes": 10, "cardinality": 1}})
+protocol = {{"minReaderVersion": 3, "minWriterVersion": 7,
+            "readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"]}}
+with open(os.path.join(log, "%020d.json" % len(commits)), "x") as f:
+    for a in [{{"commitInfo": {{"operation": "DELETE", "timestamp": 1}}}}, {{"protocol": protocol}},
+              {{"remove": remove}}, {{"add": marked}}]:
+        f.write(json.dumps(a) + "\n")
+"#,
+        log = s(&table.join("_delta_log")),
+    ));
+    let (code, out, _) = common::idem(&["audit", &s(&table)]);
+    assert_eq!(code, 1, "audit missed the deletion vector:\n{out}");
+    assert!(out.contains("has a deletion vector"), "{out}");
+    let out = ok(run_day(&module, &root, "2026-10-01", &table, &[]));
+    let result = field(&out, "result:");
+    assert!(
+        result.starts_with("committed") && result.contains("deletion vector"),
+        "{out}"
+    );
+    let (code, out, _) = common::idem(&["audit", &s(&table)]);
+    assert_eq!(code, 0, "{out}");
+}

@@ -390,11 +390,19 @@ fn two_hosts_committing_the_same_slice_at_once_commit_once() {
         let fx = Fixture::new(&["2026-10-01"], 3_000);
         let module = common::guest(example);
         let table = fx.table("t");
-        // Both execute, then both reach the commit together.
-        let hold = [("IDEM_FAULT_SLEEP_MS", "before-commit:1500")];
+        // Both execute, then both reach the commit together (a barrier
+        // proves it, where a pause only hoped so).
+        let gate = tempfile::tempdir().unwrap();
+        let barrier = format!("before-commit:2:{}", gate.path().display());
+        let hold = [("IDEM_FAULT_BARRIER", barrier.as_str())];
         let a = spawn_run(&fx, &module, &table, &["--mode", mode], &hold);
         let b = spawn_run(&fx, &module, &table, &["--mode", mode], &hold);
         let (ra, rb) = (wait(a), wait(b));
+        assert_eq!(
+            std::fs::read_dir(gate.path()).unwrap().count(),
+            2,
+            "{mode}: both must reach the commit"
+        );
         assert_eq!(ra.0, 0, "{mode}: {}", ra.2);
         assert_eq!(rb.0, 0, "{mode}: {}", rb.2);
         let mut results = vec![field(&ra.1, "result:"), field(&rb.1, "result:")];

@@ -1606,3 +1606,30 @@ fn rows_without_bytes_into_a_long_partition_value_stay_small_at_the_commit() {
         ran.err
     );
 }
+
+/// A nanosecond timestamp output: Delta stores microseconds, so the table
+/// could not hold the rows exactly. Refused (exit 3) naming the column and
+/// the cast to make, and nothing is committed.
+#[test]
+fn a_nanosecond_timestamp_output_is_refused_naming_the_cast() {
+    let module = common::guest(HOSTILE);
+    let dir = tempfile::tempdir().unwrap();
+    common::orders(&dir.path().join("orders"), "2026-10-01", 100, 1);
+    let table = dir.path().join("t");
+    let args = common::day_args(
+        module.to_str().unwrap(),
+        dir.path().join("orders").to_str().unwrap(),
+        "2026-10-01",
+        table.to_str().unwrap(),
+        &["--params", r#"{"mode": "ns_timestamp"}"#],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, _, err) = common::idem(&args);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("column `t` is Timestamp(ns, \"UTC\")")
+            && err.contains("Cast it to Timestamp(µs, \"UTC\")"),
+        "{err}"
+    );
+    assert!(!table.join("_delta_log").exists(), "committed");
+}

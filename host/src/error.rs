@@ -202,6 +202,7 @@ impl TableError {
             TableError::NoTable { .. }
             | TableError::Partitioning(_)
             | TableError::Setting(_)
+            | TableError::UnreadableInput { .. }
             | TableError::NoKeyColumn { .. }
             | TableError::ModeMismatch { .. }
             | TableError::Owned { .. }

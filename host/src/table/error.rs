@@ -74,6 +74,15 @@ pub enum TableError {
     /// The table is partitioned otherwise than the run writes.
     #[error("{0}")]
     Partitioning(String),
+    /// A table given as a slice input uses a feature idem cannot read
+    /// (column mapping, say): the input, not the store, is at fault.
+    #[error("reading {location} as a slice: {detail}")]
+    UnreadableInput {
+        /// The table.
+        location: String,
+        /// What it uses, and what to do.
+        detail: String,
+    },
     /// A setting (an `IDEM_*` variable) is out of range.
     #[error("{0}")]
     Setting(String),

@@ -1157,8 +1157,8 @@ impl Delta {
             .delta
             .snapshot()
             .map_err(delta_err("reading the snapshot"))?;
-        let unsupported = |what: String| TableError::Delta {
-            what: format!("reading {} as a slice", self.url),
+        let unsupported = |what: String| TableError::UnreadableInput {
+            location: self.url.to_string(),
             detail: what,
         };
         let rows_of = match (

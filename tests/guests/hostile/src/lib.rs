@@ -32,6 +32,8 @@
 //! - `slow`: every `push` does `ms` x 400,000 steps of busy work (default
 //!   150; the test calibrates it), then echoes: a per-call deadline would
 //!   never fire, a per-run one must;
+//! - `ns_timestamp`: one `Timestamp(Nanosecond, "UTC")` column `t` of
+//!   three values with sub-microsecond digits (Delta stores microseconds);
 //! - anything else: echo the input.
 //!
 //! With `"columns": [...]` its `open` declares those input columns, and
@@ -162,6 +164,7 @@ mod guest {
                     encode(shapes::views(views as usize, view_len as u32))
                 }
                 "rows_bomb" => shapes::rows_bomb(SIZES.with(|s| s.borrow().0)),
+                "ns_timestamp" => encode(shapes::ns_timestamp()),
                 "null_rows" => encode(shapes::null_rows(SIZES.with(|s| s.borrow().0))),
                 "long_error" => Err("E".repeat(SIZES.with(|s| s.borrow().1) as usize)),
                 "long_panic" => panic!("{}", "P".repeat(SIZES.with(|s| s.borrow().1) as usize)),
@@ -373,6 +376,18 @@ mod guest {
             let at = schema_len + at;
             bytes[at..at + 8].copy_from_slice(&(rows as i64).to_le_bytes());
             Ok(bytes)
+        }
+
+        /// `1970-01-01T00:00:00.000000001`, `2026-10-01T12:00:00.123456789`
+        /// and null, in nanoseconds.
+        pub fn ns_timestamp() -> Result<RecordBatch, String> {
+            let t = idem_guest::arrow::array::TimestampNanosecondArray::from(vec![
+                Some(1),
+                Some(1_790_856_000_123_456_789),
+                None,
+            ])
+            .with_timezone("UTC");
+            one("t", Arc::new(t))
         }
 
         /// One Null column of `rows` rows: a Null array has no buffers.
