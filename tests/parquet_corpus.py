@@ -6,8 +6,8 @@ reader the files are compared with): `python parquet_corpus.py CASE OUT [N]`.
 - wide: N-byte strings, 3 rows, in 8 columns, zstd: each column's page
   within a budget of 4N, all eight together over it.
 - empty: a file of columns `id` (int64) and `name` (string) and no rows.
-- nested_int96: a struct column holding an INT96 timestamp in year 3000
-  (Spark's legacy encoding, which wraps as nanoseconds).
+- nested_int96: a struct column holding an INT96 timestamp in year N
+  (Spark's default encoding of nested timestamps).
 - rows: prints the rows pyarrow reads from OUT and its footer's row count.
 """
 
@@ -35,7 +35,7 @@ def main() -> None:
     elif case == "nested_int96":
         import datetime
 
-        ts = pa.array([datetime.datetime(3000, 1, 1)], pa.timestamp("us"))
+        ts = pa.array([datetime.datetime(int(sys.argv[3]), 1, 1)], pa.timestamp("us"))
         table = pa.table({"s": pa.StructArray.from_arrays([ts], ["ts"])})
         pq.write_table(table, out, use_deprecated_int96_timestamps=True)
     elif case == "rows":

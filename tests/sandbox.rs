@@ -1542,6 +1542,8 @@ fn the_deadline_covers_the_whole_run_not_each_call() {
         ),
         "{r:?} after {took:?}"
     );
+    // It fired during the pushes, not once they were all done (~2.5 s).
+    assert!(took.as_millis() < 2_000, "stopped only after {took:?}");
 }
 
 /// `idem run` of a guest whose output claims billions of rows fails as a

@@ -271,8 +271,10 @@ pub fn verify_manifest(
     let t = rt.block_on(Table::open_existing(&m.spec.target.table))?;
     let commits = rt.block_on(t.slice_commits())?;
     let history = rt.block_on(t.idem_history())?;
+    let ours = t.made_by_idem(&history);
     let named_by: Vec<u64> = history
         .iter()
+        .filter(|c| ours.as_ref().is_none_or(|o| o.contains(&c.version)))
         .filter(|c| c.get_str("idem.manifestDigest") == Some(digest.as_str()))
         .map(|c| c.version)
         .collect();

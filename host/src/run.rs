@@ -1120,24 +1120,26 @@ async fn memo(table: &Table, run_key: &Digest, slice: &str) -> Result<Option<Man
     let Ok(index) = serde_json::from_slice::<RunIndex>(&index) else {
         return Ok(None);
     };
-    let Some(bytes) = table.get_sidecar(&manifest_path(&index.manifest)).await? else {
-        return Ok(None);
-    };
     // The index and the manifest are sidecars anyone who can write `_idem/`
     // can forge (a manifest with this run's spec and an old result would
     // skip new input): a hit only when the slice's current commit names
-    // this very manifest and its output.
+    // this very manifest (its output is then checked by `slice_state`,
+    // against the table's app transactions). Asked first: a forged index
+    // then costs no read of what it points at.
+    if table.current_manifest(slice).await? != Some(index.manifest.clone()) {
+        return Ok(None);
+    }
+    // A manifest that cannot be read or parsed is a miss too.
+    let Ok(Some(bytes)) = table.get_sidecar(&manifest_path(&index.manifest)).await else {
+        return Ok(None);
+    };
     if Digest::of_bytes(&bytes) != index.manifest {
         return Ok(None);
     }
-    let m = Manifest::from_bytes(&bytes)?;
-    if &m.run_key != run_key {
+    let Ok(m) = Manifest::from_bytes(&bytes) else {
         return Ok(None);
-    }
-    // (Its output is then checked by `slice_state`, against the table's
-    // app transactions.)
-    let named = table.current_manifest(slice).await? == Some(index.manifest);
-    Ok(named.then_some(m))
+    };
+    Ok((&m.run_key == run_key).then_some(m))
 }
 
 async fn log(table: &Table, r: &RunReport) -> Result<(), RunError> {

@@ -630,11 +630,16 @@ impl Store {
     /// it is read, past [`MAX_READ_WHOLE`] (a tenant's manifest, say, is
     /// kilobytes; a planted one could be gigabytes).
     pub fn get(&self, rel: &str) -> Result<Option<Bytes>, StorageError> {
+        self.get_at_most(rel, MAX_READ_WHOLE)
+    }
+
+    /// [`Store::get`] with a tighter bound (a manifest a service shows).
+    pub fn get_at_most(&self, rel: &str, most: u64) -> Result<Option<Bytes>, StorageError> {
         let p = self.path(rel)?;
         let inner = self.inner.clone();
         let got = block(async move {
             let r = inner.get(&p).await?;
-            Ok::<_, object_store::Error>(whole(r).await)
+            Ok::<_, object_store::Error>(whole_at_most(r, most).await)
         });
         match got {
             Ok(Ok(b)) => Ok(Some(b)),
@@ -1087,11 +1092,16 @@ pub const MAX_READ_WHOLE: u64 = 256 << 20;
 /// The bytes of `r`, refused when the object is larger than
 /// [`MAX_READ_WHOLE`], before anything is read (the error says why).
 pub async fn whole(r: object_store::GetResult) -> Result<bytes::Bytes, String> {
-    if r.meta.size > MAX_READ_WHOLE {
+    whole_at_most(r, MAX_READ_WHOLE).await
+}
+
+/// [`whole`] with another bound.
+pub async fn whole_at_most(r: object_store::GetResult, most: u64) -> Result<bytes::Bytes, String> {
+    if r.meta.size > most {
         return Err(format!(
             "{} bytes, more than the {} MiB idem reads of such a file: it was not written by idem (remove it)",
             r.meta.size,
-            MAX_READ_WHOLE >> 20
+            most >> 20
         ));
     }
     r.bytes().await.map_err(|e| e.to_string())

@@ -240,16 +240,8 @@ impl Sandbox {
     }
 
     fn load_unbounded(&self, id: &ModuleId) -> Result<GuestModule, SandboxError> {
-        let limits = &self.config.limits;
         let (digest, bytes) = (id.digest.clone(), id.bytes.clone());
-        let (component, cache) = cache::load_or_compile(
-            &self.engine,
-            self.config.cache_dir.as_deref(),
-            &digest,
-            &self.fingerprint,
-            &bytes,
-            limits.compile_deadline_ms,
-        )?;
+        let (component, cache) = self.compiled(&digest, &bytes)?;
         // The compiled view is checked too: the export's shape needs types.
         let admission = admission::admit(&self.engine, &component, self.config.profile);
         admission.verdict()?;
@@ -260,6 +252,23 @@ impl Sandbox {
             admission,
             component,
         })
+    }
+
+    /// The compiled code of `bytes` (digest `digest`): from the cache, or
+    /// compiled within the compile budget and cached.
+    fn compiled(
+        &self,
+        digest: &Digest,
+        bytes: &Arc<Vec<u8>>,
+    ) -> Result<(Component, CacheOutcome), SandboxError> {
+        cache::load_or_compile(
+            &self.engine,
+            self.config.cache_dir.as_deref(),
+            digest,
+            &self.fingerprint,
+            bytes,
+            self.config.limits.compile_deadline_ms,
+        )
     }
 
     /// Read a module file, refusing it by its size before reading it.
@@ -301,14 +310,7 @@ impl Sandbox {
             admission::check_size(bytes.len(), limits.max_module_bytes)?;
             let bytes = Arc::new(admission::to_component(bytes)?);
             let digest = Digest::of_bytes(&bytes);
-            let (component, _) = cache::load_or_compile(
-                &self.engine,
-                self.config.cache_dir.as_deref(),
-                &digest,
-                &self.fingerprint,
-                &bytes,
-                limits.compile_deadline_ms,
-            )?;
+            let (component, _) = self.compiled(&digest, &bytes)?;
             Ok((
                 digest,
                 admission::admit(&self.engine, &component, self.config.profile),

@@ -358,9 +358,14 @@ async fn manifest(State(svc): Svc, headers: HeaderMap, Path(id): Path<String>) -
         return not_found(&id);
     };
     let got = blocking(move || {
-        crate::storage::Store::at(&table)
+        crate::storage::Store::at(&table).ok().and_then(|s| {
+            s.get_at_most(
+                &format!("_idem/manifests/{hex}.json"),
+                crate::serve::MAX_MANIFEST_BYTES,
+            )
             .ok()
-            .and_then(|s| s.get(&format!("_idem/manifests/{hex}.json")).ok().flatten())
+            .flatten()
+        })
     })
     .await;
     match got {

@@ -34,6 +34,11 @@ use queue::{Queue, RunRequest};
 /// Where a tenant's uploaded modules live, below its root.
 pub const MODULES_DIR: &str = "_modules";
 
+/// The largest manifest the service reads to show it (a real one is
+/// kilobytes; a tenant can plant any file under its root, and many
+/// requests at once must not hold gigabytes).
+pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
+
 /// The largest `batchRows` a tenant may ask for (the host reserves a
 /// batch's buffers up front).
 pub const MAX_BATCH_ROWS: u32 = 1 << 20;

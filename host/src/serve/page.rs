@@ -424,9 +424,14 @@ pub async fn run(
         .map(str::to_string);
     if let (Some(hex), Ok(table)) = (manifest, under(t, &r.request.table, "table")) {
         let text = tokio::task::spawn_blocking(move || {
-            crate::storage::Store::at(&table)
+            crate::storage::Store::at(&table).ok().and_then(|s| {
+                s.get_at_most(
+                    &format!("_idem/manifests/{hex}.json"),
+                    crate::serve::MAX_MANIFEST_BYTES,
+                )
                 .ok()
-                .and_then(|s| s.get(&format!("_idem/manifests/{hex}.json")).ok().flatten())
+                .flatten()
+            })
         })
         .await
         .ok()

@@ -38,6 +38,20 @@ pub const ALL_FAILURES: usize = 60;
 /// login counts as the global limit's.
 const MAX_PEERS: usize = 10_000;
 
+/// The address failures are counted under: an IPv6 address's /64 (one
+/// host holds a whole /64, so counting single addresses would give it
+/// 2^64 tries), an IPv4 address itself.
+fn bucket(peer: IpAddr) -> IpAddr {
+    match peer {
+        IpAddr::V4(_) => peer,
+        IpAddr::V6(v6) => {
+            let mut seg = v6.segments();
+            seg[4..].fill(0);
+            IpAddr::V6(std::net::Ipv6Addr::from(seg))
+        }
+    }
+}
+
 /// 32 random bytes from the OS, hex; `None` when the OS has none to give
 /// (no session is then better than a guessable one).
 pub fn random_token() -> Option<String> {
@@ -160,6 +174,7 @@ impl Throttle {
     /// May `peer` try a login at `now`? `Err(retry_after)` when it, or
     /// everyone, failed too often within the window.
     pub fn check(&self, peer: Option<IpAddr>, now: Instant) -> Result<(), Duration> {
+        let peer = peer.map(bucket);
         let Ok(mut f) = self.failures.lock() else {
             return Err(FAILURE_WINDOW);
         };
@@ -187,6 +202,7 @@ impl Throttle {
 
     /// Count a failed login of `peer` at `now`.
     pub fn failed(&self, peer: Option<IpAddr>, now: Instant) {
+        let peer = peer.map(bucket);
         let Ok(mut f) = self.failures.lock() else {
             return;
         };
@@ -265,6 +281,18 @@ mod tests {
         assert!(th.check(Some(p2), t0 + Duration::from_secs(1)).is_ok());
         assert!(th.check(None, t0 + Duration::from_secs(1)).is_err());
         assert!(th.check(Some(p0), t0 + FAILURE_WINDOW).is_ok());
+
+        // An IPv6 host's /64 is one peer: other addresses of it share its
+        // failures.
+        let th = Throttle::default();
+        for i in 0..PEER_FAILURES {
+            let p: IpAddr = format!("2001:db8:1:2::{i}").parse().unwrap();
+            th.failed(Some(p), t0);
+        }
+        let same: IpAddr = "2001:db8:1:2:ffff::1".parse().unwrap();
+        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert!(th.check(Some(same), t0).is_err());
+        assert!(th.check(Some(other), t0).is_ok());
     }
 
     #[test]

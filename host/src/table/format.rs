@@ -206,6 +206,18 @@ impl Table {
         }
     }
 
+    /// Which of `history`'s commits idem made: on Delta, those that are the
+    /// first to carry their slice's app transaction (see `genuine`); on
+    /// Iceberg every snapshot idem's summary names (its history holds
+    /// nothing else).
+    /// `None`: all of them.
+    pub fn made_by_idem(&self, history: &[LogCommit]) -> Option<std::collections::HashSet<u64>> {
+        match self {
+            Table::Delta(_) => Some(super::genuine::versions(history)),
+            Table::Iceberg(_) => None,
+        }
+    }
+
     pub async fn slice_commits(&self) -> Result<Vec<SliceCommit>, TableError> {
         match self {
             Table::Delta(t) => t.slice_commits().await,

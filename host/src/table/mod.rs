@@ -922,10 +922,15 @@ impl Delta {
     ) -> Result<Option<String>, TableError> {
         let partition = format!("{column}={value}");
         let history = self.idem_history().await?;
+        // idem's commits only: another writer's commitInfo claims nothing.
+        let ours = genuine::versions(&history);
         // A slice owns the partition of its latest commit only (a --files
         // slice that moved on gave its old partition up).
         let mut seen = std::collections::HashSet::new();
         Ok(history.into_iter().find_map(|c| {
+            if !ours.contains(&c.version) {
+                return None;
+            }
             let owner = c.slice()?;
             let part = c.get_str("idem.partition")?;
             let latest = seen.insert(owner.to_string());

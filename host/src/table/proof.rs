@@ -104,9 +104,14 @@ impl Delta {
     /// (`commits`: every slice's latest). Empty for a merge table, whose
     /// files are shared by key and proven by their commits instead.
     pub async fn unowned_files(&self, commits: &[SliceCommit]) -> Result<Vec<String>, TableError> {
-        // The table's own property, not a commit's word, says it is a merge
-        // table.
-        if self.created_mode().as_deref() == Some("merge") {
+        // The table's own property (part of its shape: another writer
+        // changing it is drift) says it is a merge table; a table created
+        // by someone else has none, and then its slices' commits say.
+        let merge = match self.created_mode() {
+            Some(mode) => mode == "merge",
+            None => commits.iter().any(|c| c.mode == "merge"),
+        };
+        if merge {
             return Ok(Vec::new());
         }
         let owners: std::collections::HashMap<&str, i64> = commits

@@ -11,8 +11,9 @@ use super::LogCommit;
 use crate::digest::Digest;
 
 /// The shape a `metaData` action sets: a digest of its schema, partition
-/// columns and column-mapping mode (what changes what readers see, not
-/// properties such as log retention).
+/// columns, column-mapping mode and idem's mode property (what changes what
+/// readers see or what audit checks, not properties such as log
+/// retention).
 pub(super) fn of_metadata(meta: &Value) -> String {
     let text = |v: Option<&Value>| v.map(Value::to_string).unwrap_or_default();
     let config = meta.get("configuration");
@@ -21,6 +22,9 @@ pub(super) fn of_metadata(meta: &Value) -> String {
         text(meta.get("partitionColumns")),
         text(config.and_then(|c| c.get("delta.columnMapping.mode"))),
         text(config.and_then(|c| c.get("delta.columnMapping.maxColumnId"))),
+        // What audit takes as the table's mode (merge tables' files are
+        // not accounted for one by one).
+        text(config.and_then(|c| c.get("idem.mode"))),
     ]
     .join("\u{0}");
     Digest::of_bytes(shape.as_bytes()).hex().to_string()

@@ -233,6 +233,10 @@ struct SliceRecord {
     /// that snapshot is an ancestor of the current one).
     #[serde(default)]
     snapshot: i64,
+    /// The schema id its snapshot was written with (kept here because
+    /// snapshot expiry removes the snapshot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    schema: Option<i32>,
 }
 
 /// Data files written for a commit, and the schema and partition spec
@@ -430,15 +434,13 @@ impl Iceberg {
     /// writer; `None` when it is, or when that snapshot has expired).
     fn shape_drift(&self, rec: &SliceRecord) -> Option<String> {
         let m = self.metadata()?;
-        if rec.snapshot == 0 {
-            return None;
-        }
-        // Expired: what schema it wrote is unknown, which is not "unchanged".
-        let Some(then) = m.snapshot_by_id(rec.snapshot).and_then(|s| s.schema_id()) else {
-            return Some(
-                "the slice's snapshot has expired, so the schema it was committed with cannot be checked against the table's"
-                    .into(),
-            );
+        // The record's own schema id; for records written before it was
+        // kept, the snapshot's (unknown once the snapshot has expired:
+        // routine maintenance, so no verdict rather than drift on every
+        // rerun).
+        let then = match rec.schema {
+            Some(id) => id,
+            None => m.snapshot_by_id(rec.snapshot)?.schema_id()?,
         };
         (then != m.current_schema_id()).then(|| {
             format!(
@@ -1738,6 +1740,7 @@ impl Iceberg {
                 .as_ref()
                 .map(|s| s.fields().iter().map(|f| f.name().to_string()).collect()),
             snapshot: snapshot_id,
+            schema: Some(schema.schema_id()),
         };
         // A slice owns the partition of its latest commit only (a --files
         // slice may move): the one it held before is given up.
@@ -2113,6 +2116,7 @@ mod tests {
                 manifest: String::new(),
                 columns: None,
                 snapshot: 0,
+                schema: None,
             }
         };
         let live = |extra: Vec<(DataFile, i64)>| {
