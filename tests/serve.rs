@@ -471,6 +471,27 @@ fn hostile_modules_fail_their_own_runs_and_the_service_goes_on() {
         assert_eq!(code, 202, "{v}");
         ids.push((mode, v["id"].as_str().unwrap().to_string()));
     }
+    // A hostile input too: a few KB of zstd Parquet holding 3 x 200 MB
+    // strings, read by the echo mode under a 64 MB tenant.
+    let bomb = dir.path().join("a/bombs/date=2026-10-01/bomb.parquet");
+    std::fs::create_dir_all(bomb.parent().unwrap()).unwrap();
+    let made = Command::new(common::python())
+        .arg(common::root().join("tests/parquet_corpus.py"))
+        .args(["bomb", bomb.to_str().unwrap(), &(200 << 20).to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let mut req = day_request(&hostile, "tables/bomb", "2026-10-01");
+    req["input"] = json!("bombs");
+    req["params"] = json!({"mode": "echo"});
+    req["mode"] = json!("append");
+    let (code, v) = submit(&s, TOKEN_A, &req);
+    assert_eq!(code, 202, "{v}");
+    let bomb_id = v["id"].as_str().unwrap().to_string();
     let (_, v) = submit(
         &s,
         TOKEN_B,
@@ -521,6 +542,16 @@ fn hostile_modules_fail_their_own_runs_and_the_service_goes_on() {
                     .is_empty()
         );
     }
+    let r = wait(&s, TOKEN_A, &bomb_id);
+    assert_eq!(r["state"], "failed", "{r}");
+    assert_eq!(r["error"]["kind"], "input", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("over the input budget"),
+        "{r}"
+    );
     assert_eq!(curl("GET", &format!("{}/health", s.url), None, None).0, 200);
     // The same process served it all (no crash, no restart), and the run
     // list stays small whatever the guests said.
