@@ -1546,24 +1546,33 @@ fn the_deadline_covers_the_whole_run_not_each_call() {
     assert!(took.as_millis() < 2_000, "stopped only after {took:?}");
 }
 
-/// `idem run` of a guest whose output claims billions of rows fails as a
-/// guest error (exit 3) and the process lives to say so: it used to abort
-/// on a 32 GiB allocation at the commit.
-#[test]
-fn the_cli_refuses_a_row_bomb_with_exit_3() {
+/// `idem run` of the hostile guest in `mode` over 100 orders of one day
+/// into a new table: exit code, stderr, the table and the folder holding
+/// them (kept alive by the caller).
+fn hostile_cli(mode: &str) -> (i32, String, std::path::PathBuf, tempfile::TempDir) {
     let module = common::guest(HOSTILE);
     let dir = tempfile::tempdir().unwrap();
     common::orders(&dir.path().join("orders"), "2026-10-01", 100, 1);
     let table = dir.path().join("t");
+    let params = format!(r#"{{"mode": "{mode}"}}"#);
     let args = common::day_args(
         module.to_str().unwrap(),
         dir.path().join("orders").to_str().unwrap(),
         "2026-10-01",
         table.to_str().unwrap(),
-        &["--params", r#"{"mode": "rows_bomb"}"#],
+        &["--params", &params],
     );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, _, err) = common::idem(&args);
+    (code, err, table, dir)
+}
+
+/// `idem run` of a guest whose output claims billions of rows fails as a
+/// guest error (exit 3) and the process lives to say so: it used to abort
+/// on a 32 GiB allocation at the commit.
+#[test]
+fn the_cli_refuses_a_row_bomb_with_exit_3() {
+    let (code, err, table, _dir) = hostile_cli("rows_bomb");
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("2147483647 rows in output batch 0"), "{err}");
     assert!(!table.join("_delta_log").exists(), "nothing committed");
@@ -1614,19 +1623,7 @@ fn rows_without_bytes_into_a_long_partition_value_stay_small_at_the_commit() {
 /// the cast to make, and nothing is committed.
 #[test]
 fn a_nanosecond_timestamp_output_is_refused_naming_the_cast() {
-    let module = common::guest(HOSTILE);
-    let dir = tempfile::tempdir().unwrap();
-    common::orders(&dir.path().join("orders"), "2026-10-01", 100, 1);
-    let table = dir.path().join("t");
-    let args = common::day_args(
-        module.to_str().unwrap(),
-        dir.path().join("orders").to_str().unwrap(),
-        "2026-10-01",
-        table.to_str().unwrap(),
-        &["--params", r#"{"mode": "ns_timestamp"}"#],
-    );
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (code, _, err) = common::idem(&args);
+    let (code, err, table, _dir) = hostile_cli("ns_timestamp");
     assert_eq!(code, 3, "{err}");
     assert!(
         err.contains("column `t` is Timestamp(ns, \"UTC\")")
