@@ -45,3 +45,18 @@ impl From<serde_json::Error> for Error {
         Error(format!("params: {e}"))
     }
 }
+
+/// A column name from a transform, as an error shows it: escaped, and cut
+/// at 100 characters (names come from the guest).
+pub fn show_name(n: &str) -> String {
+    let mut v: String = n
+        .chars()
+        .take(100)
+        .collect::<String>()
+        .escape_debug()
+        .to_string();
+    if n.chars().count() > 100 {
+        v.push('…');
+    }
+    v
+}

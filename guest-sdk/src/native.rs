@@ -101,20 +101,7 @@ pub fn dictionary_type(plain: &DataType) -> Option<DataType> {
 /// Most names a transform may declare in one list.
 pub const MAX_DECLARED: usize = 10_000;
 
-/// A column name from a transform, as an error shows it: escaped, and cut
-/// at 100 characters (names come from the guest).
-pub fn show_name(n: &str) -> String {
-    let mut v: String = n
-        .chars()
-        .take(100)
-        .collect::<String>()
-        .escape_debug()
-        .to_string();
-    if n.chars().count() > 100 {
-        v.push('…');
-    }
-    v
-}
+pub use crate::error::show_name;
 
 /// The schema of the batches a transform reads: `schema` narrowed to
 /// `columns`, in that order (`None`: all of it). A name `schema` lacks is

@@ -17,7 +17,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::native::show_name;
+use crate::error::show_name;
 use crate::{Error, Result, Transform};
 
 /// The JSON type a declared parameter must have.

@@ -159,32 +159,18 @@ async fn prove(t: &Table, c: &SliceCommit) -> Result<(Proof, String, Vec<u8>), S
             c.version, m.result.output_digest, m.spec.slice.id, c.slice
         ));
     }
-    // Readers see the files through the table's schema: a foreign
-    // metadata-only commit (a rename under column mapping) changes what
-    // they read without touching a file.
-    match t.slice_shape_drift(c).await {
-        Ok(None) => {}
-        Ok(Some(why)) => return fail(why),
-        Err(e) => return fail(e.to_string()),
+    if let Some(why) = drift(t, c).await? {
+        return fail(why);
     }
     if c.mode == "merge" {
-        return match t.foreign_commit_since(Some(c.version)).await {
-            Ok(None) => Ok((
-                Proof::ChainOnly,
-                format!(
-                    "commit v{} -> manifest {md} agree; no other writer since (merge: rows are shared by key, not digested per slice)",
-                    c.version
-                ),
-                bytes,
-            )),
-            Ok(Some(why)) => fail(why),
-            Err(e) => fail(e.to_string()),
-        };
-    }
-    match t.slice_drift(c).await {
-        Ok(None) => {}
-        Ok(Some(why)) => return fail(why),
-        Err(e) => return fail(e.to_string()),
+        return Ok((
+            Proof::ChainOnly,
+            format!(
+                "commit v{} -> manifest {md} agree; no other writer since (merge: rows are shared by key, not digested per slice)",
+                c.version
+            ),
+            bytes,
+        ));
     }
     let (rows_digest, rows) = t.digest_slice_rows(c).await.map_err(|e| e.to_string())?;
     if &rows_digest != od || rows != m.result.rows_out {
@@ -201,6 +187,23 @@ async fn prove(t: &Table, c: &SliceCommit) -> Result<(Proof, String, Vec<u8>), S
         ),
         bytes,
     ))
+}
+
+/// Why the table no longer holds what slice `c`'s commit made (`None`
+/// when it does): its shape (readers see the files through the table's
+/// schema, which a metadata-only commit can rename under them), then, for
+/// a merge slice, any other writer's commit since, else its own files.
+async fn drift(t: &Table, c: &SliceCommit) -> Result<Option<String>, String> {
+    let shape = t.slice_shape_drift(c).await.map_err(|e| e.to_string())?;
+    if shape.is_some() {
+        return Ok(shape);
+    }
+    let files = if c.mode == "merge" {
+        t.foreign_commit_since(Some(c.version)).await
+    } else {
+        t.slice_drift(c).await
+    };
+    files.map_err(|e| e.to_string())
 }
 
 /// What [`verify_manifest`] found.

@@ -2,7 +2,7 @@
 //! (for people, or as JSON with `--json`: the shapes are
 //! `schemas/<command>.schema.json`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
@@ -228,22 +228,7 @@ pub struct ExecArgs {
 }
 
 pub fn exec(a: ExecArgs, out: Out) -> Result<ExitCode> {
-    if a.batch_rows == 0 {
-        bail!("--batch-rows must be at least 1");
-    }
-    let params = serde_json::from_str::<serde_json::Value>(&a.params)
-        .with_context(|| format!("--params is not valid JSON: {}", a.params))?;
-    // The same checks as a run's: exec feeds the guest the same context.
-    if !params.is_object() {
-        return Err(idem::run::RunError::Usage(
-            "--params must be a JSON object of named parameters, such as '{\"min_amount\": 10}'"
-                .into(),
-        )
-        .into());
-    }
-    if let Some(d) = &a.logical_date {
-        idem::schedule::check_logical_date(d).map_err(idem::run::RunError::Usage)?;
-    }
+    check_exec_args(&a)?;
     let sandbox = a.limits.sandbox()?;
     let bytes = sandbox.read_module(&a.module)?;
     // Nothing is checked against the inputs later (no run key, no memo),
@@ -262,22 +247,7 @@ pub fn exec(a: ExecArgs, out: Out) -> Result<ExitCode> {
         input_schema: reader.schema(),
         batch_rows: a.batch_rows,
     };
-    // Encoded on a writer thread (overlapping the guest) into a staging
-    // dir beside the target; renamed into place only when the run succeeded.
-    let out_dir = a
-        .output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    std::fs::create_dir_all(out_dir)?;
-    let staging = tempfile::Builder::new()
-        .prefix(".idem-")
-        .tempdir_in(out_dir)?;
-    let stager = idem::output::Stager::spawn(
-        staging.path().join("output.parquet"),
-        4,
-        idem::output::Purpose::Delivered,
-    )?;
+    let (_staging, stager) = stage_beside(&a.output)?;
     let mut instance = sandbox.instantiate(&module)?;
     let progress = idem::progress::rows("running", None);
     let batches = |declared: &idem::execute::Declared| {
@@ -302,22 +272,7 @@ pub fn exec(a: ExecArgs, out: Out) -> Result<ExitCode> {
     idem::execute::show_guest_log(&name, &instance.log_lines());
     let outcome = executed?;
     let inputs = read.finish()?;
-    let path = match staged? {
-        Some(file) => {
-            std::fs::rename(&file, &a.output)?;
-            a.output.clone()
-        }
-        // No rows: a file of the output's columns (an input of no rows
-        // still reaches the guest as a zero-row batch of its schema), or
-        // of none if the guest named no schema.
-        None => {
-            let mut file = ParquetOutput::new(&a.output)?;
-            if let Some(schema) = &outcome.output_schema {
-                file.write(&arrow::record_batch::RecordBatch::new_empty(schema.clone()))?;
-            }
-            file.commit()?
-        }
-    };
+    let path = place_output(staged?, outcome.output_schema.as_ref(), &a.output)?;
     out.emit(
         json!({
             "module": module.digest.as_str(),
@@ -337,6 +292,62 @@ pub fn exec(a: ExecArgs, out: Out) -> Result<ExitCode> {
         },
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// exec's flags checked as a run's are: exec feeds the guest the same
+/// context.
+fn check_exec_args(a: &ExecArgs) -> Result<()> {
+    if a.batch_rows == 0 {
+        bail!("--batch-rows must be at least 1");
+    }
+    idem::schedule::parse_params(&a.params).map_err(idem::run::RunError::Usage)?;
+    if let Some(d) = &a.logical_date {
+        idem::schedule::check_logical_date(d).map_err(idem::run::RunError::Usage)?;
+    }
+    Ok(())
+}
+
+/// exec's output is encoded on a writer thread (overlapping the guest)
+/// into a staging dir beside `output`, renamed into place only when the
+/// run succeeded ([`place_output`]).
+fn stage_beside(output: &Path) -> Result<(tempfile::TempDir, idem::output::Stager)> {
+    let out_dir = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(out_dir)?;
+    let staging = tempfile::Builder::new()
+        .prefix(".idem-")
+        .tempdir_in(out_dir)?;
+    let stager = idem::output::Stager::spawn(
+        staging.path().join("output.parquet"),
+        4,
+        idem::output::Purpose::Delivered,
+    )?;
+    Ok((staging, stager))
+}
+
+/// The staged file moved to `output`; with no rows, a file of the
+/// output's columns (an input of no rows still reaches the guest as a
+/// zero-row batch of its schema), or of none if the guest named no schema.
+fn place_output(
+    staged: Option<PathBuf>,
+    schema: Option<&arrow::datatypes::SchemaRef>,
+    output: &Path,
+) -> Result<PathBuf> {
+    match staged {
+        Some(file) => {
+            std::fs::rename(&file, output)?;
+            Ok(output.to_path_buf())
+        }
+        None => {
+            let mut file = ParquetOutput::new(output)?;
+            if let Some(schema) = schema {
+                file.write(&arrow::record_batch::RecordBatch::new_empty(schema.clone()))?;
+            }
+            Ok(file.commit()?)
+        }
+    }
 }
 
 /// What a run reads, how it commits, and what the guest is given: the

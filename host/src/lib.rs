@@ -30,3 +30,4 @@ pub mod serve;
 pub mod slice;
 pub mod storage;
 pub mod table;
+pub mod text;

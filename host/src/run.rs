@@ -483,15 +483,7 @@ impl Run {
         if self.batch_rows == 0 {
             return Err(RunError::Usage("--batch-rows must be at least 1".into()));
         }
-        let params: serde_json::Value = serde_json::from_str(&self.params).map_err(|e| {
-            RunError::Usage(format!("--params is not valid JSON ({e}): {}", self.params))
-        })?;
-        if !params.is_object() {
-            return Err(RunError::Usage(format!(
-                "--params must be a JSON object of named parameters, such as '{{\"min_amount\": 10}}', not `{}`",
-                crate::sandbox::clip_text(self.params.clone())
-            )));
-        }
+        let params = crate::schedule::parse_params(&self.params).map_err(RunError::Usage)?;
         if let Some(d) = &self.logical_date {
             crate::schedule::check_logical_date(d).map_err(RunError::Usage)?;
         }

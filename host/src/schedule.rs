@@ -6,6 +6,8 @@
 use arrow::compute::kernels::cast_utils::{Parser as _, string_to_timestamp_nanos};
 use arrow::datatypes::Date32Type;
 
+use crate::text::{MAX_GUEST_TEXT, clip_str};
+
 /// Check a logical date: an ISO 8601 date (`2026-10-01`, Airflow's
 /// `{{ ds }}`) or timestamp (`2026-10-01T00:00:00+00:00`, Airflow's
 /// `{{ ts }}`), a real day of a real month. Returned unchanged: the text
@@ -31,6 +33,24 @@ pub fn check_logical_date(text: &str) -> Result<(), String> {
         matches!(t[10], b'T' | b' ') && string_to_timestamp_nanos(text).is_ok()
     };
     ok.then_some(()).ok_or_else(refuse)
+}
+
+/// Parse `--params`: JSON, and an object of named parameters. The
+/// errors name the flag and (cut) what was given.
+pub fn parse_params(text: &str) -> Result<serde_json::Value, String> {
+    let params: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        format!(
+            "--params is not valid JSON ({e}): {}",
+            clip_str(text, MAX_GUEST_TEXT)
+        )
+    })?;
+    if !params.is_object() {
+        return Err(format!(
+            "--params must be a JSON object of named parameters, such as '{{\"min_amount\": 10}}', not `{}`",
+            clip_str(text, MAX_GUEST_TEXT)
+        ));
+    }
+    Ok(params)
 }
 
 /// The logical date a partition slice implies when the caller gives none:

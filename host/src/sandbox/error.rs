@@ -196,7 +196,7 @@ impl SandboxError {
     /// boundary's last word on size, applied to whatever leaves an
     /// instance or admission.
     pub(crate) fn bounded(self) -> Self {
-        use super::text::{MESSAGE_SHARE, clip, quote_lines};
+        use crate::text::{MESSAGE_SHARE, clip, quote_lines};
         let c = |s: String| clip(s, MESSAGE_SHARE);
         match self {
             SandboxError::Forbidden { import, reason } => SandboxError::Forbidden {

@@ -70,7 +70,7 @@ impl host::Host for HostState {
             host::Level::Warn => "warn",
             host::Level::Error => "error",
         };
-        let message = super::text::clip(message, MAX_LOG_LINE_BYTES);
+        let message = crate::text::clip(message, MAX_LOG_LINE_BYTES);
         self.log.push(LogLine { level, message });
     }
 }

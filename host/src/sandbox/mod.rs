@@ -9,7 +9,6 @@ mod guest;
 mod limits;
 mod output;
 mod profile;
-mod text;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,14 +25,6 @@ pub use guest::{GuestContext, Instance, LogLine};
 pub use limits::Limits;
 pub use output::{DecodedOutput, OutputBudget, decode_guest_output};
 pub use profile::Profile;
-
-pub use text::MAX_GUEST_TEXT;
-
-/// A text of unknown size cut to [`MAX_GUEST_TEXT`] bytes on a character
-/// boundary, saying how many bytes were cut (see `text`).
-pub fn clip_text(text: String) -> String {
-    text::clip(text, text::MAX_GUEST_TEXT)
-}
 
 use crate::digest::Digest;
 

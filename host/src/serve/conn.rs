@@ -20,6 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::Service;
 use super::config::ServeConfig;
+use super::session::Peer;
 
 /// Serve until SIGTERM or Ctrl-C: then take no new runs or connections,
 /// close idle connections, let open requests answer (for at most
@@ -95,10 +96,6 @@ pub async fn serve(svc: Arc<Service>, cfg: &ServeConfig) -> std::io::Result<()> 
     let _ = tokio::time::timeout(body_timeout, slots.acquire_many(all)).await;
     Ok(())
 }
-
-/// The address a request came from (a request extension).
-#[derive(Debug, Clone, Copy)]
-pub struct Peer(pub IpAddr);
 
 /// SIGTERM or Ctrl-C.
 async fn stop_signal() {

@@ -14,8 +14,8 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::conn::Peer;
 use super::queue::State as RunState;
+use super::session::Peer;
 use super::session::{Session, cookie, random_token, same_token};
 use super::{Service, Tenant, under};
 

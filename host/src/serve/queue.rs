@@ -126,7 +126,7 @@ pub const MAX_ATTEMPTS: u32 = 3;
 
 /// The longest text a run record keeps in its result or error (a guest's
 /// error message, say); the rest is cut, saying how much.
-pub const MAX_MESSAGE_BYTES: usize = crate::sandbox::MAX_GUEST_TEXT;
+pub const MAX_MESSAGE_BYTES: usize = crate::text::MAX_GUEST_TEXT;
 
 /// The largest run record file read from the state dir: a request (at
 /// most 256 KiB) and bounded texts fit well below it; a bigger file is
@@ -139,7 +139,7 @@ pub fn bound_text(s: &mut String) -> bool {
     if s.len() <= MAX_MESSAGE_BYTES {
         return false;
     }
-    *s = crate::sandbox::clip_text(std::mem::take(s));
+    *s = crate::text::clip(std::mem::take(s), MAX_MESSAGE_BYTES);
     true
 }
 

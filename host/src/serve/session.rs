@@ -38,6 +38,10 @@ pub const ALL_FAILURES: usize = 60;
 /// login counts as the global limit's.
 const MAX_PEERS: usize = 10_000;
 
+/// The address a request came from (a request extension).
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub IpAddr);
+
 /// The address failures are counted under: an IPv6 address's /64 (one
 /// host holds a whole /64, so counting single addresses would give it
 /// 2^64 tries), an IPv4 address itself.

@@ -164,9 +164,7 @@ const SEGMENT_RULE: &str = ", no `/` or `\\`";
 fn bad(what: &str, value: &str, reason: &str, segment: &'static str) -> SliceError {
     SliceError::BadName {
         what: what.into(),
-        value: crate::sandbox::clip_text(value.chars().take(300).collect::<String>())
-            .escape_debug()
-            .to_string(),
+        value: crate::text::clip_str(value, 300).escape_debug().to_string(),
         reason: reason.into(),
         segment,
     }

@@ -367,7 +367,7 @@ pub(super) fn with_partition(batch: RecordBatch, mode: &Mode) -> Result<RecordBa
             let got = if text.is_null(i) {
                 "null".to_string()
             } else {
-                crate::sandbox::clip_text(text.value(i).chars().take(256).collect())
+                crate::text::clip_str(text.value(i), 256)
             };
             return Err(TableError::Output(format!(
                 "the output's partition column `{column}` holds `{got}` (row {i} of a batch), but this slice owns only {column}={value}: drop the column from the output, or run the slice that owns that partition"

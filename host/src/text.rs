@@ -1,7 +1,8 @@
-//! Text that came from a guest (error strings, trap messages with its
-//! function names, log lines, column names in a schema) is untrusted in
-//! size: a guest can return a 100 MB error. It is cut here, at the
-//! boundary, before it reaches a message, a run record or a page.
+//! Text of untrusted size (a guest's error strings, trap messages with its
+//! function names, log lines and schema names; a request's partition
+//! value; a run record read back) is cut before it reaches a message, a
+//! run record or a page: a guest can return a 100 MB error. A leaf: every
+//! layer that quotes such text calls it.
 
 /// Most bytes of one guest-supplied text kept (a run record keeps this
 /// much of a message; a message's own guest texts share
@@ -20,15 +21,19 @@ pub fn clip(text: String, max: usize) -> String {
     if text.len() <= max {
         return text;
     }
+    clip_str(&text, max)
+}
+
+/// [`clip`] of borrowed text: only the kept prefix is copied.
+pub fn clip_str(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
     let mut cut = max;
     while !text.is_char_boundary(cut) {
         cut -= 1;
     }
-    let dropped = text.len() - cut;
-    let mut kept = text;
-    kept.truncate(cut);
-    kept.push_str(&format!("… [{dropped} more bytes cut]"));
-    kept
+    format!("{}… [{} more bytes cut]", &text[..cut], text.len() - cut)
 }
 
 /// The last [`MAX_QUOTED_LINES`] of `lines`, each clipped, saying how many
