@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::digest::Digest;
+use crate::error::Kind;
 use crate::sandbox::{Sandbox, SandboxError};
 
 pub use toolchain::default_toolchain_dir;
@@ -90,6 +91,23 @@ pub enum BuildError {
         /// Why.
         source: std::io::Error,
     },
+}
+
+impl BuildError {
+    /// The kind of the failure (and the CLI's exit code).
+    pub fn kind(&self) -> Kind {
+        match self {
+            BuildError::Sandbox(e) => e.kind(),
+            BuildError::Cargo(_)
+            | BuildError::CompileFailed { .. }
+            | BuildError::NoWasm { .. }
+            | BuildError::Project(_)
+            | BuildError::Missing { .. }
+            | BuildError::Toolchain { .. }
+            | BuildError::Componentize { .. } => Kind::Input,
+            BuildError::Write { .. } => Kind::Storage,
+        }
+    }
 }
 
 /// The language of a transform's source folder.

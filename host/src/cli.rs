@@ -10,6 +10,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 pub mod backfill;
+pub mod exit;
 pub mod pipeline;
 pub mod serve;
 pub mod show;
@@ -195,11 +196,7 @@ pub fn inspect(bytes: &[u8], out: Out) -> Result<ExitCode> {
     // result above rather than as an error.
     Ok(match verdict {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => ExitCode::from(
-            idem::error::Kind::of(&e)
-                .unwrap_or(idem::error::Kind::Guest)
-                .exit_code(),
-        ),
+        Err(e) => ExitCode::from(e.kind().exit_code()),
     })
 }
 

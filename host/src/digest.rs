@@ -1,6 +1,7 @@
 //! Digests: sha256 of bytes and files, and the logical digest of Arrow
 //! output (same rows in the same order -> same digest, whatever encoding).
 
+use crate::error::Kind;
 use std::fmt;
 use std::io::Read;
 use std::panic::AssertUnwindSafe;
@@ -151,6 +152,14 @@ pub enum DigestError {
         "digesting the output panicked ({0}); this is a bug in idem, please report it. Nothing was committed"
     )]
     Panicked(String),
+}
+
+impl DigestError {
+    /// The kind of the failure (and the CLI's exit code): the guest's
+    /// output could not be digested.
+    pub fn kind(&self) -> Kind {
+        Kind::Guest
+    }
 }
 
 /// Deepest type nesting idem digests.

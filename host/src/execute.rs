@@ -8,6 +8,7 @@ use idem_guest::native::{MAX_DECLARED, show_name as shown};
 use thiserror::Error;
 
 use crate::digest::{Digest, DigestError, PipelinedDigester};
+use crate::error::Kind;
 use crate::sandbox::{GuestContext, Instance, SandboxError};
 pub use crate::slice::Declared;
 use crate::slice::SliceError;
@@ -33,6 +34,18 @@ pub enum ExecError {
     /// The transform declared input columns it cannot have.
     #[error("the transform's declared input columns: {0}")]
     Columns(String),
+}
+
+impl ExecError {
+    /// The kind of the failure (and the CLI's exit code).
+    pub fn kind(&self) -> Kind {
+        match self {
+            ExecError::Slice(e) => e.kind(),
+            ExecError::Sandbox(e) => e.kind(),
+            ExecError::Native(_) | ExecError::Digest(_) | ExecError::Columns(_) => Kind::Guest,
+            ExecError::Sink(_) => Kind::Storage,
+        }
+    }
 }
 
 /// Show a transform's log lines (`level: message`, from

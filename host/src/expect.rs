@@ -13,6 +13,7 @@
 //!   [MIN, MAX].
 //! - `in(col, a|b|c)`: every non-null value (as text) is one of these.
 
+use crate::error::Kind;
 use std::collections::HashSet;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
@@ -50,6 +51,16 @@ pub enum ExpectError {
     /// The output did not meet every expectation: nothing was published.
     #[error("{}", failed_text(.0))]
     Failed(Vec<Verdict>),
+}
+
+impl ExpectError {
+    /// The kind of the failure (and the CLI's exit code).
+    pub fn kind(&self) -> Kind {
+        match self {
+            ExpectError::Failed(_) => Kind::Check,
+            _ => Kind::Input,
+        }
+    }
 }
 
 fn failed_text(verdicts: &[Verdict]) -> String {

@@ -192,7 +192,7 @@ fn main() -> ExitCode {
     match try_main(args) {
         Ok(code) => code,
         Err(e) => {
-            let kind = idem::error::Kind::of_chain(e.chain());
+            let kind = cli::exit::kind_of_chain(e.chain());
             let message = format!("{e:#}");
             if json {
                 cli::print_json(&serde_json::json!({

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::digest::Digest;
+use crate::error::Kind;
 use crate::slice::InputObject;
 
 /// Version of the run-key material; bump when its meaning changes.
@@ -36,6 +37,13 @@ pub enum ManifestError {
         /// `above 2^53` or `below -2^53`.
         side: &'static str,
     },
+}
+
+impl ManifestError {
+    /// The kind of the failure (and the CLI's exit code).
+    pub fn kind(&self) -> Kind {
+        Kind::Input
+    }
 }
 
 /// Integers of at most this magnitude are exact as doubles.

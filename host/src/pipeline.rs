@@ -18,6 +18,7 @@ use std::time::Instant;
 use serde::Deserialize;
 
 use crate::backfill::{SliceResult, Status};
+use crate::error::Kind;
 use crate::run::{Run, RunError, RunOutcome, SliceSpec};
 use crate::sandbox::Sandbox;
 use crate::table::{Mode, Table, TableError};
@@ -91,6 +92,17 @@ pub enum PipelineError {
         /// What is wrong, and where.
         detail: String,
     },
+}
+
+impl PipelineError {
+    /// The kind of the failure (and the CLI's exit code): a failed
+    /// stage's own; anything else is the pipeline file's.
+    pub fn kind(&self) -> Kind {
+        match self {
+            PipelineError::Stage { source, .. } => source.kind(),
+            _ => Kind::Input,
+        }
+    }
 }
 
 /// Where a stage's rows come from.

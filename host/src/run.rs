@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::digest::Digest;
+use crate::error::Kind;
 use crate::execute::{ExecError, Transformer, execute};
 use crate::manifest::{
     FORMAT, Manifest, ManifestError, RunResult, RunSpec, SliceRecord, TargetRecord, canonical_json,
@@ -85,6 +86,29 @@ pub enum RunError {
         /// The error.
         source: std::io::Error,
     },
+}
+
+impl RunError {
+    /// The kind of the failure (and the CLI's exit code).
+    pub fn kind(&self) -> Kind {
+        match self {
+            RunError::Slice(e) => e.kind(),
+            RunError::Sandbox(e) => e.kind(),
+            RunError::Exec(e) => e.kind(),
+            RunError::Table(e) => e.kind(),
+            RunError::Manifest(_)
+            | RunError::Usage(_)
+            | RunError::UpToDate { .. }
+            | RunError::Late { .. } => Kind::Input,
+            RunError::Expect(crate::expect::ExpectError::Failed(_)) => Kind::Check,
+            RunError::Expect(_) => Kind::Input,
+            RunError::Io { .. } => Kind::Storage,
+            // The guest's time, or the host's (inputs, storage, waiting
+            // for the table): a retry may find them faster.
+            RunError::OverTime { step, .. } if *step == crate::run::EXECUTING => Kind::Guest,
+            RunError::OverTime { .. } => Kind::Storage,
+        }
+    }
 }
 
 /// The step of [`RunError::OverTime`] that is the guest's own time.

@@ -2,6 +2,7 @@
 //! admitted component without edits, and whose native unit test passes
 //! with `cargo test`.
 
+use crate::error::Kind;
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
@@ -25,6 +26,16 @@ pub enum ScaffoldError {
         /// Why.
         source: std::io::Error,
     },
+}
+
+impl ScaffoldError {
+    /// The kind of the failure (and the CLI's exit code).
+    pub fn kind(&self) -> Kind {
+        match self {
+            ScaffoldError::Write { .. } => Kind::Storage,
+            ScaffoldError::BadName(_) | ScaffoldError::Exists(_) => Kind::Input,
+        }
+    }
 }
 
 /// Where the crate gets `idem-guest` from.

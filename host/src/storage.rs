@@ -16,6 +16,7 @@
 //!   listing never leaves its root (symlinks are followed only to targets
 //!   inside it).
 
+use crate::error::Kind;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::future::Future;
@@ -97,6 +98,20 @@ pub enum StorageError {
         /// The error.
         source: std::io::Error,
     },
+}
+
+impl StorageError {
+    /// The kind of the failure (and the CLI's exit code).
+    pub fn kind(&self) -> Kind {
+        match self {
+            StorageError::BadLocation { .. }
+            | StorageError::NotFound(_)
+            | StorageError::Outside { .. } => Kind::Input,
+            StorageError::Store { .. } | StorageError::Unsafe { .. } | StorageError::Io { .. } => {
+                Kind::Storage
+            }
+        }
+    }
 }
 
 /// The runtime all object-store I/O runs on (HTTP clients keep their

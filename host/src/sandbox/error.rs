@@ -1,6 +1,7 @@
 //! Every way a module or a run can fail in the sandbox, each with the cause
 //! and what to do about it.
 
+use crate::error::Kind;
 use thiserror::Error;
 
 /// A sandbox failure. Each variant is one kind of cause, so callers and tests
@@ -187,6 +188,19 @@ pub enum SandboxError {
     /// A host-side failure around the guest call.
     #[error("host: {0}")]
     Host(String),
+}
+
+impl SandboxError {
+    /// The kind of the failure (and the CLI's exit code).
+    pub fn kind(&self) -> Kind {
+        match self {
+            // The module file could not be read: a path problem, or the
+            // store's.
+            SandboxError::Read { .. } => Kind::Input,
+            SandboxError::ModuleStore { source, .. } => source.kind(),
+            _ => Kind::Guest,
+        }
+    }
 }
 
 impl SandboxError {

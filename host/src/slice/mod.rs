@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::digest::Digest;
+use crate::error::Kind;
 use crate::storage::{self, Hashes, Listed, StorageError, Store, as_dir};
 use url::Url;
 
@@ -157,6 +158,27 @@ pub enum SliceError {
         /// The I/O error.
         source: std::io::Error,
     },
+}
+
+impl SliceError {
+    /// The kind of the failure (and the CLI's exit code).
+    pub fn kind(&self) -> Kind {
+        match self {
+            SliceError::Storage(e) => e.kind(),
+            // Read errors of a pinned object, or an object that changed
+            // while it was read: the store, not the command line.
+            SliceError::Changed { .. } | SliceError::Io { .. } => Kind::Storage,
+            SliceError::NotFound(_)
+            | SliceError::NoPartition { .. }
+            | SliceError::Empty { .. }
+            | SliceError::Malformed { .. }
+            | SliceError::SchemaMismatch { .. }
+            | SliceError::BadName { .. }
+            | SliceError::Stores { .. }
+            | SliceError::Loop { .. }
+            | SliceError::Refused { .. } => Kind::Input,
+        }
+    }
 }
 
 const SEGMENT_RULE: &str = ", no `/` or `\\`";

@@ -1,3 +1,4 @@
+use crate::error::Kind;
 use thiserror::Error;
 
 /// A table failure; nothing was committed when one is returned.
@@ -170,4 +171,39 @@ pub enum TableError {
         /// The slice that tried.
         slice: String,
     },
+}
+
+impl TableError {
+    /// The kind of the failure (and the CLI's exit code).
+    pub fn kind(&self) -> Kind {
+        match self {
+            TableError::Storage(e) => e.kind(),
+            // The guest's output does not fit the table or the mode's
+            // contract (schema, partition column, unique non-null keys).
+            TableError::Output(_)
+            | TableError::DuplicateKeys { .. }
+            | TableError::NullKeys { .. }
+            | TableError::NoSchema => Kind::Guest,
+            // The command asked for a mode the table was not made with, or
+            // for rows (a partition, merge keys) another slice owns.
+            TableError::NoTable { .. }
+            | TableError::Partitioning(_)
+            | TableError::Setting(_)
+            | TableError::UnreadableInput { .. }
+            | TableError::NoKeyColumn { .. }
+            | TableError::ModeMismatch { .. }
+            | TableError::Owned { .. }
+            | TableError::KeyOwned { .. } => Kind::Input,
+            // The store or the Delta log refused or failed, or another
+            // writer rewrote the table's rows under idem.
+            TableError::Location { .. }
+            | TableError::Delta { .. }
+            | TableError::Iceberg { .. }
+            | TableError::Conflict(_)
+            | TableError::Sidecar { .. }
+            | TableError::Staged(_)
+            | TableError::ProgressMoved { .. }
+            | TableError::Foreign { .. } => Kind::Storage,
+        }
+    }
 }
