@@ -7,7 +7,8 @@
 
 use crate::digest::Digest;
 use crate::manifest::Manifest;
-use crate::run::{RunError, Verdict, manifest_path, replay};
+use crate::run::record::manifest_path;
+use crate::run::{RunError, Verdict, replay};
 use crate::sandbox::Sandbox;
 use crate::table::{SliceCommit, Table};
 
@@ -85,7 +86,7 @@ pub fn audit(table: &str, opts: &AuditOptions<'_>) -> Result<Vec<SliceAudit>, Ru
         });
     }
     if opts.slice.is_none() {
-        out.extend(unowned(&t, &commits, &rt)?);
+        out.extend(unowned(&t, &commits, rt)?);
     }
     Ok(out)
 }
@@ -232,30 +233,10 @@ pub fn verify_manifest(
             notes,
         })
     };
-    if let Some(stem) = file_name.and_then(|n| n.strip_suffix(".json"))
-        && stem.len() == 64
-        && stem.bytes().all(|b| b.is_ascii_hexdigit())
-        && stem != digest.hex()
-    {
-        return mismatch(
-            format!(
-                "the file is named for manifest sha256:{stem}, but its bytes hash to {digest}: it was edited"
-            ),
-            notes,
-        );
-    }
-    // An edited manifest fails verification (exit 1); bytes that are no
-    // manifest at all are an input error.
-    let m = match Manifest::from_bytes(bytes) {
+    let m = match read_manifest(file_name, bytes, &digest)? {
         Ok(m) => m,
-        Err(e @ crate::manifest::ManifestError::Edited(_)) => {
-            return mismatch(e.to_string(), notes);
-        }
-        Err(e) => return Err(e.into()),
+        Err(why) => return mismatch(why, notes),
     };
-    if let Err(e) = crate::run::check_input_paths(&m) {
-        return mismatch(e.to_string(), notes);
-    }
     if m.spec.engine != sandbox.fingerprint() {
         if !allow_engine {
             return Err(RunError::Usage(format!(
@@ -270,6 +251,47 @@ pub fn verify_manifest(
             sandbox.fingerprint()
         ));
     }
+    match against_table(&m, &digest)? {
+        Ok(note) => notes.push(note),
+        Err(why) => return mismatch(why, notes),
+    }
+    let verdict = replay(bytes, sandbox)?;
+    Ok(ManifestCheck { verdict, notes })
+}
+
+/// The manifest, when its bytes are the ones its file is named for, it
+/// parses, and every input it names is a plain path; else why not (a
+/// mismatch). Bytes that are no manifest at all are an input error.
+fn read_manifest(
+    file_name: Option<&str>,
+    bytes: &[u8],
+    digest: &Digest,
+) -> Result<Result<Manifest, String>, RunError> {
+    if let Some(stem) = file_name.and_then(|n| n.strip_suffix(".json"))
+        && stem.len() == 64
+        && stem.bytes().all(|b| b.is_ascii_hexdigit())
+        && stem != digest.hex()
+    {
+        return Ok(Err(format!(
+            "the file is named for manifest sha256:{stem}, but its bytes hash to {digest}: it was edited"
+        )));
+    }
+    // An edited manifest fails verification (exit 1); bytes that are no
+    // manifest at all are an input error.
+    let m = match Manifest::from_bytes(bytes) {
+        Ok(m) => m,
+        Err(e @ crate::manifest::ManifestError::Edited(_)) => return Ok(Err(e.to_string())),
+        Err(e) => return Err(e.into()),
+    };
+    if let Err(e) = crate::run::check_input_paths(&m) {
+        return Ok(Err(e.to_string()));
+    }
+    Ok(Ok(m))
+}
+
+/// What the table says of the manifest: a note, or why it does not
+/// describe the table (a mismatch).
+fn against_table(m: &Manifest, digest: &Digest) -> Result<Result<String, String>, RunError> {
     let rt = crate::run::runtime()?;
     let t = rt.block_on(Table::open_existing(&m.spec.target.table))?;
     let commits = rt.block_on(t.slice_commits())?;
@@ -288,39 +310,34 @@ pub fn verify_manifest(
     let equivalent = |c: &SliceCommit| {
         named_by.is_empty() && c.output_digest.as_ref() == Some(&m.result.output_digest)
     };
-    match current {
-        Some(c) if c.manifest_digest.as_ref() == Some(&digest) || equivalent(c) => {
+    let last = named_by.iter().max().copied().unwrap_or(0);
+    Ok(match current {
+        Some(c) if c.manifest_digest.as_ref() == Some(digest) || equivalent(c) => {
             let how = if equivalent(c) {
                 "no commit names this manifest, but it describes the slice's current output: "
             } else {
                 ""
             };
             match rt.block_on(prove(&t, c)) {
-                Ok((_, detail, _)) => notes.push(format!("table: {how}{detail}")),
-                Err(why) => return mismatch(format!("table: {why}"), notes),
+                Ok((_, detail, _)) => Ok(format!("table: {how}{detail}")),
+                Err(why) => Err(format!("table: {why}")),
             }
         }
-        _ if named_by.is_empty() => {
-            return mismatch(
-                format!(
-                    "no commit of table {} names this manifest ({digest}): it was never committed there (forged, or from another table)",
-                    m.spec.target.table
-                ),
-                notes,
-            );
-        }
-        Some(c) => notes.push(format!(
-            "table: committed at version {}, superseded: slice {} is now at version {} (manifest {})",
-            named_by.iter().max().copied().unwrap_or(0),
+        _ if named_by.is_empty() => Err(format!(
+            "no commit of table {} names this manifest ({digest}): it was never committed there (forged, or from another table)",
+            m.spec.target.table
+        )),
+        Some(c) => Ok(format!(
+            "table: committed at version {last}, superseded: slice {} is now at version {} (manifest {})",
             c.slice,
             c.version,
-            c.manifest_digest.as_ref().map(|d| d.as_str()).unwrap_or("?")
+            c.manifest_digest
+                .as_ref()
+                .map(|d| d.as_str())
+                .unwrap_or("?")
         )),
-        None => notes.push(format!(
-            "table: committed at version {}, but the slice has no current commit",
-            named_by.iter().max().copied().unwrap_or(0)
+        None => Ok(format!(
+            "table: committed at version {last}, but the slice has no current commit"
         )),
-    }
-    let verdict = replay(bytes, sandbox)?;
-    Ok(ManifestCheck { verdict, notes })
+    })
 }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::digest::Digest;
-use crate::error::Kind;
+use crate::kind::Kind;
 use crate::sandbox::{Sandbox, SandboxError};
 
 pub use toolchain::default_toolchain_dir;
@@ -387,6 +387,47 @@ fn file_stem(raw: Option<&str>, dir: &Path) -> String {
         "transform".into()
     } else {
         stem
+    }
+}
+
+/// A temporary folder for one build's files.
+fn work_dir() -> Result<tempfile::TempDir, BuildError> {
+    tempfile::tempdir().map_err(|e| BuildError::Write {
+        path: std::env::temp_dir().display().to_string(),
+        source: e,
+    })
+}
+
+/// The bytes a build step wrote to `path`.
+fn read_built(path: &Path) -> Result<Vec<u8>, BuildError> {
+    std::fs::read(path).map_err(|e| BuildError::Write {
+        path: path.display().to_string(),
+        source: e,
+    })
+}
+
+/// The error of a language's builder (`what`) that failed on the project
+/// at `dir`: the last lines of its output, and what to do when the
+/// toolchain in `tools` is damaged.
+fn builder_failed(
+    what: &'static str,
+    dir: &Path,
+    tools: &Path,
+    output: &std::process::Output,
+) -> BuildError {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    BuildError::Componentize {
+        what,
+        dir: dir.display().to_string(),
+        detail: format!(
+            "{}\n(if the toolchain in {} is damaged, delete that folder: the next build reinstalls it)",
+            tail(&text, 25),
+            tools.display()
+        ),
     }
 }
 

@@ -7,7 +7,9 @@
 
 use crate::digest::Digest;
 use crate::manifest::{Manifest, ManifestError};
-use crate::run::{RunError, RunIndex, manifest_path, run_index_path};
+use crate::run::RunError;
+pub use crate::run::record::current_run;
+use crate::run::record::{RunIndex, manifest_path, run_index_path};
 use crate::table::{Table, TableError};
 
 /// A stored manifest.
@@ -43,22 +45,6 @@ pub enum Holding {
     NoCommit,
     /// The table could not be read.
     Unknown(String),
-}
-
-/// The slice's current committed run: the commit that made its output
-/// current and the manifest that commit names.
-pub async fn current_run(table: &Table, slice: &str) -> Result<Option<(u64, Manifest)>, RunError> {
-    let commits = table.slice_commits().await?;
-    let Some(c) = commits.into_iter().find(|c| c.slice == slice && c.current) else {
-        return Ok(None);
-    };
-    let Some(md) = &c.manifest_digest else {
-        return Ok(None);
-    };
-    let Some(bytes) = table.get_sidecar(&manifest_path(md)).await? else {
-        return Ok(None);
-    };
-    Ok(Some((c.version, Manifest::from_bytes(&bytes)?)))
 }
 
 /// Find the manifest `reference` names: a run key or manifest digest in

@@ -8,7 +8,7 @@ use idem_guest::native::{MAX_DECLARED, show_name as shown};
 use thiserror::Error;
 
 use crate::digest::{Digest, DigestError, PipelinedDigester};
-use crate::error::Kind;
+use crate::kind::Kind;
 use crate::sandbox::{GuestContext, Instance, SandboxError};
 pub use crate::slice::Declared;
 use crate::slice::SliceError;

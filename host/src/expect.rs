@@ -13,7 +13,7 @@
 //!   [MIN, MAX].
 //! - `in(col, a|b|c)`: every non-null value (as text) is one of these.
 
-use crate::error::Kind;
+use crate::kind::Kind;
 use std::collections::HashSet;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
@@ -278,87 +278,7 @@ impl Checker {
     pub fn update(&mut self, batch: &RecordBatch) -> Result<(), ExpectError> {
         self.rows += batch.num_rows() as u64;
         for (e, state, bad, examples) in &mut self.checks {
-            let col = |name: &str| -> Result<ArrayRef, ExpectError> {
-                batch
-                    .column_by_name(name)
-                    .cloned()
-                    .ok_or_else(|| ExpectError::Column {
-                        expectation: e.to_string(),
-                        why: format!(
-                            "the output has no column `{name}` (columns: {})",
-                            batch
-                                .schema()
-                                .fields()
-                                .iter()
-                                .map(|f| f.name().as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    })
-            };
-            let mut offending: Vec<usize> = Vec::new();
-            match (&*e, state) {
-                (Expectation::NotNull(c), State::NotNull) => {
-                    let a = col(c)?;
-                    offending.extend((0..a.len()).filter(|&i| a.is_null(i)));
-                }
-                (Expectation::Unique(cs), State::Unique(conv, seen)) => {
-                    let cols = cs.iter().map(|c| col(c)).collect::<Result<Vec<_>, _>>()?;
-                    if conv.is_none() {
-                        let fields = cols
-                            .iter()
-                            .map(|c| SortField::new(c.data_type().clone()))
-                            .collect();
-                        *conv =
-                            Some(RowConverter::new(fields).map_err(|x| ExpectError::Column {
-                                expectation: e.to_string(),
-                                why: format!("its columns cannot be compared: {x}"),
-                            })?);
-                    }
-                    let Some(conv) = conv.as_ref() else { continue };
-                    let rows = conv
-                        .convert_columns(&cols)
-                        .map_err(|x| ExpectError::Column {
-                            expectation: e.to_string(),
-                            why: x.to_string(),
-                        })?;
-                    for (i, r) in rows.iter().enumerate() {
-                        if !seen.insert(r.as_ref().into()) {
-                            offending.push(i);
-                        }
-                    }
-                }
-                (Expectation::Between { column, min, max }, State::Between) => {
-                    let a = col(column)?;
-                    let numbers =
-                        cast(&a, &DataType::Float64).map_err(|x| ExpectError::Column {
-                            expectation: e.to_string(),
-                            why: format!(
-                                "column `{column}` ({}) is not numeric: {x}",
-                                a.data_type()
-                            ),
-                        })?;
-                    let numbers = numbers.as_primitive::<Float64Type>();
-                    // A value that does not read as a number (the cast
-                    // makes it null) is outside too, never skipped.
-                    offending.extend((0..numbers.len()).filter(|&i| {
-                        a.is_valid(i)
-                            && (numbers.is_null(i) || !(*min..=*max).contains(&numbers.value(i)))
-                    }));
-                }
-                (Expectation::In { column, .. }, State::In(allowed)) => {
-                    let a = col(column)?;
-                    let text = cast(&a, &DataType::Utf8).map_err(|x| ExpectError::Column {
-                        expectation: e.to_string(),
-                        why: format!("column `{column}` cannot be read as text: {x}"),
-                    })?;
-                    let text = text.as_string::<i32>();
-                    offending.extend((0..text.len()).filter(|&i| {
-                        a.is_valid(i) && (text.is_null(i) || !allowed.contains(text.value(i)))
-                    }));
-                }
-                _ => {}
-            }
+            let offending = offending_rows(e, state, batch)?;
             *bad += offending.len() as u64;
             for &i in offending
                 .iter()
@@ -427,6 +347,124 @@ impl Checker {
             Err(ExpectError::Failed(verdicts))
         }
     }
+}
+
+/// The rows of `batch` that break `e` (`state`: what the check has seen
+/// of the batches before).
+fn offending_rows(
+    e: &Expectation,
+    state: &mut State,
+    batch: &RecordBatch,
+) -> Result<Vec<usize>, ExpectError> {
+    let col = |name: &str| column(e, batch, name);
+    match (e, state) {
+        (Expectation::NotNull(c), State::NotNull) => {
+            let a = col(c)?;
+            Ok((0..a.len()).filter(|&i| a.is_null(i)).collect())
+        }
+        (Expectation::Unique(cs), State::Unique(conv, seen)) => {
+            let cols = cs.iter().map(|c| col(c)).collect::<Result<Vec<_>, _>>()?;
+            repeated_keys(e, &cols, conv, seen)
+        }
+        (Expectation::Between { column, min, max }, State::Between) => {
+            outside_range(e, &col(column)?, column, *min..=*max)
+        }
+        (Expectation::In { column, .. }, State::In(allowed)) => {
+            not_allowed(e, &col(column)?, column, allowed)
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// The column `name` of `batch`, which `e` checks.
+fn column(e: &Expectation, batch: &RecordBatch, name: &str) -> Result<ArrayRef, ExpectError> {
+    batch
+        .column_by_name(name)
+        .cloned()
+        .ok_or_else(|| ExpectError::Column {
+            expectation: e.to_string(),
+            why: format!(
+                "the output has no column `{name}` (columns: {})",
+                batch
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })
+}
+
+/// `unique`: the rows whose key (`cols`) was `seen` before, in this batch
+/// or an earlier one.
+fn repeated_keys(
+    e: &Expectation,
+    cols: &[ArrayRef],
+    conv: &mut Option<RowConverter>,
+    seen: &mut HashSet<Box<[u8]>>,
+) -> Result<Vec<usize>, ExpectError> {
+    if conv.is_none() {
+        let fields = cols
+            .iter()
+            .map(|c| SortField::new(c.data_type().clone()))
+            .collect();
+        *conv = Some(RowConverter::new(fields).map_err(|x| ExpectError::Column {
+            expectation: e.to_string(),
+            why: format!("its columns cannot be compared: {x}"),
+        })?);
+    }
+    let Some(conv) = conv.as_ref() else {
+        return Ok(Vec::new());
+    };
+    let rows = conv
+        .convert_columns(cols)
+        .map_err(|x| ExpectError::Column {
+            expectation: e.to_string(),
+            why: x.to_string(),
+        })?;
+    Ok(rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !seen.insert(r.as_ref().into()))
+        .map(|(i, _)| i)
+        .collect())
+}
+
+/// `between`: the non-null values of `a` outside `range` as numbers.
+fn outside_range(
+    e: &Expectation,
+    a: &ArrayRef,
+    column: &str,
+    range: std::ops::RangeInclusive<f64>,
+) -> Result<Vec<usize>, ExpectError> {
+    let numbers = cast(a, &DataType::Float64).map_err(|x| ExpectError::Column {
+        expectation: e.to_string(),
+        why: format!("column `{column}` ({}) is not numeric: {x}", a.data_type()),
+    })?;
+    let numbers = numbers.as_primitive::<Float64Type>();
+    // A value that does not read as a number (the cast makes it null) is
+    // outside too, never skipped.
+    Ok((0..numbers.len())
+        .filter(|&i| a.is_valid(i) && (numbers.is_null(i) || !range.contains(&numbers.value(i))))
+        .collect())
+}
+
+/// `in`: the non-null values of `a` that are none of `allowed` as text.
+fn not_allowed(
+    e: &Expectation,
+    a: &ArrayRef,
+    column: &str,
+    allowed: &HashSet<String>,
+) -> Result<Vec<usize>, ExpectError> {
+    let text = cast(a, &DataType::Utf8).map_err(|x| ExpectError::Column {
+        expectation: e.to_string(),
+        why: format!("column `{column}` cannot be read as text: {x}"),
+    })?;
+    let text = text.as_string::<i32>();
+    Ok((0..text.len())
+        .filter(|&i| a.is_valid(i) && (text.is_null(i) || !allowed.contains(text.value(i))))
+        .collect())
 }
 
 #[cfg(test)]

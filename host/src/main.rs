@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod cli;
 
-/// Listed by `idem --help` and the README; [`idem::error::Kind`] maps
+/// Listed by `idem --help` and the README; [`idem::kind::Kind`] maps
 /// every error to one.
 const EXIT_CODES: &str = "Exit codes:
   0  ok (including a run that found its output unchanged, or a memo hit)
@@ -51,7 +51,7 @@ enum Command {
     #[command(
         after_help = "Example:\n  idem build examples/daily_revenue --out daily_revenue.wasm"
     )]
-    Build(cli::BuildArgs),
+    Build(cli::build::BuildArgs),
     /// Show a module's digest, imports, exports and admission verdict.
     #[command(after_help = "Example:\n  idem inspect daily_revenue.wasm")]
     Inspect {
@@ -62,13 +62,13 @@ enum Command {
     #[command(
         after_help = "Example:\n  idem exec --module clean_orders.wasm --input orders/date=2026-10-01/part-00000.parquet --output clean.parquet --params '{\"min_amount\": 10}'"
     )]
-    Exec(cli::ExecArgs),
+    Exec(cli::exec::ExecArgs),
     /// Run a transform over a slice and commit its output to a Delta table,
     /// only when the output is new.
     #[command(
         after_help = "Example:\n  idem run --module daily_revenue.wasm --input s3://lake/orders --partition date=2026-10-01 --table s3://lake/daily_revenue --logical-date 2026-10-01"
     )]
-    Run(cli::RunArgs),
+    Run(cli::run::RunArgs),
     /// Check a manifest against its own name and the table that commits
     /// it, then re-run it and compare the output digest.
     /// Exit 0 on a match, 1 on a difference.
@@ -83,7 +83,7 @@ enum Command {
         #[arg(long)]
         allow_engine: bool,
         #[command(flatten)]
-        limits: cli::LimitArgs,
+        limits: cli::flags::LimitArgs,
     },
     /// Prove a table: each slice's current commit -> its manifest -> the
     /// rows the table holds now (-> a replay with --replay).
@@ -91,7 +91,7 @@ enum Command {
     #[command(
         after_help = "Example:\n  idem audit lake/daily_revenue --slice date=2026-10-01 --replay"
     )]
-    Audit(cli::AuditArgs),
+    Audit(cli::audit::AuditArgs),
     /// List the runs recorded for a table, per slice.
     #[command(after_help = "Example:\n  idem log lake/daily_revenue")]
     Log {
@@ -102,7 +102,7 @@ enum Command {
     #[command(
         after_help = "Example:\n  idem sample --out data/orders --dates 2026-10-01 2026-10-02 --rows 100000"
     )]
-    Sample(cli::SampleArgs),
+    Sample(cli::sample::SampleArgs),
     /// Run every daily partition of a date range (one idempotent run each,
     /// --jobs at a time); rerunning it redoes nothing already committed.
     #[command(
@@ -131,13 +131,13 @@ enum Command {
     #[command(
         after_help = "Examples:\n  idem explain --module daily_revenue.wasm --input lake/orders --partition date=2026-10-01 --table lake/daily_revenue\n  idem explain sha256:3f2a9c1b sha256:77e0d4aa --table lake/daily_revenue"
     )]
-    Explain(cli::show::ExplainArgs),
+    Explain(cli::explain::ExplainArgs),
     /// Create a transform crate that `idem build` turns into a component.
     #[command(after_help = "Example:\n  idem new daily_totals && cd daily_totals && cargo test")]
-    New(cli::NewArgs),
+    New(cli::new::NewArgs),
     /// The quick start: build an example, generate data, run it.
     #[command(after_help = "Example:\n  idem demo --dir idem-demo")]
-    Demo(cli::DemoArgs),
+    Demo(cli::demo::DemoArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(
         after_help = "Example:\n  idem completions bash > ~/.local/share/bash-completion/completions/idem"
@@ -168,14 +168,14 @@ fn main() -> ExitCode {
             if std::env::args_os().any(|a| a == "--json") {
                 cli::print_json(&serde_json::json!({
                     "error": {
-                        "kind": idem::error::Kind::Input.name(),
-                        "exitCode": idem::error::Kind::Input.exit_code(),
+                        "kind": idem::kind::Kind::Input.name(),
+                        "exitCode": idem::kind::Kind::Input.exit_code(),
                         "message": e.render().to_string().trim_end(),
                     }
                 }));
             }
             let _ = e.print();
-            return ExitCode::from(idem::error::Kind::Input.exit_code());
+            return ExitCode::from(idem::kind::Kind::Input.exit_code());
         }
     };
     logging(args.verbose);
@@ -239,29 +239,29 @@ fn logging(verbose: u8) {
 fn try_main(args: Args) -> Result<ExitCode> {
     let out = cli::Out { json: args.json };
     match args.command {
-        Command::Build(a) => cli::build(a, out),
+        Command::Build(a) => cli::build::build(a, out),
         Command::Inspect { module } => {
             let bytes = idem::storage::read_location(&module.to_string_lossy())
                 .with_context(|| format!("reading {}", module.display()))?;
-            cli::inspect(&bytes, out)
+            cli::inspect::inspect(&bytes, out)
         }
-        Command::Exec(a) => cli::exec(a, out),
-        Command::Run(a) => cli::run(a, out),
+        Command::Exec(a) => cli::exec::exec(a, out),
+        Command::Run(a) => cli::run::run(a, out),
         Command::Verify {
             manifest,
             allow_engine,
             limits,
-        } => cli::verify(&manifest, &limits, allow_engine, out),
-        Command::Audit(a) => cli::audit(a, out),
-        Command::Log { table } => cli::log(&table, out),
-        Command::Sample(a) => cli::sample(a, out),
+        } => cli::verify::verify(&manifest, &limits, allow_engine, out),
+        Command::Audit(a) => cli::audit::audit(a, out),
+        Command::Log { table } => cli::log::log(&table, out),
+        Command::Sample(a) => cli::sample::sample(a, out),
         Command::Backfill(a) => cli::backfill::backfill(a, out),
         Command::Pipeline(c) => cli::pipeline::pipeline(c, out),
         Command::Serve(a) => cli::serve::serve(a),
         Command::Show(a) => cli::show::show(a, out),
-        Command::Explain(a) => cli::show::explain(a, out),
-        Command::New(a) => cli::new(a, out),
-        Command::Demo(a) => cli::demo(a, out),
+        Command::Explain(a) => cli::explain::explain(a, out),
+        Command::New(a) => cli::new::new(a, out),
+        Command::Demo(a) => cli::demo::demo(a, out),
         Command::Completions { .. } | Command::Man if out.json => {
             anyhow::bail!("completions and man print no results: drop --json")
         }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::digest::Digest;
-use crate::error::Kind;
+use crate::kind::Kind;
 use crate::slice::InputObject;
 
 /// Version of the run-key material; bump when its meaning changes.

@@ -2,7 +2,7 @@
 //! admitted component without edits, and whose native unit test passes
 //! with `cargo test`.
 
-use crate::error::Kind;
+use crate::kind::Kind;
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;

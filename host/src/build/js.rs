@@ -3,7 +3,7 @@
 //! with idem's embedded `idem-guest` SDK and embedded in StarlingMonkey by
 //! componentize-js, with every WASI feature disabled.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::toolchain::{self, Spec};
@@ -25,89 +25,13 @@ pub(super) fn build(
     toolchains: &Path,
     reuse_dir: &Path,
 ) -> Result<(Vec<u8>, String), BuildError> {
-    let manifest = dir.join("package.json");
-    let text = std::fs::read_to_string(&manifest)
-        .map_err(|e| BuildError::Project(format!("reading {}: {e}", manifest.display())))?;
-    let package: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        BuildError::Project(format!(
-            "{} is not JSON ({e}): fix the file",
-            manifest.display()
-        ))
-    })?;
-    let entry = match package.get("main").and_then(|m| m.as_str()) {
-        Some(main) => dir.join(main),
-        None => ["src/index.js", "index.js"]
-            .iter()
-            .map(|f| dir.join(f))
-            .find(|p| p.is_file())
-            .unwrap_or_else(|| dir.join("src/index.js")),
-    };
-    if !entry.is_file() {
-        return Err(BuildError::Project(format!(
-            "{}: no entry module {}: set \"main\" in package.json to the file that does `export const transform = exportTransform(...)`",
-            dir.display(),
-            entry.display()
-        )));
-    }
-    let node = version("node")?;
-    let major: u32 = node
-        .trim_start_matches('v')
-        .split('.')
-        .next()
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(0);
-    if major < 18 {
-        return Err(BuildError::Missing {
-            what: WHAT,
-            program: "node".into(),
-            fix: NODE_FIX,
-            source: std::io::Error::other(format!("it is {node}, older than 18")),
-        });
-    }
+    let package = read_package(dir)?;
+    let entry = entry_of(dir, &package)?;
+    let major = node_major()?;
     version("npm")?;
-    let files = [
-        ("package.json", TOOLCHAIN[0]),
-        ("package-lock.json", TOOLCHAIN[1]),
-        ("build.mjs", TOOLCHAIN[2]),
-    ];
-    let spec = Spec {
-        what: "JavaScript",
-        prefix: "js",
-        registry: "the npm registry",
-        files: &files,
-        extra: format!("node {major} {}", toolchain::platform()),
-    };
-    let tools = toolchain::ensure(toolchains, &spec, |d| {
-        toolchain::run_step(
-            Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-                .current_dir(d),
-        )
-    })?;
-    let work = tempfile::tempdir().map_err(|e| BuildError::Write {
-        path: std::env::temp_dir().display().to_string(),
-        source: e,
-    })?;
-    // At a stable path: the bundle names its modules' paths in comments,
-    // and the reuse key is the bundle.
-    let sdk = toolchain::sdk_dir(&tools, sdks::JS)?.join("idem-guest");
-    super::write_files(work.path(), &[("transform.wit", WIT.as_bytes())])?;
-    let entry = std::fs::canonicalize(&entry).unwrap_or(entry);
-    let bundle = work.path().join("bundle.js");
-    step(
-        &tools,
-        dir,
-        &[
-            "bundle".as_ref(),
-            entry.as_os_str(),
-            sdk.as_os_str(),
-            bundle.as_os_str(),
-        ],
-    )?;
-    let code = std::fs::read(&bundle).map_err(|e| BuildError::Write {
-        path: bundle.display().to_string(),
-        source: e,
-    })?;
+    let tools = install_toolchain(toolchains, major)?;
+    let work = super::work_dir()?;
+    let (bundle, code) = bundle_entry(work.path(), &tools, dir, entry)?;
     // The bundle is everything of the project that reaches the component.
     let mut inputs: Vec<(&str, &[u8])> = vec![("bundle", &code), ("wit", WIT.as_bytes())];
     inputs.extend(TOOLCHAIN.iter().map(|t| ("toolchain", t.as_bytes())));
@@ -124,13 +48,116 @@ pub(super) fn build(
                 out.as_os_str(),
             ],
         )?;
-        std::fs::read(&out).map_err(|e| BuildError::Write {
-            path: out.display().to_string(),
-            source: e,
-        })
+        super::read_built(&out)
     })?;
     let name = package.get("name").and_then(|n| n.as_str());
     Ok((component, super::file_stem(name, dir)))
+}
+
+/// The project's `package.json`.
+fn read_package(dir: &Path) -> Result<serde_json::Value, BuildError> {
+    let manifest = dir.join("package.json");
+    let text = std::fs::read_to_string(&manifest)
+        .map_err(|e| BuildError::Project(format!("reading {}: {e}", manifest.display())))?;
+    serde_json::from_str(&text).map_err(|e| {
+        BuildError::Project(format!(
+            "{} is not JSON ({e}): fix the file",
+            manifest.display()
+        ))
+    })
+}
+
+/// The entry module: the package's `main`, else `src/index.js` or
+/// `index.js`; it must exist.
+fn entry_of(dir: &Path, package: &serde_json::Value) -> Result<PathBuf, BuildError> {
+    let entry = match package.get("main").and_then(|m| m.as_str()) {
+        Some(main) => dir.join(main),
+        None => ["src/index.js", "index.js"]
+            .iter()
+            .map(|f| dir.join(f))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| dir.join("src/index.js")),
+    };
+    if !entry.is_file() {
+        return Err(BuildError::Project(format!(
+            "{}: no entry module {}: set \"main\" in package.json to the file that does `export const transform = exportTransform(...)`",
+            dir.display(),
+            entry.display()
+        )));
+    }
+    Ok(entry)
+}
+
+/// Node's major version, refused when older than 18.
+fn node_major() -> Result<u32, BuildError> {
+    let node = version("node")?;
+    let major: u32 = node
+        .trim_start_matches('v')
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    if major < 18 {
+        return Err(BuildError::Missing {
+            what: WHAT,
+            program: "node".into(),
+            fix: NODE_FIX,
+            source: std::io::Error::other(format!("it is {node}, older than 18")),
+        });
+    }
+    Ok(major)
+}
+
+/// The toolchain folder for Node `major` (installed by `npm ci` on first
+/// use).
+fn install_toolchain(toolchains: &Path, major: u32) -> Result<PathBuf, BuildError> {
+    let files = [
+        ("package.json", TOOLCHAIN[0]),
+        ("package-lock.json", TOOLCHAIN[1]),
+        ("build.mjs", TOOLCHAIN[2]),
+    ];
+    let spec = Spec {
+        what: "JavaScript",
+        prefix: "js",
+        registry: "the npm registry",
+        files: &files,
+        extra: format!("node {major} {}", toolchain::platform()),
+    };
+    toolchain::ensure(toolchains, &spec, |d| {
+        toolchain::run_step(
+            Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(d),
+        )
+    })
+}
+
+/// Bundle `entry` with the SDK into `work`/bundle.js (the WIT world
+/// written beside it); returns the bundle's path and bytes.
+fn bundle_entry(
+    work: &Path,
+    tools: &Path,
+    dir: &Path,
+    entry: PathBuf,
+) -> Result<(PathBuf, Vec<u8>), BuildError> {
+    // At a stable path: the bundle names its modules' paths in comments,
+    // and the reuse key is the bundle.
+    let sdk = toolchain::sdk_dir(tools, sdks::JS)?.join("idem-guest");
+    super::write_files(work, &[("transform.wit", WIT.as_bytes())])?;
+    let entry = std::fs::canonicalize(&entry).unwrap_or(entry);
+    let bundle = work.join("bundle.js");
+    step(
+        tools,
+        dir,
+        &[
+            "bundle".as_ref(),
+            entry.as_os_str(),
+            sdk.as_os_str(),
+            bundle.as_os_str(),
+        ],
+    )?;
+    let code = super::read_built(&bundle)?;
+    Ok((bundle, code))
 }
 
 /// One step of the driver (`node build.mjs STEP ARGS...`) in the project's
@@ -151,20 +178,12 @@ fn step(tools: &Path, dir: &Path, args: &[&std::ffi::OsStr]) -> Result<(), Build
     if result.status.success() {
         return Ok(());
     }
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&result.stdout),
-        String::from_utf8_lossy(&result.stderr)
-    );
-    Err(BuildError::Componentize {
-        what: "the JavaScript build (esbuild, componentize-js)",
-        dir: dir.display().to_string(),
-        detail: format!(
-            "{}\n(if the toolchain in {} is damaged, delete that folder: the next build reinstalls it)",
-            super::tail(&text, 25),
-            tools.display()
-        ),
-    })
+    Err(super::builder_failed(
+        "the JavaScript build (esbuild, componentize-js)",
+        dir,
+        tools,
+        &result,
+    ))
 }
 
 fn version(program: &str) -> Result<String, BuildError> {

@@ -4,19 +4,23 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::Args;
+use indicatif::ProgressBar;
 use serde_json::{Value, json};
 
 use idem::backfill::{SliceResult, Status};
-use idem::run::{Run, RunOutcome, SliceSpec};
+use idem::run::{Run, SliceSpec};
+use idem::table::Mode;
 
-use super::{LimitArgs, Out};
+use super::Out;
+use super::batch::{self, counts, status_kind, status_text, tally};
+use super::flags::{LimitArgs, PublishArgs, RunFlags};
 
 #[derive(Args, Debug)]
+#[command(mut_args(backfill_words))]
 pub struct BackfillArgs {
     /// The transform (.wasm from `idem build`).
     #[arg(long)]
@@ -42,15 +46,8 @@ pub struct BackfillArgs {
     /// A date with no input is skipped instead of failing the backfill.
     #[arg(long)]
     pub skip_missing: bool,
-    /// overwrite-partition (default), merge or append.
-    #[arg(long)]
-    pub mode: Option<String>,
-    /// Merge key columns, comma-separated.
-    #[arg(long, value_delimiter = ',')]
-    pub key: Vec<String>,
-    /// Transform parameters as JSON (the same for every slice).
-    #[arg(long, default_value = "{}")]
-    pub params: String,
+    #[command(flatten)]
+    pub flags: RunFlags,
     /// Rows per input batch (part of the run key).
     #[arg(long, default_value_t = 8192)]
     pub batch_rows: u32,
@@ -58,274 +55,213 @@ pub struct BackfillArgs {
     #[arg(long)]
     pub force: bool,
     #[command(flatten)]
-    pub publish: super::PublishArgs,
+    pub publish: PublishArgs,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
 
-/// Set by the first Ctrl-C: start no new slice.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-#[cfg(unix)]
-extern "C" fn on_interrupt(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-    // A second Ctrl-C ends the process at once (which is safe too: every
-    // commit is atomic, and the next backfill redoes nothing committed).
-    // SAFETY: signal() is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_DFL);
+/// backfill's own words for two of the shared [`RunFlags`] (its slices
+/// are dated partitions, and they share their params). `mut_args` keeps
+/// every flag in its place (completions list them in that order).
+fn backfill_words(a: clap::Arg) -> clap::Arg {
+    match a.get_id().as_str() {
+        "mode" => a.help("overwrite-partition (default), merge or append"),
+        "params" => a.help("Transform parameters as JSON (the same for every slice)"),
+        _ => a,
     }
-}
-
-/// From now on the first Ctrl-C sets the returned flag (start nothing
-/// new); a second one ends the process.
-pub(crate) fn on_ctrl_c() -> &'static AtomicBool {
-    #[cfg(unix)]
-    // SAFETY: installs a handler that only stores an atomic and resets the
-    // signal's disposition (both async-signal-safe).
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_interrupt as *const () as libc::sighandler_t,
-        );
-    }
-    &STOP
-}
-
-pub(crate) fn status_text(s: &Status) -> String {
-    match s {
-        Status::Done(o) => o.to_string(),
-        Status::Missing(_) => "missing (no input)".into(),
-        Status::Failed(..) => "FAILED".into(),
-        Status::NotStarted => "not started (interrupted)".into(),
-    }
-}
-
-pub(crate) fn status_kind(s: &Status) -> &'static str {
-    match s {
-        Status::Done(RunOutcome::Committed { .. }) => "committed",
-        Status::Done(RunOutcome::Unchanged { .. }) => "unchanged",
-        Status::Done(RunOutcome::Memo { .. }) => "memo",
-        Status::Missing(_) => "missing",
-        Status::Failed(..) => "failed",
-        Status::NotStarted => "not-started",
-    }
-}
-
-/// Whether the slice's transform ran (not a memo hit, not a failure).
-pub(crate) fn executed(s: &Status) -> bool {
-    matches!(
-        s,
-        Status::Done(RunOutcome::Committed { .. } | RunOutcome::Unchanged { .. })
-    )
-}
-
-fn version(s: &Status) -> Option<u64> {
-    match s {
-        Status::Done(RunOutcome::Committed { version, .. }) => Some(*version),
-        Status::Done(RunOutcome::Unchanged { since, .. } | RunOutcome::Memo { since }) => *since,
-        _ => None,
-    }
-}
-
-/// Counts by kind, in display order.
-const KINDS: [&str; 6] = [
-    "committed",
-    "memo",
-    "unchanged",
-    "missing",
-    "failed",
-    "not-started",
-];
-
-fn counts(results: &[SliceResult]) -> Vec<(&'static str, usize)> {
-    KINDS
-        .iter()
-        .map(|k| {
-            (
-                *k,
-                results
-                    .iter()
-                    .filter(|r| status_kind(&r.status) == *k)
-                    .count(),
-            )
-        })
-        .collect()
-}
-
-fn tally(counts: &[(&'static str, usize)]) -> String {
-    counts
-        .iter()
-        .filter(|(k, n)| *n > 0 || matches!(*k, "committed" | "memo" | "failed"))
-        .map(|(k, n)| format!("{n} {k}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
-    let dates = idem::backfill::dates(&a.from, &a.to)?;
-    if !(1..=64).contains(&a.jobs) {
-        bail!("--jobs must be from 1 to 64");
-    }
-    let mode = super::parse_mode(a.mode.as_deref(), &a.key, None)?;
+    let dates = super::flags::dates(&a.from, &a.to, a.jobs)?;
+    let mode = a.flags.mode(None, None)?;
     // The partition column and each date become directory names.
     idem::run::parse_partition(&format!("{}={}", a.column, a.from))?;
     let sandbox = a.limits.sandbox()?;
-    let make = |date: &str| -> Run {
-        let mut run = Run::new(
-            &a.module,
-            SliceSpec::Partition {
-                root: PathBuf::from(&a.input),
-                column: a.column.clone(),
-                value: date.to_string(),
-            },
-            a.table.clone(),
-        )
-        .params(a.params.clone())
-        .logical_date(Some(date.to_string()))
-        .batch_rows(a.batch_rows)
-        .force(a.force);
-        run = a.publish.apply(run);
-        if let Some(m) = &mode {
-            run = run.mode(m.clone());
-        }
-        run
-    };
+    let make = |date: &str| slice_run(&a, mode.as_ref(), date);
 
     // Checked once, not once per slice: params, mode, and that the module
     // loads (which fills the compiled-code cache before N slices start).
     make(&dates[0]).preflight(&sandbox)?;
 
-    // One bar for the whole backfill (terminal only); the runs' own bars
-    // would fight over the screen.
-    let bar = idem::progress::slices(dates.len() as u64);
-    idem::progress::enable(false);
-    let stop = on_ctrl_c();
+    let bar = batch::bar(dates.len());
+    let stop = batch::on_ctrl_c();
     let started = Instant::now();
     let seen: Mutex<Vec<SliceResult>> = Mutex::new(Vec::new());
-    let done = |r: &SliceResult| {
-        let line = match &r.status {
-            Status::Failed(e, _) => format!("{}={}  FAILED: {e}", a.column, r.date),
-            Status::Missing(e) if !a.skip_missing => {
-                format!("{}={}  FAILED: {e}", a.column, r.date)
-            }
-            s => format!(
-                "{}={}  {}  {} rows  {:.1} s",
-                a.column,
-                r.date,
-                status_text(s),
-                r.rows,
-                r.ms as f64 / 1000.0
-            ),
-        };
-        let Ok(mut seen) = seen.lock() else { return };
-        seen.push(r.clone());
-        // Throughput of the slices that ran (a memo hit reads nothing).
-        let rows_in: u64 = seen
-            .iter()
-            .filter(|r| executed(&r.status))
-            .map(|r| r.rows_in)
-            .sum();
-        let secs = started.elapsed().as_secs_f64().max(1e-3);
-        if bar.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            bar.println(line);
-            bar.inc(1);
-            bar.set_message(format!(
-                "{}; {:.0} input rows/s",
-                tally(&counts(&seen)),
-                rows_in as f64 / secs
-            ));
-        }
-    };
+    let done = |r: &SliceResult| show_progress(&a, r, &seen, &bar, started);
     let results = idem::backfill::run(&dates, a.jobs, &sandbox, &make, stop, &done);
     bar.finish();
-    let secs = started.elapsed().as_secs_f64();
-    let rows: u64 = results.iter().map(|r| r.rows).sum();
-    let rows_in: u64 = results
-        .iter()
-        .filter(|r| executed(&r.status))
-        .map(|r| r.rows_in)
-        .sum();
-    let counts = counts(&results);
-    // The most severe failure decides the exit code: 4 (storage, worth a
-    // retry) over 3 (guest) over 2 (input) over 1 (a failed check).
-    let worst = results
-        .iter()
-        .filter(|r| r.failed(a.skip_missing))
-        .map(|r| match &r.status {
-            Status::Failed(_, kind) => kind.exit_code(),
-            _ => idem::error::Kind::Input.exit_code(),
-        })
-        .max();
-    let interrupted = results.iter().any(|r| r.status == Status::NotStarted);
-    let all_missing = results
-        .iter()
-        .all(|r| matches!(r.status, Status::Missing(_)));
+    let summary = Summary::of(&results, a.skip_missing, started.elapsed().as_secs_f64());
+    out.emit(summary_json(&a, &results, &summary), || {
+        print_summary(&a, &results, &summary)
+    });
+    Ok(summary.exit_code())
+}
 
+/// The run of the slice `date`.
+fn slice_run(a: &BackfillArgs, mode: Option<&Mode>, date: &str) -> Run {
+    let mut run = Run::new(
+        &a.module,
+        SliceSpec::Partition {
+            root: PathBuf::from(&a.input),
+            column: a.column.clone(),
+            value: date.to_string(),
+        },
+        a.table.clone(),
+    )
+    .params(a.flags.params.clone())
+    .logical_date(Some(date.to_string()))
+    .batch_rows(a.batch_rows)
+    .force(a.force);
+    run = a.publish.apply(run);
+    if let Some(m) = mode {
+        run = run.mode(m.clone());
+    }
+    run
+}
+
+/// A slice ended: its line, and the bar's tally and throughput of the
+/// slices `seen` so far.
+fn show_progress(
+    a: &BackfillArgs,
+    r: &SliceResult,
+    seen: &Mutex<Vec<SliceResult>>,
+    bar: &ProgressBar,
+    started: Instant,
+) {
+    let line = match &r.status {
+        Status::Failed(e, _) => format!("{}={}  FAILED: {e}", a.column, r.date),
+        Status::Missing(e) if !a.skip_missing => {
+            format!("{}={}  FAILED: {e}", a.column, r.date)
+        }
+        s => format!(
+            "{}={}  {}  {} rows  {:.1} s",
+            a.column,
+            r.date,
+            status_text(s),
+            r.rows,
+            r.ms as f64 / 1000.0
+        ),
+    };
+    let Ok(mut seen) = seen.lock() else { return };
+    seen.push(r.clone());
+    // Throughput of the slices that ran (a memo hit reads nothing).
+    let rows_in = batch::rows_in(seen.iter());
+    let secs = started.elapsed().as_secs_f64().max(1e-3);
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+        bar.inc(1);
+        bar.set_message(format!(
+            "{}; {:.0} input rows/s",
+            tally(&counts(&seen)),
+            rows_in as f64 / secs
+        ));
+    }
+}
+
+/// The totals of a finished backfill.
+struct Summary {
+    secs: f64,
+    rows: u64,
+    rows_in: u64,
+    counts: Vec<(&'static str, usize)>,
+    /// The most severe failure's exit code: 4 (storage, worth a retry)
+    /// over 3 (guest) over 2 (input) over 1 (a failed check).
+    worst: Option<u8>,
+    interrupted: bool,
+    all_missing: bool,
+}
+
+impl Summary {
+    fn of(results: &[SliceResult], skip_missing: bool, secs: f64) -> Summary {
+        let worst = results
+            .iter()
+            .filter(|r| r.failed(skip_missing))
+            .map(|r| match &r.status {
+                Status::Failed(_, kind) => kind.exit_code(),
+                _ => idem::kind::Kind::Input.exit_code(),
+            })
+            .max();
+        Summary {
+            secs,
+            rows: results.iter().map(|r| r.rows).sum(),
+            rows_in: batch::rows_in(results),
+            counts: counts(results),
+            worst,
+            interrupted: results.iter().any(|r| r.status == Status::NotStarted),
+            all_missing: results
+                .iter()
+                .all(|r| matches!(r.status, Status::Missing(_))),
+        }
+    }
+
+    fn exit_code(&self) -> ExitCode {
+        match batch::exit_code(self.worst, self.interrupted) {
+            Some(code) => code,
+            None if self.all_missing => ExitCode::from(idem::kind::Kind::Input.exit_code()),
+            None => ExitCode::SUCCESS,
+        }
+    }
+}
+
+/// `--json`'s result (schemas/backfill.schema.json).
+fn summary_json(a: &BackfillArgs, results: &[SliceResult], s: &Summary) -> Value {
     let slices: Vec<Value> = results
         .iter()
         .map(|r| {
             json!({
                 "slice": format!("{}={}", a.column, r.date),
                 "status": status_kind(&r.status),
-                "version": version(&r.status),
+                "version": batch::version(&r.status),
                 "rows": r.rows,
                 "ms": r.ms,
-                "error": match &r.status {
-                    Status::Failed(e, _) | Status::Missing(e) => Some(e.as_str()),
-                    _ => None,
-                },
+                "error": batch::error_of(&r.status),
             })
         })
         .collect();
-    let totals: serde_json::Map<String, Value> = counts
+    let totals: serde_json::Map<String, Value> = s
+        .counts
         .iter()
         .map(|(k, n)| (k.to_string(), json!(n)))
         .collect();
-    out.emit(
-        json!({
-            "table": a.table,
-            "slices": slices,
-            "counts": totals,
-            "rowsIn": rows_in,
-            "rows": rows,
-            "seconds": secs,
-            "ok": worst.is_none() && !interrupted && !all_missing,
-        }),
-        || {
-            println!(
-                "{:<24} {:<34} {:>10} {:>8}",
-                "SLICE", "RESULT", "ROWS", "SECONDS"
-            );
-            for r in &results {
-                println!(
-                    "{:<24} {:<34} {:>10} {:>8.1}",
-                    format!("{}={}", a.column, r.date),
-                    status_text(&r.status),
-                    r.rows,
-                    r.ms as f64 / 1000.0
-                );
-            }
-            println!(
-                "{} slices: {}; {rows_in} input rows -> {rows} rows in {secs:.1} s ({:.0} input rows/s)",
-                results.len(),
-                tally(&counts),
-                rows_in as f64 / secs.max(1e-3)
-            );
-            if interrupted {
-                println!("interrupted: run the same command again to finish (nothing committed is redone)");
-            }
-            if all_missing {
-                println!("no date of the range has input: check --input and --column");
-            }
-        },
-    );
-    Ok(match worst {
-        Some(code) => ExitCode::from(code),
-        None if interrupted => ExitCode::from(130),
-        None if all_missing => ExitCode::from(idem::error::Kind::Input.exit_code()),
-        None => ExitCode::SUCCESS,
+    json!({
+        "table": a.table,
+        "slices": slices,
+        "counts": totals,
+        "rowsIn": s.rows_in,
+        "rows": s.rows,
+        "seconds": s.secs,
+        "ok": s.worst.is_none() && !s.interrupted && !s.all_missing,
     })
+}
+
+/// A line per slice, and the totals.
+fn print_summary(a: &BackfillArgs, results: &[SliceResult], s: &Summary) {
+    println!(
+        "{:<24} {:<34} {:>10} {:>8}",
+        "SLICE", "RESULT", "ROWS", "SECONDS"
+    );
+    for r in results {
+        println!(
+            "{:<24} {:<34} {:>10} {:>8.1}",
+            format!("{}={}", a.column, r.date),
+            status_text(&r.status),
+            r.rows,
+            r.ms as f64 / 1000.0
+        );
+    }
+    let (rows_in, rows, secs) = (s.rows_in, s.rows, s.secs);
+    println!(
+        "{} slices: {}; {rows_in} input rows -> {rows} rows in {secs:.1} s ({:.0} input rows/s)",
+        results.len(),
+        tally(&s.counts),
+        rows_in as f64 / secs.max(1e-3)
+    );
+    if s.interrupted {
+        println!("{}", batch::INTERRUPTED);
+    }
+    if s.all_missing {
+        println!("no date of the range has input: check --input and --column");
+    }
 }

@@ -2,7 +2,7 @@
 //! reports: the first error of the chain that the library knows says its
 //! kind; plain messages (the CLI's own checks) are input errors.
 
-use idem::error::Kind;
+use idem::kind::Kind;
 
 /// The kind of the first error in `chain` (outermost first) that the
 /// library knows; plain messages (the CLI's own checks) are input errors.

@@ -6,15 +6,16 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use idem::backfill::Status;
 use idem::pipeline::{Pipeline, StageRun};
 
-use super::backfill::{executed, status_kind, status_text};
-use super::{LimitArgs, Out};
+use super::Out;
+use super::batch::{self, executed, status_kind, status_text};
+use super::flags::LimitArgs;
 
 #[derive(Subcommand, Debug)]
 pub enum PipelineCommand {
@@ -63,61 +64,59 @@ pub struct PipelineBackfillArgs {
 
 pub fn pipeline(c: PipelineCommand, out: Out) -> Result<ExitCode> {
     match c {
-        PipelineCommand::Run(a) => {
-            let dates = idem::backfill::dates(&a.logical_date, &a.logical_date)?;
-            let p = Pipeline::load(&a.file)?;
-            let only = match &a.stage {
-                None => None,
-                Some(s) => Some(p.stage(s).ok_or_else(|| {
-                    let names: Vec<&str> = p.stages.iter().map(|s| s.name.as_str()).collect();
-                    anyhow::anyhow!(
-                        "the pipeline has no stage `{s}`: its stages are {}",
-                        names.join(", ")
-                    )
-                })?),
-            };
-            let sandbox = a.limits.sandbox()?;
-            preflight(&p, &sandbox)?;
-            let started = Instant::now();
-            let runs = p.run_date(&dates[0], only, &sandbox);
-            if !out.json {
-                for r in &runs {
-                    eprintln!("{}", line(&p, &dates[0], r));
-                }
-            }
-            finish(&p, vec![(dates[0].clone(), runs)], started, out)
-        }
-        PipelineCommand::Backfill(a) => {
-            let dates = idem::backfill::dates(&a.from, &a.to)?;
-            if !(1..=64).contains(&a.jobs) {
-                bail!("--jobs must be from 1 to 64");
-            }
-            let p = Pipeline::load(&a.file)?;
-            let sandbox = a.limits.sandbox()?;
-            preflight(&p, &sandbox)?;
-            let bar = idem::progress::slices(dates.len() as u64);
-            idem::progress::enable(false);
-            let stop = super::backfill::on_ctrl_c();
-            let started = Instant::now();
-            let seen = Mutex::new(0usize);
-            let done = |date: &str, runs: &[StageRun]| {
-                let lines: Vec<String> = runs.iter().map(|r| line(&p, date, r)).collect();
-                let Ok(mut n) = seen.lock() else { return };
-                *n += 1;
-                for l in lines {
-                    if bar.is_hidden() {
-                        eprintln!("{l}");
-                    } else {
-                        bar.println(l);
-                    }
-                }
-                bar.inc(1);
-            };
-            let results = p.backfill(&dates, a.jobs, &sandbox, stop, &done);
-            bar.finish();
-            finish(&p, results, started, out)
+        PipelineCommand::Run(a) => run(a, out),
+        PipelineCommand::Backfill(a) => backfill(a, out),
+    }
+}
+
+/// `idem pipeline run`: one date.
+fn run(a: PipelineRunArgs, out: Out) -> Result<ExitCode> {
+    let dates = idem::backfill::dates(&a.logical_date, &a.logical_date)?;
+    let p = Pipeline::load(&a.file)?;
+    let only = match &a.stage {
+        None => None,
+        Some(s) => Some(p.stage(s).ok_or_else(|| {
+            let names: Vec<&str> = p.stages.iter().map(|s| s.name.as_str()).collect();
+            anyhow::anyhow!(
+                "the pipeline has no stage `{s}`: its stages are {}",
+                names.join(", ")
+            )
+        })?),
+    };
+    let sandbox = a.limits.sandbox()?;
+    preflight(&p, &sandbox)?;
+    let started = Instant::now();
+    let runs = p.run_date(&dates[0], only, &sandbox);
+    if !out.json {
+        for r in &runs {
+            eprintln!("{}", line(&p, &dates[0], r));
         }
     }
+    finish(&p, vec![(dates[0].clone(), runs)], started, out)
+}
+
+/// `idem pipeline backfill`: every date of a range, --jobs at a time.
+fn backfill(a: PipelineBackfillArgs, out: Out) -> Result<ExitCode> {
+    let dates = super::flags::dates(&a.from, &a.to, a.jobs)?;
+    let p = Pipeline::load(&a.file)?;
+    let sandbox = a.limits.sandbox()?;
+    preflight(&p, &sandbox)?;
+    let bar = batch::bar(dates.len());
+    let stop = batch::on_ctrl_c();
+    let started = Instant::now();
+    let seen = Mutex::new(0usize);
+    let done = |date: &str, runs: &[StageRun]| {
+        let lines: Vec<String> = runs.iter().map(|r| line(&p, date, r)).collect();
+        let Ok(mut n) = seen.lock() else { return };
+        *n += 1;
+        for l in lines {
+            batch::say(&bar, l);
+        }
+        bar.inc(1);
+    };
+    let results = p.backfill(&dates, a.jobs, &sandbox, stop, &done);
+    bar.finish();
+    finish(&p, results, started, out)
 }
 
 /// Params, modes and modules of every stage, before any date runs.
@@ -151,6 +150,9 @@ fn line(p: &Pipeline, date: &str, r: &StageRun) -> String {
     }
 }
 
+/// Every date's stage runs, as they ended.
+type Results = [(String, Vec<StageRun>)];
+
 fn finish(
     p: &Pipeline,
     results: Vec<(String, Vec<StageRun>)>,
@@ -163,7 +165,7 @@ fn finish(
         .iter()
         .filter_map(|r| match &r.result.status {
             Status::Failed(_, kind) => Some(kind.exit_code()),
-            Status::Missing(_) => Some(idem::error::Kind::Input.exit_code()),
+            Status::Missing(_) => Some(idem::kind::Kind::Input.exit_code()),
             _ => None,
         })
         .max();
@@ -172,7 +174,36 @@ fn finish(
     let interrupted = results
         .iter()
         .any(|(_, runs)| runs.iter().all(|r| r.result.status == Status::NotStarted));
-    let dates: Vec<Value> = results
+    out.emit(
+        json!({
+            "pipeline": p.name,
+            "dates": dates_json(p, &results),
+            "seconds": secs,
+            "ok": worst.is_none() && !interrupted,
+        }),
+        || {
+            print_table(&results);
+            print_totals(p, &results, &all, secs);
+            if interrupted {
+                println!("{}", batch::INTERRUPTED);
+            }
+        },
+    );
+    Ok(batch::exit_code(worst, interrupted).unwrap_or(ExitCode::SUCCESS))
+}
+
+/// A stage run's kind (`skipped`: an earlier stage of its date did not
+/// finish, or the batch was interrupted).
+fn kind(r: &StageRun) -> &'static str {
+    match r.result.status {
+        Status::NotStarted => "skipped",
+        ref s => status_kind(s),
+    }
+}
+
+/// `--json`'s `dates` (schemas/pipeline.schema.json).
+fn dates_json(p: &Pipeline, results: &Results) -> Vec<Value> {
+    results
         .iter()
         .map(|(date, runs)| {
             let stages: Vec<Value> = runs
@@ -184,75 +215,57 @@ fn finish(
                         "table": stage.map(|s| s.table.clone()),
                         "slice": p.slice_id(date),
                         "input": r.input.as_ref().map(|(t, v)| json!({"table": t, "version": v})),
-                        "status": match r.result.status {
-                            Status::NotStarted => "skipped",
-                            ref s => status_kind(s),
-                        },
+                        "status": kind(r),
                         "version": r.version,
                         "rowsIn": r.result.rows_in,
                         "rows": r.result.rows,
                         "ms": r.result.ms,
-                        "error": match &r.result.status {
-                            Status::Failed(e, _) | Status::Missing(e) => Some(e.as_str()),
-                            _ => None,
-                        },
+                        "error": batch::error_of(&r.result.status),
                     })
                 })
                 .collect();
             json!({"date": date, "stages": stages})
         })
-        .collect();
-    out.emit(
-        json!({
-            "pipeline": p.name,
-            "dates": dates,
-            "seconds": secs,
-            "ok": worst.is_none() && !interrupted,
-        }),
-        || {
+        .collect()
+}
+
+/// A line per stage run.
+fn print_table(results: &Results) {
+    println!(
+        "{:<12} {:<10} {:<10} {:>8} {:>10} {:>10}",
+        "DATE", "STAGE", "RESULT", "VERSION", "ROWS IN", "ROWS OUT"
+    );
+    for (date, runs) in results {
+        for r in runs {
             println!(
                 "{:<12} {:<10} {:<10} {:>8} {:>10} {:>10}",
-                "DATE", "STAGE", "RESULT", "VERSION", "ROWS IN", "ROWS OUT"
+                date,
+                r.stage,
+                kind(r),
+                r.version
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                r.result.rows_in,
+                r.result.rows
             );
-            for (date, runs) in &results {
-                for r in runs {
-                    let kind = match r.result.status {
-                        Status::NotStarted => "skipped",
-                        ref s => status_kind(s),
-                    };
-                    println!(
-                        "{:<12} {:<10} {:<10} {:>8} {:>10} {:>10}",
-                        date,
-                        r.stage,
-                        kind,
-                        r.version.map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
-                        r.result.rows_in,
-                        r.result.rows
-                    );
-                }
-            }
-            let ran = all.iter().filter(|r| executed(&r.result.status)).count();
-            let memo = all
-                .iter()
-                .filter(|r| status_kind(&r.result.status) == "memo")
-                .count();
-            println!(
-                "pipeline {}: {} date(s), {} stage run(s): {ran} executed, {memo} memo, {} failed; {secs:.1} s",
-                p.name,
-                results.len(),
-                all.len(),
-                all.iter()
-                    .filter(|r| matches!(r.result.status, Status::Failed(..) | Status::Missing(_)))
-                    .count()
-            );
-            if interrupted {
-                println!("interrupted: run the same command again to finish (nothing committed is redone)");
-            }
-        },
+        }
+    }
+}
+
+/// The counts of the stage runs.
+fn print_totals(p: &Pipeline, results: &Results, all: &[&StageRun], secs: f64) {
+    let ran = all.iter().filter(|r| executed(&r.result.status)).count();
+    let memo = all
+        .iter()
+        .filter(|r| status_kind(&r.result.status) == "memo")
+        .count();
+    println!(
+        "pipeline {}: {} date(s), {} stage run(s): {ran} executed, {memo} memo, {} failed; {secs:.1} s",
+        p.name,
+        results.len(),
+        all.len(),
+        all.iter()
+            .filter(|r| matches!(r.result.status, Status::Failed(..) | Status::Missing(_)))
+            .count()
     );
-    Ok(match worst {
-        Some(code) => ExitCode::from(code),
-        None if interrupted => ExitCode::from(130),
-        None => ExitCode::SUCCESS,
-    })
 }

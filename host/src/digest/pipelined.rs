@@ -12,7 +12,10 @@ use std::thread::JoinHandle;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 
-use super::{Digest, DigestError, OutputDigester, check_schema, same_types};
+use super::error::{DigestError, panic_message};
+use super::output::{OutputDigester, same_types};
+use super::sha256::Digest;
+use super::types::check_schema;
 
 /// Batches the digest thread may be behind.
 const DEPTH: usize = 4;
@@ -126,7 +129,7 @@ impl PipelinedDigester {
         drop(self.tx.take());
         match self.thread.take().map(|t| t.join()) {
             Some(Ok(r)) => r,
-            Some(Err(p)) => Err(DigestError::Panicked(super::panic_message(p.as_ref()))),
+            Some(Err(p)) => Err(DigestError::Panicked(panic_message(p.as_ref()))),
             None => Err(DigestError::Panicked(
                 "no digest thread could be started".into(),
             )),

@@ -6,7 +6,11 @@ use super::*;
 use crate::digest::TestRng as Rng;
 use arrow::array::*;
 use arrow::buffer::{BooleanBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
-use arrow::datatypes::{Field, Fields, Int16Type, Int32Type, SchemaRef, TimeUnit};
+use arrow::datatypes::{
+    DataType, Field, FieldRef, Fields, Int16Type, Int32Type, Schema, SchemaRef, TimeUnit,
+};
+use arrow::record_batch::RecordBatch;
+use std::sync::Arc;
 
 /// A logical value. Maps are lists of `Struct([key, value])`.
 #[derive(Clone, Debug, PartialEq)]
@@ -165,6 +169,8 @@ fn ints(values: &[V], rng: &mut Rng) -> Vec<i64> {
     out
 }
 
+/// `values` as an array of exactly their length, with random junk under
+/// the nulls.
 fn build_exact(dt: &DataType, values: &[V], rng: &mut Rng) -> ArrayRef {
     if let DataType::Dictionary(key, _) = dt {
         return dictionary(key, values, rng);
@@ -195,90 +201,113 @@ fn build_exact(dt: &DataType, values: &[V], rng: &mut Rng) -> ArrayRef {
         DataType::Duration(_) => {
             Arc::new(DurationSecondArray::new(ints(values, rng).into(), nulls))
         }
-        DataType::Float64 => {
-            let mut v = Vec::new();
-            for x in values {
-                v.push(match x {
-                    V::Float(b) => f64::from_bits(*b),
-                    _ => rng.below(3) as f64,
-                });
-            }
-            Arc::new(Float64Array::new(v.into(), nulls))
-        }
-        DataType::Boolean => {
-            let mut v = Vec::new();
-            for x in values {
-                v.push(match x {
-                    V::Bool(b) => *b,
-                    _ => rng.one_in(2),
-                });
-            }
-            Arc::new(BooleanArray::new(BooleanBuffer::from_iter(v), nulls))
-        }
-        DataType::Utf8 => {
-            let mut v = Vec::new();
-            for x in values {
-                v.push(match x {
-                    V::Str(s) => s.clone(),
-                    _ => "junk".repeat(rng.below(2)),
-                });
-            }
-            let offsets = OffsetBuffer::from_lengths(v.iter().map(String::len));
-            Arc::new(StringArray::new(
-                offsets,
-                v.concat().into_bytes().into(),
-                nulls,
-            ))
-        }
-        DataType::Struct(fields) => {
-            let mut children = Vec::new();
-            for (i, f) in fields.iter().enumerate() {
-                let mut cv = Vec::new();
-                for v in values {
-                    cv.push(match v {
-                        V::Struct(cs) => cs[i].clone(),
-                        _ => arbitrary(f.data_type(), f.is_nullable(), rng),
-                    });
-                }
-                children.push(build(f.data_type(), f.is_nullable(), &cv, rng));
-            }
-            Arc::new(StructArray::try_new(fields.clone(), children, nulls).unwrap())
-        }
-        DataType::List(f) | DataType::Map(f, _) => {
-            let mut elems = Vec::new();
-            for _ in 0..rng.below(3) {
-                elems.push(arbitrary(f.data_type(), f.is_nullable(), rng));
-            }
-            let mut offsets = vec![elems.len() as i32];
-            for v in values {
-                match v {
-                    V::List(es) => elems.extend(es.iter().cloned()),
-                    // Elements under a null list are allowed, and ignored.
-                    _ => {
-                        for _ in 0..rng.below(2) {
-                            elems.push(arbitrary(f.data_type(), f.is_nullable(), rng));
-                        }
-                    }
-                }
-                offsets.push(elems.len() as i32);
-            }
-            let child = build(f.data_type(), f.is_nullable(), &elems, rng);
-            let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
-            match dt {
-                DataType::Map(_, sorted) => Arc::new(
-                    MapArray::try_new(
-                        f.clone(),
-                        offsets,
-                        child.as_struct().clone(),
-                        nulls,
-                        *sorted,
-                    )
-                    .unwrap(),
-                ),
-                _ => Arc::new(ListArray::try_new(f.clone(), offsets, child, nulls).unwrap()),
-            }
-        }
+        DataType::Float64 => floats(values, nulls, rng),
+        DataType::Boolean => bools(values, nulls, rng),
+        DataType::Utf8 => strings(values, nulls, rng),
+        DataType::Struct(fields) => struct_of(fields, values, nulls, rng),
+        DataType::List(f) | DataType::Map(f, _) => list_of(dt, f, values, nulls, rng),
         other => panic!("no builder for {other}"),
+    }
+}
+
+/// Floats, with random junk under the nulls.
+fn floats(values: &[V], nulls: Option<NullBuffer>, rng: &mut Rng) -> ArrayRef {
+    let mut v = Vec::new();
+    for x in values {
+        v.push(match x {
+            V::Float(b) => f64::from_bits(*b),
+            _ => rng.below(3) as f64,
+        });
+    }
+    Arc::new(Float64Array::new(v.into(), nulls))
+}
+
+/// Booleans, with random junk under the nulls.
+fn bools(values: &[V], nulls: Option<NullBuffer>, rng: &mut Rng) -> ArrayRef {
+    let mut v = Vec::new();
+    for x in values {
+        v.push(match x {
+            V::Bool(b) => *b,
+            _ => rng.one_in(2),
+        });
+    }
+    Arc::new(BooleanArray::new(BooleanBuffer::from_iter(v), nulls))
+}
+
+/// Strings, with random junk under the nulls.
+fn strings(values: &[V], nulls: Option<NullBuffer>, rng: &mut Rng) -> ArrayRef {
+    let mut v = Vec::new();
+    for x in values {
+        v.push(match x {
+            V::Str(s) => s.clone(),
+            _ => "junk".repeat(rng.below(2)),
+        });
+    }
+    let offsets = OffsetBuffer::from_lengths(v.iter().map(String::len));
+    Arc::new(StringArray::new(
+        offsets,
+        v.concat().into_bytes().into(),
+        nulls,
+    ))
+}
+
+/// A struct of `fields`, each child built (with padding) from the
+/// values' children, arbitrary ones under a null struct.
+fn struct_of(fields: &Fields, values: &[V], nulls: Option<NullBuffer>, rng: &mut Rng) -> ArrayRef {
+    let mut children = Vec::new();
+    for (i, f) in fields.iter().enumerate() {
+        let mut cv = Vec::new();
+        for v in values {
+            cv.push(match v {
+                V::Struct(cs) => cs[i].clone(),
+                _ => arbitrary(f.data_type(), f.is_nullable(), rng),
+            });
+        }
+        children.push(build(f.data_type(), f.is_nullable(), &cv, rng));
+    }
+    Arc::new(StructArray::try_new(fields.clone(), children, nulls).unwrap())
+}
+
+/// A list (or map, `dt`) of items `f`: its elements after a random
+/// unused prefix, with random elements under the null lists.
+fn list_of(
+    dt: &DataType,
+    f: &FieldRef,
+    values: &[V],
+    nulls: Option<NullBuffer>,
+    rng: &mut Rng,
+) -> ArrayRef {
+    let mut elems = Vec::new();
+    for _ in 0..rng.below(3) {
+        elems.push(arbitrary(f.data_type(), f.is_nullable(), rng));
+    }
+    let mut offsets = vec![elems.len() as i32];
+    for v in values {
+        match v {
+            V::List(es) => elems.extend(es.iter().cloned()),
+            // Elements under a null list are allowed, and ignored.
+            _ => {
+                for _ in 0..rng.below(2) {
+                    elems.push(arbitrary(f.data_type(), f.is_nullable(), rng));
+                }
+            }
+        }
+        offsets.push(elems.len() as i32);
+    }
+    let child = build(f.data_type(), f.is_nullable(), &elems, rng);
+    let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+    match dt {
+        DataType::Map(_, sorted) => Arc::new(
+            MapArray::try_new(
+                f.clone(),
+                offsets,
+                child.as_struct().clone(),
+                nulls,
+                *sorted,
+            )
+            .unwrap(),
+        ),
+        _ => Arc::new(ListArray::try_new(f.clone(), offsets, child, nulls).unwrap()),
     }
 }
 

@@ -31,24 +31,33 @@ pub const TAG: &[u8] = b"idem-rows-v1\0";
 /// parameters; struct field names are part of it, list item and map
 /// entry names and nullability are not (writers disagree on them).
 pub fn describe(dt: &DataType, out: &mut Vec<u8>) {
-    fn unit(u: &TimeUnit) -> u8 {
-        match u {
-            TimeUnit::Second => 0,
-            TimeUnit::Millisecond => 1,
-            TimeUnit::Microsecond => 2,
-            TimeUnit::Nanosecond => 3,
+    match dt {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            out.push(14);
+            describe(f.data_type(), out);
         }
+        DataType::Struct(fields) => {
+            out.push(15);
+            out.extend((fields.len() as u64).to_le_bytes());
+            for f in fields {
+                name(out, f.name());
+                describe(f.data_type(), out);
+            }
+        }
+        DataType::Map(entries, _) => {
+            out.push(16);
+            if let DataType::Struct(kv) = entries.data_type() {
+                for f in kv {
+                    describe(f.data_type(), out);
+                }
+            }
+        }
+        other => describe_flat(other, out),
     }
-    fn decimal(out: &mut Vec<u8>, bits: u16, p: u8, s: i8) {
-        out.push(5);
-        out.extend(bits.to_le_bytes());
-        out.push(p);
-        out.extend(s.to_le_bytes());
-    }
-    fn name(out: &mut Vec<u8>, n: &str) {
-        out.extend((n.len() as u64).to_le_bytes());
-        out.extend(n.as_bytes());
-    }
+}
+
+/// [`describe`] for a type without children.
+fn describe_flat(dt: &DataType, out: &mut Vec<u8>) {
     match dt {
         DataType::Null => out.push(1),
         DataType::Boolean => out.push(2),
@@ -95,32 +104,36 @@ pub fn describe(dt: &DataType, out: &mut Vec<u8>) {
         | DataType::BinaryView
         | DataType::FixedSizeBinary(_) => out.push(12),
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => out.push(13),
-        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
-            out.push(14);
-            describe(f.data_type(), out);
-        }
-        DataType::Struct(fields) => {
-            out.push(15);
-            out.extend((fields.len() as u64).to_le_bytes());
-            for f in fields {
-                name(out, f.name());
-                describe(f.data_type(), out);
-            }
-        }
-        DataType::Map(entries, _) => {
-            out.push(16);
-            if let DataType::Struct(kv) = entries.data_type() {
-                for f in kv {
-                    describe(f.data_type(), out);
-                }
-            }
-        }
         // Refused by check_schema before a plan exists.
         other => {
             out.push(0xff);
             name(out, &other.to_string());
         }
     }
+}
+
+/// A time unit's byte in a type description.
+fn unit(u: &TimeUnit) -> u8 {
+    match u {
+        TimeUnit::Second => 0,
+        TimeUnit::Millisecond => 1,
+        TimeUnit::Microsecond => 2,
+        TimeUnit::Nanosecond => 3,
+    }
+}
+
+/// A decimal's description: its width in bits, precision and scale.
+fn decimal(out: &mut Vec<u8>, bits: u16, p: u8, s: i8) {
+    out.push(5);
+    out.extend(bits.to_le_bytes());
+    out.push(p);
+    out.extend(s.to_le_bytes());
+}
+
+/// A name in a type description: u64 LE length, then its bytes.
+fn name(out: &mut Vec<u8>, n: &str) {
+    out.extend((n.len() as u64).to_le_bytes());
+    out.extend(n.as_bytes());
 }
 
 /// Hash every row of `array` (already without dictionaries) into `h`.
@@ -203,17 +216,16 @@ enum Kind {
     Struct(Vec<Rows>),
 }
 
-/// One array, downcast once per batch, ready to encode row by row.
-struct Rows {
-    len: usize,
-    nulls: Option<NullBuffer>,
-    kind: Kind,
+/// The error for an array whose buffers do not match its type.
+fn mismatch(array: &dyn Array) -> String {
+    format!("array does not match its type {}", array.data_type())
 }
 
-impl Rows {
-    fn new(array: &dyn Array) -> Result<Rows, String> {
-        let mismatch = || format!("array does not match its type {}", array.data_type());
-        let kind = match array.data_type() {
+impl Kind {
+    /// `array` downcast to what its type says it holds.
+    fn of(array: &dyn Array) -> Result<Kind, String> {
+        let mismatch = || mismatch(array);
+        Ok(match array.data_type() {
             DataType::Null => Kind::Null,
             DataType::Boolean => Kind::Bool(array.as_boolean_opt().ok_or_else(mismatch)?.clone()),
             DataType::Utf8 => {
@@ -240,34 +252,10 @@ impl Rows {
                     .ok_or_else(mismatch)?
                     .clone(),
             ),
-            DataType::List(_) => {
-                let l = array.as_list_opt::<i32>().ok_or_else(mismatch)?;
-                Kind::List {
-                    offsets: Offsets::I32(l.offsets().clone()),
-                    child: Box::new(Rows::new(l.values().as_ref())?),
-                }
-            }
-            DataType::LargeList(_) => {
-                let l = array.as_list_opt::<i64>().ok_or_else(mismatch)?;
-                Kind::List {
-                    offsets: Offsets::I64(l.offsets().clone()),
-                    child: Box::new(Rows::new(l.values().as_ref())?),
-                }
-            }
-            DataType::FixedSizeList(_, n) => {
-                let l = array.as_fixed_size_list_opt().ok_or_else(mismatch)?;
-                Kind::List {
-                    offsets: Offsets::Fixed(usize::try_from(*n).map_err(|_| mismatch())?),
-                    child: Box::new(Rows::new(l.values().as_ref())?),
-                }
-            }
-            DataType::Map(..) => {
-                let m = array.as_map_opt().ok_or_else(mismatch)?;
-                Kind::List {
-                    offsets: Offsets::I32(m.offsets().clone()),
-                    child: Box::new(Rows::new(m.entries())?),
-                }
-            }
+            DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::FixedSizeList(..)
+            | DataType::Map(..) => Kind::list(array)?,
             DataType::Struct(_) => {
                 let s = array.as_struct_opt().ok_or_else(mismatch)?;
                 Kind::Struct(
@@ -277,23 +265,70 @@ impl Rows {
                         .collect::<Result<_, _>>()?,
                 )
             }
-            dt => {
-                let width = dt
-                    .primitive_width()
-                    .ok_or_else(|| format!("type {dt} cannot be digested"))?;
-                let data = array.to_data();
-                let values = data.buffers().first().ok_or_else(mismatch)?;
-                let start = data.offset().checked_mul(width).ok_or_else(mismatch)?;
-                let len = data.len().checked_mul(width).ok_or_else(mismatch)?;
-                if start.checked_add(len).is_none_or(|end| end > values.len()) {
-                    return Err(mismatch());
-                }
-                Kind::Fixed {
-                    values: values.slice_with_length(start, len),
-                    width,
-                }
+            dt => Kind::fixed(array, dt)?,
+        })
+    }
+
+    /// A list, large list, fixed-size list or map: its offsets and its
+    /// child (a map's entries).
+    fn list(array: &dyn Array) -> Result<Kind, String> {
+        let mismatch = || mismatch(array);
+        let (offsets, child) = match array.data_type() {
+            DataType::List(_) => {
+                let l = array.as_list_opt::<i32>().ok_or_else(mismatch)?;
+                (Offsets::I32(l.offsets().clone()), l.values().as_ref())
             }
+            DataType::LargeList(_) => {
+                let l = array.as_list_opt::<i64>().ok_or_else(mismatch)?;
+                (Offsets::I64(l.offsets().clone()), l.values().as_ref())
+            }
+            DataType::FixedSizeList(_, n) => {
+                let l = array.as_fixed_size_list_opt().ok_or_else(mismatch)?;
+                let n = usize::try_from(*n).map_err(|_| mismatch())?;
+                (Offsets::Fixed(n), l.values().as_ref())
+            }
+            DataType::Map(..) => {
+                let m = array.as_map_opt().ok_or_else(mismatch)?;
+                (Offsets::I32(m.offsets().clone()), m.entries() as &dyn Array)
+            }
+            _ => return Err(mismatch()),
         };
+        Ok(Kind::List {
+            offsets,
+            child: Box::new(Rows::new(child)?),
+        })
+    }
+
+    /// Fixed-width values: the bytes of the array's own range.
+    fn fixed(array: &dyn Array, dt: &DataType) -> Result<Kind, String> {
+        let mismatch = || mismatch(array);
+        let width = dt
+            .primitive_width()
+            .ok_or_else(|| format!("type {dt} cannot be digested"))?;
+        let data = array.to_data();
+        let values = data.buffers().first().ok_or_else(mismatch)?;
+        let start = data.offset().checked_mul(width).ok_or_else(mismatch)?;
+        let len = data.len().checked_mul(width).ok_or_else(mismatch)?;
+        if start.checked_add(len).is_none_or(|end| end > values.len()) {
+            return Err(mismatch());
+        }
+        Ok(Kind::Fixed {
+            values: values.slice_with_length(start, len),
+            width,
+        })
+    }
+}
+
+/// One array, downcast once per batch, ready to encode row by row.
+struct Rows {
+    len: usize,
+    nulls: Option<NullBuffer>,
+    kind: Kind,
+}
+
+impl Rows {
+    fn new(array: &dyn Array) -> Result<Rows, String> {
+        let kind = Kind::of(array)?;
         Ok(Rows {
             len: array.len(),
             nulls: array.nulls().cloned(),

@@ -1,7 +1,7 @@
 //! Every way a module or a run can fail in the sandbox, each with the cause
 //! and what to do about it.
 
-use crate::error::Kind;
+use crate::kind::Kind;
 use thiserror::Error;
 
 /// A sandbox failure. Each variant is one kind of cause, so callers and tests

@@ -239,15 +239,54 @@ fn unsupported(e: DigestError) -> SandboxError {
 /// over the range their parent references.
 pub(crate) fn logical_bytes(array: &dyn Array) -> Result<u64, String> {
     let len = array.len() as u64;
-    let mismatch = || format!("array does not match its type {}", array.data_type());
     let validity = if array.null_count() > 0 {
         len.div_ceil(8)
     } else {
         0
     };
-    let values: u64 = match array.data_type() {
+    let values = values_bytes(array)?;
+    Ok(values
+        .saturating_add(validity)
+        .max(len.saturating_mul(MIN_SLOT_BYTES)))
+}
+
+/// The error for an array whose buffers do not match its type.
+fn mismatch(array: &dyn Array) -> String {
+    format!("array does not match its type {}", array.data_type())
+}
+
+/// The bytes of `array`'s values (and offsets) over its logical range,
+/// before validity and the per-slot minimum.
+fn values_bytes(array: &dyn Array) -> Result<u64, String> {
+    let len = array.len() as u64;
+    Ok(match array.data_type() {
         DataType::Null => 0,
         DataType::Boolean => len.div_ceil(8),
+        DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Binary
+        | DataType::LargeBinary
+        | DataType::Utf8View
+        | DataType::BinaryView => variable_bytes(array)?,
+        DataType::FixedSizeBinary(w) => len.saturating_mul(u64::try_from(*w).unwrap_or(0)),
+        DataType::List(_)
+        | DataType::LargeList(_)
+        | DataType::Map(..)
+        | DataType::FixedSizeList(..)
+        | DataType::Struct(_) => nested_bytes(array)?,
+        DataType::Dictionary(..) => dictionary_bytes(array)?,
+        dt => match dt.primitive_width() {
+            Some(w) => len.saturating_mul(w as u64),
+            None => return Err(format!("the size of a {dt} column cannot be bounded")),
+        },
+    })
+}
+
+/// Strings and binary values: their offsets and the bytes they span, or
+/// their views and the bytes those point at.
+fn variable_bytes(array: &dyn Array) -> Result<u64, String> {
+    let mismatch = || mismatch(array);
+    Ok(match array.data_type() {
         DataType::Utf8 => {
             let a = array.as_string_opt::<i32>().ok_or_else(mismatch)?;
             offsets_bytes(a.value_offsets(), 4)
@@ -272,7 +311,16 @@ pub(crate) fn logical_bytes(array: &dyn Array) -> Result<u64, String> {
             let a = array.as_binary_view_opt().ok_or_else(mismatch)?;
             views_bytes(a.views())
         }
-        DataType::FixedSizeBinary(w) => len.saturating_mul(u64::try_from(*w).unwrap_or(0)),
+        _ => return Err(mismatch()),
+    })
+}
+
+/// Lists, maps and structs: their offsets and the children over the
+/// range they reference.
+fn nested_bytes(array: &dyn Array) -> Result<u64, String> {
+    let len = array.len() as u64;
+    let mismatch = || mismatch(array);
+    Ok(match array.data_type() {
         DataType::List(_) => {
             let a = array.as_list_opt::<i32>().ok_or_else(mismatch)?;
             let child = referenced(a.values().as_ref(), a.value_offsets()).ok_or_else(mismatch)?;
@@ -309,40 +357,38 @@ pub(crate) fn logical_bytes(array: &dyn Array) -> Result<u64, String> {
             }
             sum
         }
-        DataType::Dictionary(..) => {
-            let d = array.as_any_dictionary_opt().ok_or_else(mismatch)?;
-            let (keys, values) = (d.keys(), d.values());
-            // Each distinct value is sized once: a wide value used by many
-            // keys must not cost its width per key.
-            let mut sizes: HashMap<usize, u64> = HashMap::new();
-            let mut sum = 0u64;
-            for (i, k) in d.normalized_keys().into_iter().enumerate() {
-                if keys.is_null(i) {
-                    continue;
-                }
-                if k >= values.len() {
-                    return Err(format!("dictionary key {k} out of range"));
-                }
-                let size = match sizes.get(&k) {
-                    Some(s) => *s,
-                    None => {
-                        let s = logical_bytes(values.slice(k, 1).as_ref())?;
-                        sizes.insert(k, s);
-                        s
-                    }
-                };
-                sum = sum.saturating_add(size);
-            }
-            sum
+        _ => return Err(mismatch()),
+    })
+}
+
+/// A dictionary, expanded: each valid key costs its value's size.
+fn dictionary_bytes(array: &dyn Array) -> Result<u64, String> {
+    let d = array
+        .as_any_dictionary_opt()
+        .ok_or_else(|| mismatch(array))?;
+    let (keys, values) = (d.keys(), d.values());
+    // Each distinct value is sized once: a wide value used by many
+    // keys must not cost its width per key.
+    let mut sizes: HashMap<usize, u64> = HashMap::new();
+    let mut sum = 0u64;
+    for (i, k) in d.normalized_keys().into_iter().enumerate() {
+        if keys.is_null(i) {
+            continue;
         }
-        dt => match dt.primitive_width() {
-            Some(w) => len.saturating_mul(w as u64),
-            None => return Err(format!("the size of a {dt} column cannot be bounded")),
-        },
-    };
-    Ok(values
-        .saturating_add(validity)
-        .max(len.saturating_mul(MIN_SLOT_BYTES)))
+        if k >= values.len() {
+            return Err(format!("dictionary key {k} out of range"));
+        }
+        let size = match sizes.get(&k) {
+            Some(s) => *s,
+            None => {
+                let s = logical_bytes(values.slice(k, 1).as_ref())?;
+                sizes.insert(k, s);
+                s
+            }
+        };
+        sum = sum.saturating_add(size);
+    }
+    Ok(sum)
 }
 
 /// What every slot costs at least, whatever its values weigh (a Null

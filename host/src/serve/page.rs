@@ -14,10 +14,13 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use super::Service;
+use super::manifest::{manifest_hex, read_manifest};
+use super::paths::under;
 use super::queue::State as RunState;
 use super::session::Peer;
 use super::session::{Session, cookie, random_token, same_token};
-use super::{Service, Tenant, under};
+use super::tenant::{Tenant, scrub};
 
 /// The session cookie: a random id, never the token.
 const SESSION_COOKIE: &str = "idem_session";
@@ -416,30 +419,15 @@ pub async fn run(
             esc(e["message"].as_str().unwrap_or(""))
         ));
     }
-    let manifest = r
-        .result
-        .as_ref()
-        .and_then(|v| v["manifest"].as_str())
-        .and_then(|d| d.strip_prefix("sha256:"))
-        .map(str::to_string);
-    if let (Some(hex), Ok(table)) = (manifest, under(t, &r.request.table, "table")) {
-        let text = tokio::task::spawn_blocking(move || {
-            crate::storage::Store::at(&table).ok().and_then(|s| {
-                s.get_at_most(
-                    &format!("_idem/manifests/{hex}.json"),
-                    crate::serve::MAX_MANIFEST_BYTES,
-                )
-                .ok()
-                .flatten()
-            })
-        })
-        .await
-        .ok()
-        .flatten();
+    if let (Some(hex), Ok(table)) = (manifest_hex(&r), under(t, &r.request.table, "table")) {
+        let text = tokio::task::spawn_blocking(move || read_manifest(&table, &hex))
+            .await
+            .ok()
+            .flatten();
         if let Some(bytes) = text {
             body.push_str(&format!(
                 "<h2>Manifest</h2><pre id=\"manifest\">{}</pre>",
-                esc(&super::scrub(t, &String::from_utf8_lossy(&bytes)))
+                esc(&scrub(t, &String::from_utf8_lossy(&bytes)))
             ));
         }
     }

@@ -20,7 +20,7 @@ use parquet::file::metadata::{
 use parquet::file::reader::ChunkReader;
 use parquet::file::serialized_reader::SerializedPageReader;
 
-use super::SliceError;
+use super::error::SliceError;
 use super::pages::{self, PageInfo};
 
 /// Most bytes one batch of decoded input may hold, unless the run says
@@ -396,8 +396,9 @@ fn check_int96<T: Reopen>(
         return Ok(());
     }
     let bad = |e: parquet::errors::ParquetError| malformed(path, e.to_string());
-    let plain = ArrowReaderMetadata::try_new(Arc::new(meta.clone()), super::reader_options())
-        .map_err(bad)?;
+    let plain =
+        ArrowReaderMetadata::try_new(Arc::new(meta.clone()), super::schema::reader_options())
+            .map_err(bad)?;
     let fields: Vec<Field> = plain
         .schema()
         .fields()
@@ -414,7 +415,7 @@ fn check_int96<T: Reopen>(
     let hint = Arc::new(Schema::new(fields));
     let as_ms = ArrowReaderMetadata::try_new(
         Arc::new(meta.clone()),
-        super::reader_options().with_schema(hint.clone()),
+        super::schema::reader_options().with_schema(hint.clone()),
     )
     .map_err(bad)?;
     let copy = file.reopen().map_err(|e| malformed(path, e.to_string()))?;

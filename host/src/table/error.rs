@@ -1,4 +1,4 @@
-use crate::error::Kind;
+use crate::kind::Kind;
 use thiserror::Error;
 
 /// A table failure; nothing was committed when one is returned.

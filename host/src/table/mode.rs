@@ -5,11 +5,8 @@ use std::collections::HashSet;
 use arrow::array::{Array as _, RecordBatch};
 use arrow::row::{RowConverter, SortField};
 use arrow::util::display::array_value_to_string;
-use deltalake::DeltaTable;
-use deltalake::datafusion::prelude::{DataFrame, SessionContext};
-use deltalake::kernel::transaction::CommitProperties;
 
-use super::TableError;
+use super::error::TableError;
 
 /// How a run's output is committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +29,39 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Every mode's name, as a user reads them (in the messages that
+    /// refuse another name).
+    pub const NAMES: &'static str = "overwrite-partition, merge or append";
+
+    /// The mode called `name` (`None` when no mode has that name): merge
+    /// on `keys`, or overwrite-partition of the `(column, value)` that
+    /// `partition` gives, asked for only by that mode. The CLI, the
+    /// pipeline file and the service each word their own refusals and
+    /// decide themselves whether a merge may lack its keys (see
+    /// [`Mode::is_keyless_merge`]).
+    pub fn parse<E>(
+        name: &str,
+        keys: &[String],
+        partition: impl FnOnce() -> Result<(String, String), E>,
+    ) -> Result<Option<Mode>, E> {
+        Ok(Some(match name {
+            "overwrite-partition" => {
+                let (column, value) = partition()?;
+                Mode::OverwritePartition { column, value }
+            }
+            "merge" => Mode::Merge {
+                keys: keys.to_vec(),
+            },
+            "append" => Mode::Append,
+            _ => return Ok(None),
+        }))
+    }
+
+    /// A merge with no key column (which no commit can do).
+    pub fn is_keyless_merge(&self) -> bool {
+        matches!(self, Mode::Merge { keys } if keys.is_empty())
+    }
+
     /// The mode's CLI name.
     pub fn name(&self) -> &'static str {
         match self {
@@ -44,21 +74,6 @@ impl Mode {
 
 /// The column of a merge table that names the slice owning each row.
 pub const OWNER_COLUMN: &str = "_idem_slice";
-
-/// A SQL string literal.
-fn literal(value: &str) -> String {
-    format!("'{}'", value.replace('\'', "''"))
-}
-
-/// Quote an identifier for a SQL predicate.
-fn q(ident: &str) -> String {
-    format!("\"{}\"", ident.replace('"', "\"\""))
-}
-
-/// `column = 'value'` as a SQL predicate.
-pub(super) fn equals(column: &str, value: &str) -> String {
-    format!("{} = {}", q(column), literal(value))
-}
 
 /// Checks, batch by batch as the output streams past, that no merge key
 /// repeats: MERGE with two source rows per key would be ambiguous.
@@ -157,117 +172,35 @@ fn names(schema: &arrow::datatypes::Schema) -> String {
         .join(", ")
 }
 
-/// MERGE the output into the table on `keys`: update every column of
-/// matching rows, insert the rest. Key uniqueness was checked while the
-/// output was staged ([`KeyChecker`]).
-pub(super) async fn merge(
-    table: DeltaTable,
-    source: DataFrame,
-    keys: &[String],
-    slice: &str,
-    props: CommitProperties,
-) -> Result<DeltaTable, TableError> {
-    let cols: Vec<String> = source
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect();
-    let predicate = keys
-        .iter()
-        .map(|k| format!("target.{} = source.{}", q(k), q(k)))
-        .collect::<Vec<_>>()
-        .join(" AND ");
-    let (table, _metrics) = table
-        .merge(source, predicate)
-        .with_source_alias("source")
-        .with_target_alias("target")
-        .with_commit_properties(props)
-        .with_writer_properties(super::writer_properties().build())
-        .when_matched_update(|u| {
-            cols.iter()
-                .fold(u, |u, c| u.update(c.as_str(), format!("source.{}", q(c))))
-        })
-        .and_then(|m| {
-            m.when_not_matched_insert(|i| {
-                cols.iter()
-                    .fold(i, |i, c| i.set(c.as_str(), format!("source.{}", q(c))))
-            })
-        })
-        // The slice's rows whose keys its new output no longer has: a
-        // slice's output replaces exactly its own rows.
-        .and_then(|m| {
-            m.when_not_matched_by_source_delete(|d| {
-                d.predicate(format!("target.{} = {}", q(OWNER_COLUMN), literal(slice)))
-            })
-        })
-        .map_err(super::classify)?
-        .await
-        .map_err(super::classify)?;
-    Ok(table)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// A key of `source` that the table already holds for another slice:
-/// `(owner, key values)` of the first one found.
-pub(super) async fn stolen_key(
-    ctx: &SessionContext,
-    table: std::sync::Arc<dyn deltalake::datafusion::catalog::TableProvider>,
-    source: DataFrame,
-    keys: &[String],
-    slice: &str,
-) -> Result<Option<(String, String)>, TableError> {
-    let err = |e: deltalake::datafusion::error::DataFusionError| TableError::Delta {
-        what: "reading the table's keys".into(),
-        detail: e.to_string(),
-    };
-    let target = ctx
-        .read_table(table)
-        .map_err(err)?
-        .alias("target")
-        .map_err(err)?;
-    let source = source.alias("source").map_err(err)?;
-    let on: Vec<String> = keys
-        .iter()
-        .map(|k| format!("target.{} = source.{}", q(k), q(k)))
-        .collect();
-    let mut filter = on.join(" AND ");
-    filter.push_str(&format!(
-        " AND target.{} <> {}",
-        q(OWNER_COLUMN),
-        literal(slice)
-    ));
-    let mut cols = vec![format!("target.{}", q(OWNER_COLUMN))];
-    cols.extend(
-        keys.iter()
-            .map(|k| format!("CAST(target.{} AS VARCHAR)", q(k))),
-    );
-    let cols: Vec<&str> = cols.iter().map(String::as_str).collect();
-    let found = target
-        .join_on(
-            source,
-            deltalake::datafusion::logical_expr::JoinType::Inner,
-            [],
-        )
-        .map_err(err)?;
-    let predicate = ctx.parse_sql_expr(&filter, found.schema()).map_err(err)?;
-    let found = found
-        .filter(predicate)
-        .map_err(err)?
-        .select_exprs(&cols)
-        .map_err(err)?
-        .limit(0, Some(1))
-        .map_err(err)?
-        .collect()
-        .await
-        .map_err(err)?;
-    let Some(b) = found.iter().find(|b| b.num_rows() > 0) else {
-        return Ok(None);
-    };
-    let text = |i: usize| array_value_to_string(b.column(i), 0).unwrap_or_default();
-    let owner = text(0);
-    let example = (1..b.num_columns())
-        .map(text)
-        .collect::<Vec<_>>()
-        .join(", ");
-    Ok(Some((owner, example)))
+    #[test]
+    fn a_mode_is_parsed_from_its_name() {
+        let none = || Err::<(String, String), &str>("no partition");
+        let date = || Ok::<_, &str>(("date".to_string(), "2026-10-01".to_string()));
+        assert_eq!(Mode::parse("append", &[], none), Ok(Some(Mode::Append)));
+        let keys = vec!["id".to_string()];
+        assert_eq!(
+            Mode::parse("merge", &keys, none),
+            Ok(Some(Mode::Merge { keys: keys.clone() }))
+        );
+        assert_eq!(
+            Mode::parse("overwrite-partition", &keys, date),
+            Ok(Some(Mode::OverwritePartition {
+                column: "date".into(),
+                value: "2026-10-01".into()
+            }))
+        );
+        // The partition is asked for only by overwrite-partition.
+        assert_eq!(
+            Mode::parse("overwrite-partition", &[], none),
+            Err("no partition")
+        );
+        assert_eq!(Mode::parse("upsert", &keys, date), Ok(None));
+        let keyless = Mode::parse("merge", &[], none).unwrap().unwrap();
+        assert!(keyless.is_keyless_merge());
+        assert!(!Mode::Append.is_keyless_merge());
+    }
 }

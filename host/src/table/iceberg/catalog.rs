@@ -1,7 +1,8 @@
 //! The SQL catalog (SQLite): one row per table naming its current
 //! metadata file; a commit is a compare-and-swap of that row.
 
-use super::{Location, TableError};
+use super::location::Location;
+use crate::table::error::TableError;
 
 fn err(loc: &Location, e: impl std::fmt::Display) -> TableError {
     TableError::Location {

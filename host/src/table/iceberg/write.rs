@@ -16,7 +16,9 @@ use parquet::arrow::ArrowWriter;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::statistics::Statistics;
 
-use super::{TableError, conform, ice_err};
+use super::ice_err;
+use super::schema::conform;
+use crate::table::error::TableError;
 
 /// Where and how a commit's data files are written.
 #[derive(Clone)]
@@ -69,7 +71,8 @@ impl Sink {
             TableError::Output(format!("encoding a data file: {e}"))
         };
         if self.writer.is_none() {
-            let props = crate::encoding::tune(super::super::writer_properties(), &batch).build();
+            let props =
+                crate::encoding::tune(crate::table::datafile::writer_properties(), &batch).build();
             self.writer = Some(
                 ArrowWriter::try_new(Vec::new(), self.spec.schema.clone(), Some(props))
                     .map_err(enc)?,

@@ -1,0 +1,156 @@
+//! What `backfill` and `pipeline backfill` share when they run many slices
+//! at once: Ctrl-C (start nothing new), the words for a slice's outcome,
+//! the progress lines, and the exit code of the whole batch.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use indicatif::ProgressBar;
+
+use idem::backfill::{SliceResult, Status};
+use idem::run::RunOutcome;
+
+/// Said when a batch was interrupted before every slice started.
+pub const INTERRUPTED: &str =
+    "interrupted: run the same command again to finish (nothing committed is redone)";
+
+/// Set by the first Ctrl-C: start no new slice.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+#[cfg(unix)]
+extern "C" fn on_interrupt(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+    // A second Ctrl-C ends the process at once (which is safe too: every
+    // commit is atomic, and the next backfill redoes nothing committed).
+    // SAFETY: signal() is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+    }
+}
+
+/// From now on the first Ctrl-C sets the returned flag (start nothing
+/// new); a second one ends the process.
+pub fn on_ctrl_c() -> &'static AtomicBool {
+    #[cfg(unix)]
+    // SAFETY: installs a handler that only stores an atomic and resets the
+    // signal's disposition (both async-signal-safe).
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_interrupt as *const () as libc::sighandler_t,
+        );
+    }
+    &STOP
+}
+
+/// One bar for the whole batch of `len` slices (terminal only): the
+/// runs' own bars would fight over the screen, so they are turned off.
+pub fn bar(len: usize) -> ProgressBar {
+    let bar = idem::progress::slices(len as u64);
+    idem::progress::enable(false);
+    bar
+}
+
+/// A line about a slice: above the bar on a terminal, else on stderr.
+pub fn say(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
+}
+
+/// The exit code of a batch: the most severe failure's (4 over 3 over 2
+/// over 1), else 130 when it was interrupted.
+pub fn exit_code(worst: Option<u8>, interrupted: bool) -> Option<ExitCode> {
+    match worst {
+        Some(code) => Some(ExitCode::from(code)),
+        None if interrupted => Some(ExitCode::from(130)),
+        None => None,
+    }
+}
+
+pub fn status_text(s: &Status) -> String {
+    match s {
+        Status::Done(o) => o.to_string(),
+        Status::Missing(_) => "missing (no input)".into(),
+        Status::Failed(..) => "FAILED".into(),
+        Status::NotStarted => "not started (interrupted)".into(),
+    }
+}
+
+pub fn status_kind(s: &Status) -> &'static str {
+    match s {
+        Status::Done(o) => o.name(),
+        Status::Missing(_) => "missing",
+        Status::Failed(..) => "failed",
+        Status::NotStarted => "not-started",
+    }
+}
+
+/// Whether the slice's transform ran (not a memo hit, not a failure).
+pub fn executed(s: &Status) -> bool {
+    matches!(
+        s,
+        Status::Done(RunOutcome::Committed { .. } | RunOutcome::Unchanged { .. })
+    )
+}
+
+/// The version that holds the slice's output.
+pub fn version(s: &Status) -> Option<u64> {
+    match s {
+        Status::Done(o) => o.version(),
+        _ => None,
+    }
+}
+
+/// The error a failed or missing slice reports.
+pub fn error_of(s: &Status) -> Option<&str> {
+    match s {
+        Status::Failed(e, _) | Status::Missing(e) => Some(e.as_str()),
+        _ => None,
+    }
+}
+
+/// Counts by kind, in display order.
+const KINDS: [&str; 6] = [
+    "committed",
+    "memo",
+    "unchanged",
+    "missing",
+    "failed",
+    "not-started",
+];
+
+pub fn counts(results: &[SliceResult]) -> Vec<(&'static str, usize)> {
+    KINDS
+        .iter()
+        .map(|k| {
+            (
+                *k,
+                results
+                    .iter()
+                    .filter(|r| status_kind(&r.status) == *k)
+                    .count(),
+            )
+        })
+        .collect()
+}
+
+pub fn tally(counts: &[(&'static str, usize)]) -> String {
+    counts
+        .iter()
+        .filter(|(k, n)| *n > 0 || matches!(*k, "committed" | "memo" | "failed"))
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The input rows of the slices that ran (a memo hit reads nothing).
+pub fn rows_in<'a>(results: impl IntoIterator<Item = &'a SliceResult>) -> u64 {
+    results
+        .into_iter()
+        .filter(|r| executed(&r.status))
+        .map(|r| r.rows_in)
+        .sum()
+}

@@ -1,0 +1,159 @@
+//! Flags several commands share, declared once and flattened into each
+//! command's own (`#[command(flatten)]`): the sandbox's limits, what a run
+//! commits and gives its transform, and the checks an output must pass
+//! before it is published.
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use clap::Args;
+
+use idem::run::Run;
+use idem::sandbox::{Limits, Sandbox, SandboxConfig};
+use idem::table::Mode;
+
+/// Sandbox limits a user can set on the command line.
+#[derive(Args, Debug, Clone)]
+pub struct LimitArgs {
+    /// Most linear memory the guest may use, in MiB.
+    #[arg(long, default_value_t = 512)]
+    pub max_memory_mb: usize,
+    /// Most output the guest may return over the run, in MiB.
+    #[arg(long, default_value_t = 65536)]
+    pub max_output_mb: usize,
+    /// Most rows the guest may return over the run.
+    #[arg(long, default_value_t = 1 << 34)]
+    pub max_output_rows: u64,
+    /// Most rows in one batch the guest returns.
+    #[arg(long, default_value_t = 1 << 24)]
+    pub max_output_batch_rows: u64,
+    /// Most MiB one batch of decoded input may hold (and any one Parquet
+    /// page once decompressed); capped by --max-memory-mb.
+    #[arg(long, default_value_t = 256)]
+    pub max_input_batch_mb: u64,
+    /// Wall-clock budget of the run, in milliseconds.
+    #[arg(long, default_value_t = 300_000)]
+    pub deadline_ms: u64,
+    /// Deterministic CPU budget in fuel units (costs ~2x; off by default).
+    #[arg(long)]
+    pub fuel: Option<u64>,
+    /// Largest module accepted, in MiB (checked before it is compiled).
+    #[arg(long, default_value_t = 64)]
+    pub max_module_mb: usize,
+    /// Wall-clock budget for compiling the module, in milliseconds.
+    #[arg(long, default_value_t = 60_000)]
+    pub compile_deadline_ms: u64,
+    /// Compiled-code cache directory (default: $IDEM_CACHE_DIR or ~/.cache/idem).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl LimitArgs {
+    pub fn sandbox(&self) -> Result<Sandbox> {
+        let mut cfg = SandboxConfig {
+            limits: Limits {
+                max_memory_bytes: self.max_memory_mb << 20,
+                max_output_bytes: self.max_output_mb << 20,
+                max_output_rows: self.max_output_rows,
+                max_output_batch_rows: self.max_output_batch_rows,
+                max_input_batch_bytes: self.max_input_batch_mb.saturating_mul(1 << 20),
+                deadline_ms: self.deadline_ms,
+                fuel: self.fuel,
+                max_module_bytes: self.max_module_mb.saturating_mul(1 << 20),
+                compile_deadline_ms: self.compile_deadline_ms,
+                ..Limits::default()
+            },
+            ..SandboxConfig::default()
+        };
+        if let Some(d) = &self.cache_dir {
+            cfg.cache_dir = Some(d.clone());
+        }
+        Ok(Sandbox::new(cfg)?)
+    }
+}
+
+/// How a run commits and what its transform is given: the flags `run`,
+/// `explain` and `backfill` share (`backfill` words two of them its own
+/// way: see its `mut_arg`s).
+#[derive(Args, Debug)]
+pub struct RunFlags {
+    /// overwrite-partition (default with --partition), merge or append.
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// Merge key columns, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub key: Vec<String>,
+    /// Transform parameters as JSON.
+    #[arg(long, default_value = "{}")]
+    pub params: String,
+}
+
+impl RunFlags {
+    /// `--mode` (or `default` without it) and `--key` as a mode: see
+    /// [`parse_mode`].
+    pub fn mode(
+        &self,
+        default: Option<&str>,
+        partition: Option<(String, String)>,
+    ) -> Result<Option<Mode>> {
+        parse_mode(self.mode.as_deref().or(default), &self.key, partition)
+    }
+}
+
+/// `--mode` and `--key` as a mode. Without a partition, overwrite-partition
+/// takes the slice's own (a Delta or dated slice). A merge without keys is
+/// left to the run to refuse.
+pub fn parse_mode(
+    mode: Option<&str>,
+    keys: &[String],
+    partition: Option<(String, String)>,
+) -> Result<Option<Mode>> {
+    let Some(name) = mode else {
+        return Ok(None);
+    };
+    let partition = || Ok::<_, Infallible>(partition.unwrap_or_default());
+    let Ok(parsed) = Mode::parse(name, keys, partition);
+    match parsed {
+        Some(mode) => Ok(Some(mode)),
+        None => bail!("unknown --mode `{name}`: use {}", Mode::NAMES),
+    }
+}
+
+/// Write-audit-publish: what an output must pass before it is published
+/// (`run`, `explain` and `backfill`).
+#[derive(Args, Debug)]
+pub struct PublishArgs {
+    /// An expectation the output must meet before it is published
+    /// (repeatable): not_null(col), unique(col[,col]), rows(MIN..MAX),
+    /// between(col, MIN, MAX), in(col, a|b|c). A run that fails one
+    /// publishes nothing and exits 1.
+    #[arg(long = "expect", value_name = "CHECK")]
+    pub expect: Vec<idem::expect::Expectation>,
+    /// An audit module: a transform that reads the staged output and
+    /// returns rows `pass: bool, reason: text`; the output is published
+    /// only when every row passes.
+    #[arg(long)]
+    pub audit_module: Option<PathBuf>,
+    /// The audit module's params (JSON).
+    #[arg(long, default_value = "{}", requires = "audit_module")]
+    pub audit_params: String,
+}
+
+impl PublishArgs {
+    /// `run` with these checks.
+    pub fn apply(&self, run: Run) -> Run {
+        run.expect(self.expect.clone())
+            .audit_module(self.audit_module.clone(), self.audit_params.clone())
+    }
+}
+
+/// The dates `--from` to `--to` (both included), with `--jobs` checked:
+/// what `backfill` and `pipeline backfill` run.
+pub fn dates(from: &str, to: &str, jobs: usize) -> Result<Vec<String>> {
+    let dates = idem::backfill::dates(from, to)?;
+    if !(1..=64).contains(&jobs) {
+        bail!("--jobs must be from 1 to 64");
+    }
+    Ok(dates)
+}

@@ -1,0 +1,194 @@
+//! `idem run`: one slice through a transform, committed to a table only
+//! when its output is new. Its slice flags are `idem explain`'s too.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use clap::Args;
+use serde_json::json;
+
+use idem::run::{Run, RunOutcome, SliceSpec, parse_partition};
+
+use super::Out;
+use super::flags::{LimitArgs, PublishArgs, RunFlags};
+
+/// What a run reads, how it commits, and what the guest is given: the
+/// flags `idem run` and `idem explain` share.
+#[derive(Args, Debug)]
+pub struct SliceArgs {
+    /// Input: a Parquet dataset root (with --partition), or a Delta table
+    /// (with --delta-version).
+    #[arg(long)]
+    pub input: Option<String>,
+    /// The slice: hive partition column=value (of the dataset, or of the
+    /// pinned Delta table); also the target partition for overwrite-partition.
+    #[arg(long)]
+    pub partition: Option<String>,
+    /// The slice: an explicit list of Parquet files.
+    #[arg(long, num_args = 1.., conflicts_with = "input")]
+    pub files: Vec<PathBuf>,
+    /// Slice id for --files (default: derived from the file names).
+    #[arg(long)]
+    pub slice_id: Option<String>,
+    /// The slice: the --input Delta table at this version.
+    #[arg(long)]
+    pub delta_version: Option<u64>,
+    /// With --delta-version: only the rows this slice of the table owns
+    /// (what an upstream idem run committed for it, e.g. date=2026-10-01).
+    #[arg(long, requires = "delta_version")]
+    pub delta_slice: Option<String>,
+    /// The slice: the next objects of the append-only prefix --input, after
+    /// the last one this table consumed (the position is committed with
+    /// the output).
+    #[arg(long, requires = "input", conflicts_with_all = ["partition", "delta_version", "files"])]
+    pub next: bool,
+    /// With --next: most objects per run.
+    #[arg(long, default_value_t = 100, requires = "next")]
+    pub max_objects: usize,
+    /// With --next: most bytes per run (at least one object is taken).
+    #[arg(long, requires = "next")]
+    pub max_bytes: Option<u64>,
+    #[command(flatten)]
+    pub flags: RunFlags,
+    /// The scheduler's logical date (never the wall clock).
+    #[arg(long)]
+    pub logical_date: Option<String>,
+    /// Rows per input batch (part of the run key).
+    #[arg(long, default_value_t = 8192)]
+    pub batch_rows: u32,
+    #[command(flatten)]
+    pub publish: PublishArgs,
+}
+
+impl SliceArgs {
+    /// The run these flags describe.
+    pub fn run(&self, module: &std::path::Path, table: &str) -> Result<Run> {
+        let a = self;
+        let partition = a.partition.as_deref().map(parse_partition).transpose()?;
+        let slice = a.slice(&partition)?;
+        let default =
+            (a.delta_slice.is_some() && partition.is_some()).then_some("overwrite-partition");
+        let mode = a.flags.mode(default, partition)?;
+        let mut run = Run::new(module, slice, table)
+            .params(a.flags.params.clone())
+            .logical_date(a.logical_date.clone())
+            .batch_rows(a.batch_rows);
+        run = a.publish.apply(run);
+        if let Some(m) = mode {
+            run = run.mode(m);
+        }
+        Ok(run)
+    }
+
+    /// The slice these flags name (`partition`: --partition, parsed).
+    fn slice(&self, partition: &Option<(String, String)>) -> Result<SliceSpec> {
+        let a = self;
+        let slice = match (&a.input, a.delta_version, partition, a.files.is_empty()) {
+            (Some(root), None, None, true) if a.next => SliceSpec::Next {
+                root: root.clone(),
+                max_objects: a.max_objects,
+                max_bytes: a.max_bytes,
+            },
+            (Some(table), Some(version), _, true) => SliceSpec::Delta {
+                table: table.clone(),
+                version,
+                // With --delta-slice, --partition names only the target's.
+                partition: partition.clone().filter(|_| a.delta_slice.is_none()),
+                slice: a.delta_slice.clone(),
+            },
+            (Some(root), None, Some((column, value)), true) => SliceSpec::Partition {
+                root: PathBuf::from(root),
+                column: column.clone(),
+                value: value.clone(),
+            },
+            (None, None, _, false) => SliceSpec::Files {
+                files: a.files.clone(),
+                id: a.slice_id.clone().or(a.partition.clone()),
+            },
+            (Some(_), None, None, true) => bail!(
+                "--input needs --partition column=value (a dataset partition) or --delta-version N (a Delta table)"
+            ),
+            _ => bail!(
+                "give one slice: --input ROOT --partition K=V, --input TABLE --delta-version N [--partition K=V], or --files F..."
+            ),
+        };
+        Ok(slice)
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The transform (.wasm from `idem build`).
+    #[arg(long)]
+    pub module: PathBuf,
+    /// The target Delta table (path or URL); created by the first commit.
+    #[arg(long)]
+    pub table: String,
+    #[command(flatten)]
+    pub slice: SliceArgs,
+    /// Execute even if this exact run was already committed (still commits
+    /// only a new output digest).
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+pub fn run(a: RunArgs, out: Out) -> Result<ExitCode> {
+    let run = a.slice.run(&a.module, &a.table)?.force(a.force);
+    let sandbox = a.limits.sandbox()?;
+    let r = match run.execute(&sandbox) {
+        Ok(r) => r,
+        // Nothing new in an append-only source is the normal end of a
+        // schedule's catch-up, not a failure.
+        Err(idem::run::RunError::UpToDate { prefix, through }) => {
+            out.emit(
+                json!({
+                    "upToDate": true,
+                    "source": prefix,
+                    "through": through,
+                    "outcome": {"kind": "up-to-date", "version": null, "drift": null, "raced": false},
+                }),
+                || {
+                    println!(
+                        "result:   up to date: no new object in {prefix} after {}",
+                        through.as_deref().unwrap_or("the start")
+                    )
+                },
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let (kind, version) = (r.outcome.name(), r.outcome.version());
+    let (drift, raced) = match &r.outcome {
+        RunOutcome::Committed { drift, .. } => (drift.clone(), false),
+        RunOutcome::Unchanged { raced, .. } => (None, *raced),
+        RunOutcome::Memo { .. } => (None, false),
+    };
+    out.emit(
+        json!({
+            "slice": r.manifest.spec.slice.id,
+            "runKey": r.manifest.run_key.as_str(),
+            "outputDigest": r.manifest.result.output_digest.as_str(),
+            "rowsIn": r.manifest.result.rows_in,
+            "rowsOut": r.manifest.result.rows_out,
+            "manifest": r.manifest_url,
+            "manifestDigest": r.manifest_digest.as_str(),
+            "outcome": {"kind": kind, "version": version, "drift": drift, "raced": raced},
+            "timingsMs": r.timings_ms,
+        }),
+        || {
+            println!("slice:    {}", r.manifest.spec.slice.id);
+            println!("run key:  {}", r.manifest.run_key);
+            println!(
+                "output:   {} ({} rows)",
+                r.manifest.result.output_digest, r.manifest.result.rows_out
+            );
+            println!("manifest: {}", r.manifest_url);
+            println!("result:   {}", r.outcome);
+        },
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,418 @@
+//! The pipeline file: an `idem.toml` as written, and how it is checked
+//! (stage by stage, before anything runs) into a [`Pipeline`].
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::{Pipeline, PipelineError, Source, Stage};
+use crate::table::Mode;
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    pipeline: Header,
+    #[serde(rename = "stage", default)]
+    stages: Vec<StageConfig>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Header {
+    name: Option<String>,
+}
+
+/// One `[[stage]]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct StageConfig {
+    name: String,
+    module: String,
+    table: String,
+    /// A Parquet dataset root (the first stage).
+    input: Option<String>,
+    /// An earlier stage whose table this one reads.
+    from: Option<String>,
+    /// The date's column: of the input dataset, and of the table for
+    /// overwrite-partition.
+    partition: Option<String>,
+    mode: Option<String>,
+    #[serde(default)]
+    key: Vec<String>,
+    params: Option<toml::Table>,
+    batch_rows: Option<u32>,
+    #[serde(default)]
+    expect: Vec<String>,
+    audit_module: Option<String>,
+    audit_params: Option<toml::Table>,
+}
+
+/// Paths in the file are relative to its folder; URLs are kept.
+fn locate(dir: &Path, p: &str) -> String {
+    if p.contains("://") || Path::new(p).is_absolute() || dir == Path::new(".") {
+        p.to_string()
+    } else {
+        dir.join(p).to_string_lossy().into_owned()
+    }
+}
+
+fn json_text(t: &Option<toml::Table>) -> Result<String, String> {
+    match t {
+        None => Ok("{}".into()),
+        Some(t) => Ok(to_json(&toml::Value::Table(t.clone()), "")?.to_string()),
+    }
+}
+
+/// TOML as JSON, value by value: what has no JSON form (a datetime, a
+/// NaN or infinite float) is refused, never passed on in some other shape.
+fn to_json(v: &toml::Value, at: &str) -> Result<serde_json::Value, String> {
+    use serde_json::Value as J;
+    Ok(match v {
+        toml::Value::String(s) => J::String(s.clone()),
+        toml::Value::Integer(i) => J::from(*i),
+        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map(J::Number)
+            .ok_or_else(|| format!("`{at}` is {f}, which JSON params cannot hold"))?,
+        toml::Value::Boolean(b) => J::Bool(*b),
+        toml::Value::Datetime(d) => {
+            return Err(format!(
+                "`{at}` is a TOML date/time ({d}); params are JSON: quote it (\"{d}\")"
+            ));
+        }
+        toml::Value::Array(items) => J::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, x)| to_json(x, &format!("{at}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        toml::Value::Table(t) => J::Object(
+            t.iter()
+                .map(|(k, x)| {
+                    let path = if at.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{at}.{k}")
+                    };
+                    Ok((k.clone(), to_json(x, &path)?))
+                })
+                .collect::<Result<_, String>>()?,
+        ),
+    })
+}
+
+impl Pipeline {
+    /// Read and check `path`.
+    pub fn load(path: &Path) -> Result<Pipeline, PipelineError> {
+        let text = std::fs::read_to_string(path).map_err(|e| PipelineError::Read {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        Self::parse(&text, dir, path)
+    }
+
+    /// Check the text of a pipeline file whose relative paths start at `dir`.
+    pub fn parse(text: &str, dir: &Path, path: &Path) -> Result<Pipeline, PipelineError> {
+        let invalid = |detail: String| PipelineError::Invalid {
+            path: path.display().to_string(),
+            detail,
+        };
+        let file: FileConfig = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        if file.stages.is_empty() {
+            return Err(invalid(
+                "no [[stage]]: a pipeline needs at least one stage (name, module, table, and input or from)".into(),
+            ));
+        }
+        let mut stages: Vec<Stage> = Vec::new();
+        for (i, s) in file.stages.into_iter().enumerate() {
+            let stage = check_stage(s, i, &stages, dir).map_err(invalid)?;
+            stages.push(stage);
+        }
+        check_tables(&stages).map_err(invalid)?;
+        // The slice column: the first stage's partition column (the first
+        // stage always reads a dataset).
+        let column = match &stages[0].source {
+            Source::Dataset { column, .. } => column.clone(),
+            Source::Stage(_) => String::new(),
+        };
+        let name = file.pipeline.name.unwrap_or_else(|| {
+            path.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "pipeline".into())
+        });
+        Ok(Pipeline {
+            name,
+            stages,
+            column,
+        })
+    }
+}
+
+/// The `i`th `[[stage]]` (after `earlier`) checked; an error is the
+/// detail of [`PipelineError::Invalid`].
+fn check_stage(s: StageConfig, i: usize, earlier: &[Stage], dir: &Path) -> Result<Stage, String> {
+    check_name(&s.name)?;
+    let at = |detail: String| format!("stage `{}`: {detail}", s.name);
+    if earlier.iter().any(|t| t.name == s.name) {
+        return Err(at("two stages have this name".into()));
+    }
+    let source = source_of(&s, i, earlier, dir).map_err(at)?;
+    let mode = mode_of(&s, &source).map_err(at)?;
+    let expect = s
+        .expect
+        .iter()
+        .map(|e| e.parse().map_err(|err| at(format!("expect `{e}`: {err}"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let params = json_text(&s.params).map_err(|e| at(format!("params: {e}")))?;
+    let audit = audit_of(&s, dir).map_err(at)?;
+    if s.batch_rows == Some(0) {
+        return Err(at("batch-rows must be at least 1".into()));
+    }
+    Ok(Stage {
+        name: s.name.clone(),
+        module: PathBuf::from(locate(dir, &s.module)),
+        table: locate(dir, &s.table),
+        source,
+        mode,
+        params,
+        batch_rows: s.batch_rows.unwrap_or(8192),
+        expect,
+        audit,
+    })
+}
+
+/// A stage name: letters, digits, `_` or `-`.
+fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(format!(
+            "stage name `{name}` must be letters, digits, `_` or `-`"
+        ));
+    }
+    Ok(())
+}
+
+/// Where the `i`th stage reads: the first one a Parquet dataset's date
+/// partitions, every later one an earlier stage's table.
+fn source_of(s: &StageConfig, i: usize, earlier: &[Stage], dir: &Path) -> Result<Source, String> {
+    match (&s.input, &s.from, i) {
+        (Some(root), None, 0) => {
+            let column = s.partition.clone().unwrap_or_else(|| "date".into());
+            check_column(&column)?;
+            Ok(Source::Dataset {
+                root: locate(dir, root),
+                column,
+            })
+        }
+        (None, Some(up), i) if i > 0 => {
+            let j = earlier.iter().position(|t| &t.name == up).ok_or_else(|| {
+                format!("`from = \"{up}\"` names no earlier stage (stages run in file order)")
+            })?;
+            Ok(Source::Stage(j))
+        }
+        (_, _, 0) => Err(
+            "the first stage reads a Parquet dataset: give `input = \"ROOT\"` (with `partition = \"date\"`), not `from`".into(),
+        ),
+        _ => Err(
+            "a later stage reads an earlier stage's table: give `from = \"STAGE\"`, not `input`".into(),
+        ),
+    }
+}
+
+/// How the stage commits (overwrite-partition by default). The column
+/// overwrite-partition replaces is the stage's `partition`, else its
+/// dataset's; the value is left empty (each date's run overwrites its
+/// date).
+fn mode_of(s: &StageConfig, source: &Source) -> Result<Mode, String> {
+    let name = s.mode.as_deref().unwrap_or("overwrite-partition");
+    let partition = || {
+        let column = match (source, &s.partition) {
+            (_, Some(c)) => c.clone(),
+            (Source::Dataset { column, .. }, None) => column.clone(),
+            (Source::Stage(_), None) => {
+                return Err(
+                    "overwrite-partition needs `partition = \"COLUMN\"`: the table column that holds the date".to_string(),
+                );
+            }
+        };
+        check_column(&column)?;
+        Ok((column, String::new()))
+    };
+    let mode = Mode::parse(name, &s.key, partition)?
+        .ok_or_else(|| format!("unknown mode `{name}`: use {}", Mode::NAMES))?;
+    if mode.is_keyless_merge() {
+        return Err("mode merge needs `key = [\"COL\"]`".into());
+    }
+    Ok(mode)
+}
+
+/// A partition column that makes a directory name (`COLUMN=DATE`).
+fn check_column(column: &str) -> Result<(), String> {
+    crate::run::parse_partition(&format!("{column}=x"))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// The audit module (its path and JSON params), if any.
+fn audit_of(s: &StageConfig, dir: &Path) -> Result<Option<(PathBuf, String)>, String> {
+    match &s.audit_module {
+        None if s.audit_params.is_some() => Err("audit-params needs audit-module".into()),
+        None => Ok(None),
+        Some(m) => Ok(Some((
+            PathBuf::from(locate(dir, m)),
+            json_text(&s.audit_params).map_err(|e| format!("audit-params: {e}"))?,
+        ))),
+    }
+}
+
+/// Two stages writing one table would own each other's slices (compared
+/// as URLs: `lake/x`, `./lake/x/` and file:// are one).
+fn check_tables(stages: &[Stage]) -> Result<(), String> {
+    let url = |t: &str| {
+        crate::table::table_url(t)
+            .map(|u| u.as_str().trim_end_matches('/').to_string())
+            .unwrap_or_else(|_| t.to_string())
+    };
+    for (i, s) in stages.iter().enumerate() {
+        if let Some(t) = stages[..i].iter().find(|t| url(&t.table) == url(&s.table)) {
+            return Err(format!(
+                "stages `{}` and `{}` write the same table {}: give each stage its own",
+                t.name, s.name, s.table
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Pipeline, String> {
+        Pipeline::parse(text, Path::new("/p"), Path::new("/p/idem.toml")).map_err(|e| e.to_string())
+    }
+
+    const GOOD: &str = r#"
+[pipeline]
+name = "orders"
+
+[[stage]]
+name = "bronze"
+module = "m/clean.wasm"
+input = "raw"
+mode = "append"
+params = { min_amount = 0.0 }
+
+[[stage]]
+name = "silver"
+module = "m/dedup.wasm"
+from = "bronze"
+table = "lake/silver"
+mode = "merge"
+key = ["event_id"]
+
+[[stage]]
+name = "gold"
+module = "m/rev.wasm"
+from = "silver"
+table = "s3://b/gold"
+partition = "date"
+expect = ["not_null(customer)"]
+"#;
+
+    #[test]
+    fn a_pipeline_file_is_checked_before_anything_runs() {
+        // Missing table in bronze: named with its stage.
+        let e = parse(GOOD).unwrap_err();
+        assert!(e.contains("missing field `table`"), "{e}");
+        let good = GOOD.replacen(
+            "input = \"raw\"",
+            "input = \"raw\"\ntable = \"lake/bronze\"",
+            1,
+        );
+        let p = parse(&good).unwrap();
+        assert_eq!(p.name, "orders");
+        assert_eq!(p.column, "date");
+        assert_eq!(p.slice_id("2026-10-01"), "date=2026-10-01");
+        assert_eq!(p.stages[0].table, "/p/lake/bronze");
+        assert_eq!(p.stages[2].table, "s3://b/gold");
+        assert_eq!(p.stages[0].params, r#"{"min_amount":0.0}"#);
+        assert!(matches!(p.stages[2].source, Source::Stage(1)));
+        for (from, to, why) in [
+            (
+                "from = \"silver\"\ntable = \"s3",
+                "from = \"platinum\"\ntable = \"s3",
+                "names no earlier stage",
+            ),
+            ("key = [\"event_id\"]", "", "mode merge needs"),
+            ("partition = \"date\"\n", "", "overwrite-partition needs"),
+            (
+                "mode = \"append\"",
+                "mode = \"upsert\"",
+                "unknown mode `upsert`",
+            ),
+            (
+                "not_null(customer)",
+                "not_nul(customer)",
+                "expect `not_nul(customer)`",
+            ),
+            (
+                "table = \"lake/silver\"",
+                "table = \"lake/bronze\"",
+                "write the same table",
+            ),
+            (
+                "name = \"gold\"",
+                "name = \"silver\"",
+                "two stages have this name",
+            ),
+            (
+                "mode = \"append\"",
+                "mode = \"append\"\nschedule = \"daily\"",
+                "unknown field `schedule`",
+            ),
+            (
+                "from = \"bronze\"",
+                "input = \"raw2\"",
+                "give `from = \"STAGE\"`",
+            ),
+        ] {
+            assert!(good.contains(from), "{from}");
+            let e = parse(&good.replacen(from, to, 1)).unwrap_err();
+            assert!(e.contains(why), "{why}: {e}");
+        }
+        let e = parse("[pipeline]\nname = \"x\"\n").unwrap_err();
+        assert!(e.contains("no [[stage]]"), "{e}");
+        // One table however it is spelled.
+        let e = parse(&good.replacen("\"lake/silver\"", "\"./lake/bronze/\"", 1)).unwrap_err();
+        assert!(e.contains("write the same table"), "{e}");
+        // Params without a JSON form are refused, not reshaped.
+        for (params, why) in [
+            ("{ since = 2026-10-01 }", "`since` is a TOML date/time"),
+            ("{ x = nan }", "`x` is NaN"),
+            ("{ a = { b = [1, inf] } }", "`a.b[1]` is inf"),
+        ] {
+            let text = good.replacen("{ min_amount = 0.0 }", params, 1);
+            let e = parse(&text).unwrap_err();
+            assert!(e.contains(why), "{why}: {e}");
+        }
+        let text = good.replacen(
+            "{ min_amount = 0.0 }",
+            "{ tags = [\"a\", 1], on = true }",
+            1,
+        );
+        assert_eq!(
+            parse(&text).unwrap().stages[0].params,
+            r#"{"on":true,"tags":["a",1]}"#
+        );
+    }
+}

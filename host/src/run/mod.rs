@@ -1,0 +1,280 @@
+//! One idempotent run, as a folder of steps, each a function over plain
+//! values that a caller (the CLI, the service, a scheduler) can also call
+//! on its own:
+//!
+//! 1. [`resolve`]: which inputs, pinned and hashed ([`next`] for an
+//!    append-only prefix's next range);
+//! 2. [`plan`]: the module identified, the run spec and run key;
+//! 3. [`record`]: the memo (this exact run committed, still current);
+//! 4. [`land`]: executed in the sandbox ([`drive`]), digested, checked,
+//!    landed in the table's data files or staged ([`staged`]: an audit
+//!    module reads it);
+//! 5. [`commit`]: manifest and modules stored, the output committed only
+//!    when new;
+//! 6. [`record`]: the memo index entry and the run log.
+//!
+//! Beside them: [`explain`] plans without executing, [`replay`] re-runs a
+//! manifest from what it names, [`batch`] runs date ranges (backfills and
+//! pipelines), [`error`] says why a run failed.
+
+pub mod batch;
+mod commit;
+pub mod drive;
+mod error;
+mod explain;
+mod land;
+mod next;
+mod plan;
+pub mod record;
+mod replay;
+mod resolve;
+mod staged;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::digest::Digest;
+use crate::execute::Transformer;
+use crate::manifest::{Manifest, canonical_json};
+use crate::sandbox::Sandbox;
+use crate::table::{Mode, Table};
+
+pub use crate::table::SliceOutcome as RunOutcome;
+pub use error::{EXECUTING, RunError};
+pub use explain::Explanation;
+pub use record::{LogEntry, run_log};
+pub(crate) use replay::check_input_paths;
+pub use replay::{Verdict, replay};
+use resolve::implied_date;
+pub use resolve::{SliceSpec, parse_partition};
+
+/// Builds the transformer that replaces the sandbox (benchmark baselines).
+pub type TransformerFactory = Box<dyn FnOnce() -> Box<dyn Transformer>>;
+
+/// A run, built then executed (`Run::new(..).mode(..).execute()`).
+pub struct Run {
+    module: PathBuf,
+    slice: SliceSpec,
+    table: String,
+    mode: Option<Mode>,
+    params: String,
+    logical_date: Option<String>,
+    batch_rows: u32,
+    force: bool,
+    expectations: Vec<crate::expect::Expectation>,
+    audit: Option<(PathBuf, String)>,
+    native: Option<TransformerFactory>,
+    time_limit: Option<std::time::Duration>,
+}
+
+/// The result of [`Run::execute`].
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The run's manifest.
+    pub manifest: Manifest,
+    /// Its digest (stored as `_idem/manifests/<hex>.json`).
+    pub manifest_digest: Digest,
+    /// Where the manifest is.
+    pub manifest_url: String,
+    /// What happened.
+    pub outcome: RunOutcome,
+    /// Milliseconds spent resolving, executing and committing.
+    pub timings_ms: Timings,
+}
+
+/// Wall-clock timings of a run (run log only, never hashed).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timings {
+    /// Resolving and hashing inputs.
+    pub resolve_ms: u64,
+    /// Loading the module.
+    pub load_ms: u64,
+    /// Executing the transform.
+    pub exec_ms: u64,
+    /// Committing.
+    pub commit_ms: u64,
+}
+
+/// The params as the guest sees them: exactly the bytes the run key hashed.
+fn params_text(params: &serde_json::Value) -> String {
+    String::from_utf8(canonical_json(params)).unwrap_or_else(|_| "{}".into())
+}
+
+fn ms(t: Instant) -> u64 {
+    t.elapsed().as_millis() as u64
+}
+
+/// The process's shared runtime ([`crate::runtime`]).
+pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime, RunError> {
+    crate::runtime::shared().map_err(|e| RunError::Io {
+        what: "starting the async runtime".into(),
+        source: e,
+    })
+}
+
+/// The run's wall-clock limit ([`Run::time_limit`]), checked between
+/// steps up to the commit.
+struct Clock {
+    started: Instant,
+    limit: Option<std::time::Duration>,
+}
+
+impl Clock {
+    /// Fails when the run is over its limit at the end of `step`.
+    fn check(&self, step: &'static str) -> Result<(), RunError> {
+        match self.limit {
+            Some(l) if self.started.elapsed() > l => Err(RunError::OverTime {
+                limit_ms: l.as_millis() as u64,
+                step,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Run {
+    /// A run of `module` over `slice` into `table`.
+    pub fn new(module: impl Into<PathBuf>, slice: SliceSpec, table: impl Into<String>) -> Self {
+        Run {
+            module: module.into(),
+            logical_date: implied_date(&slice),
+            slice,
+            table: table.into(),
+            mode: None,
+            params: "{}".into(),
+            batch_rows: 8192,
+            force: false,
+            expectations: Vec::new(),
+            audit: None,
+            native: None,
+            time_limit: None,
+        }
+    }
+
+    /// Run this transformer instead of instantiating the module (the run key
+    /// still names the module). For benchmarks: the same pipeline with the
+    /// native build of the transform as the baseline.
+    pub fn with_transformer(mut self, make: TransformerFactory) -> Self {
+        self.native = Some(make);
+        self
+    }
+
+    /// Commit mode (default: overwrite-partition for partition slices).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// Transform parameters (JSON).
+    pub fn params(mut self, params: impl Into<String>) -> Self {
+        self.params = params.into();
+        self
+    }
+
+    /// The scheduler's logical date (checked when the run starts). `None`
+    /// keeps the one a date partition implies
+    /// ([`crate::schedule::implied_by_partition`]).
+    pub fn logical_date(mut self, d: Option<String>) -> Self {
+        self.logical_date = d.or_else(|| implied_date(&self.slice));
+        self
+    }
+
+    /// Rows per input batch.
+    pub fn batch_rows(mut self, n: u32) -> Self {
+        self.batch_rows = n;
+        self
+    }
+
+    /// Execute even when a committed run has the same run key (still
+    /// commits only a new output digest).
+    pub fn force(mut self, force: bool) -> Self {
+        self.force = force;
+        self
+    }
+
+    /// A wall-clock limit on the whole run (hashing, executing, staging),
+    /// checked between its steps up to the commit, which is then never
+    /// started: a run over it fails with nothing committed. The guest's
+    /// own deadline ([`crate::sandbox::Limits::deadline_ms`]) bounds the
+    /// execution alone, precisely.
+    pub fn time_limit(mut self, limit: Option<std::time::Duration>) -> Self {
+        self.time_limit = limit;
+        self
+    }
+
+    /// An audit module (a transform that reads the staged output and
+    /// returns rows `pass: bool, reason: text`) and its params (JSON): the
+    /// output is published only when it passes.
+    pub fn audit_module(mut self, module: Option<PathBuf>, params: impl Into<String>) -> Self {
+        self.audit = module.map(|m| (m, params.into()));
+        self
+    }
+
+    /// Expectations the output must meet before it is published.
+    pub fn expect(mut self, expectations: Vec<crate::expect::Expectation>) -> Self {
+        self.expectations = expectations;
+        self
+    }
+
+    /// Run it: the steps of the module docs, each one call.
+    pub fn execute(mut self, sandbox: &Sandbox) -> Result<RunReport, RunError> {
+        let clock = Clock {
+            started: Instant::now(),
+            limit: self.time_limit,
+        };
+        let (params, mode) = self.check_args()?;
+        let rt = runtime()?;
+        let mut table = open_for_writing(rt, &self.table)?;
+        let p = self.plan(rt, sandbox, (table.url(), Some(&table)), params, mode)?;
+        if !self.force
+            && let Some(report) = rt.block_on(memo(&table, &p))?
+        {
+            return Ok(report);
+        }
+        crate::fault::point("execute");
+        clock.check("reading and hashing the inputs")?;
+        let mut timings = p.timings.clone();
+        let mut executed = self.land(rt, sandbox, &table, &p, &mut timings)?;
+        clock.check(EXECUTING)?;
+        let manifest = commit::manifest_of(&p, &mut executed);
+        let (digest, outcome) =
+            commit::commit(rt, &mut table, p, executed, &manifest, &clock, &mut timings)?;
+        // Committed, but the memo index and run log are not written yet.
+        crate::fault::point("after-log-write");
+        let report = record::report(&table, manifest, digest, outcome, timings);
+        rt.block_on(record::record(&table, &report))?;
+        Ok(report)
+    }
+}
+
+/// The target table, opened to be written: a store that cannot make
+/// commits safe (or refuses our writes) fails the run before anything
+/// runs or is written.
+fn open_for_writing(rt: &tokio::runtime::Runtime, location: &str) -> Result<Table, RunError> {
+    rt.block_on(async {
+        let mut table = Table::open(location).await?;
+        table.ensure_safe_store().await?;
+        Ok(table)
+    })
+}
+
+/// Step 3: a memo hit (this exact run committed, still current, and the
+/// table still holds its rows) is the run's report, logged.
+async fn memo(table: &Table, p: &plan::Planned) -> Result<Option<RunReport>, RunError> {
+    let Some((m, since)) = record::memo_hit(table, &p.run_key, &p.slice.id, &p.mode).await? else {
+        return Ok(None);
+    };
+    let digest = m.digest();
+    let report = record::report(
+        table,
+        m,
+        digest,
+        RunOutcome::Memo { since },
+        p.timings.clone(),
+    );
+    record::log(table, &report).await?;
+    Ok(Some(report))
+}

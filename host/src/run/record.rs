@@ -1,0 +1,201 @@
+//! The run's record beside its table, under `_idem/`: where modules,
+//! manifests and memo index entries are kept, the memo lookup, the run
+//! log, and the slice's current run. What a run writes after its commit
+//! and what `catalog`, `audit` and `explain` read back.
+
+use serde::{Deserialize, Serialize};
+
+use super::{RunError, RunOutcome, RunReport, Timings};
+use crate::digest::Digest;
+use crate::manifest::Manifest;
+use crate::table::{Table, TableError};
+
+/// One line of `_idem/log/`: what a run did and when.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogEntry {
+    /// Unix milliseconds at the end of the run.
+    pub at_ms: u64,
+    /// Slice id.
+    pub slice: String,
+    /// Run key.
+    pub run_key: Digest,
+    /// Manifest digest.
+    pub manifest: Digest,
+    /// Output digest.
+    pub output_digest: Digest,
+    /// `committed`, `unchanged` or `memo`.
+    pub outcome: String,
+    /// The version committed, or that holds the output.
+    pub version: Option<u64>,
+    /// Output rows.
+    pub rows: u64,
+    /// Timings.
+    pub timings: Timings,
+}
+
+/// `_idem/runs/<run key>.json`: the memo index, run key -> manifest.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct RunIndex {
+    pub(crate) manifest: Digest,
+}
+
+/// Where a module is kept beside the table (under `_idem/`).
+pub(crate) fn module_path(module: &Digest) -> String {
+    format!("modules/{}.wasm", module.hex())
+}
+
+/// Where a manifest is kept beside the table (under `_idem/`).
+pub(crate) fn manifest_path(manifest: &Digest) -> String {
+    format!("manifests/{}.json", manifest.hex())
+}
+
+/// The memo index entry of a run key (under `_idem/`).
+pub(crate) fn run_index_path(run_key: &Digest) -> String {
+    format!("runs/{}.json", run_key.hex())
+}
+
+/// The run's report: its manifest (with the digest it is stored under)
+/// and how it ended.
+pub(super) fn report(
+    table: &Table,
+    manifest: Manifest,
+    manifest_digest: Digest,
+    outcome: RunOutcome,
+    timings: Timings,
+) -> RunReport {
+    let manifest_url = format!("{}_idem/{}", table.url(), manifest_path(&manifest_digest));
+    RunReport {
+        manifest,
+        manifest_digest,
+        manifest_url,
+        outcome,
+        timings_ms: timings,
+    }
+}
+
+/// A memo hit: a committed run with this run key whose output the
+/// slice's commit still holds (the manifest, and the version holding it).
+pub(super) async fn memo_hit(
+    table: &Table,
+    run_key: &Digest,
+    slice: &str,
+    mode: &crate::table::Mode,
+) -> Result<Option<(Manifest, Option<u64>)>, RunError> {
+    if let Some(m) = memo(table, run_key, slice).await?
+        && let crate::table::SliceState::Current { since } = table
+            .slice_state(slice, &m.result.output_digest, mode)
+            .await?
+    {
+        return Ok(Some((m, since)));
+    }
+    Ok(None)
+}
+
+async fn memo(table: &Table, run_key: &Digest, slice: &str) -> Result<Option<Manifest>, RunError> {
+    // An index that cannot be read (too large, say: anyone who can write
+    // `_idem/` can plant one) is a miss, never a failed run: the run
+    // executes and writes it again.
+    let index = match table.get_sidecar(&run_index_path(run_key)).await {
+        Ok(Some(index)) => index,
+        Ok(None) | Err(TableError::Sidecar { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let Ok(index) = serde_json::from_slice::<RunIndex>(&index) else {
+        return Ok(None);
+    };
+    // The index and the manifest are sidecars anyone who can write `_idem/`
+    // can forge (a manifest with this run's spec and an old result would
+    // skip new input): a hit only when the slice's current commit names
+    // this very manifest (its output is then checked by `slice_state`,
+    // against the table's app transactions). Asked first: a forged index
+    // then costs no read of what it points at.
+    if table.current_manifest(slice).await? != Some(index.manifest.clone()) {
+        return Ok(None);
+    }
+    // A manifest that cannot be read or parsed is a miss too.
+    let Ok(Some(bytes)) = table.get_sidecar(&manifest_path(&index.manifest)).await else {
+        return Ok(None);
+    };
+    if Digest::of_bytes(&bytes) != index.manifest {
+        return Ok(None);
+    }
+    let Ok(m) = Manifest::from_bytes(&bytes) else {
+        return Ok(None);
+    };
+    Ok((&m.run_key == run_key).then_some(m))
+}
+
+/// Step 6: after the commit, the memo index entry (run key -> manifest)
+/// and the run log line.
+pub(super) async fn record(table: &Table, report: &RunReport) -> Result<(), RunError> {
+    let index = serde_json::to_vec(&RunIndex {
+        manifest: report.manifest_digest.clone(),
+    })
+    .unwrap_or_default();
+    table
+        .put_sidecar(&run_index_path(&report.manifest.run_key), index)
+        .await?;
+    log(table, report).await
+}
+
+pub(super) async fn log(table: &Table, r: &RunReport) -> Result<(), RunError> {
+    let at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let entry = LogEntry {
+        at_ms,
+        slice: r.manifest.spec.slice.id.clone(),
+        run_key: r.manifest.run_key.clone(),
+        manifest: r.manifest_digest.clone(),
+        output_digest: r.manifest.result.output_digest.clone(),
+        outcome: r.outcome.name().into(),
+        version: r.outcome.version(),
+        rows: r.manifest.result.rows_out,
+        timings: r.timings_ms.clone(),
+    };
+    let name = format!(
+        "log/{at_ms:015}-{}-{}.json",
+        &r.manifest.run_key.hex()[..12],
+        std::process::id()
+    );
+    table
+        .put_sidecar(&name, serde_json::to_vec(&entry).unwrap_or_default())
+        .await?;
+    Ok(())
+}
+
+/// Every run logged under the table's `_idem/log/`, oldest first.
+pub fn run_log(table: &str) -> Result<Vec<LogEntry>, RunError> {
+    let rt = super::runtime()?;
+    rt.block_on(async {
+        let t = Table::open_existing(table).await?;
+        let mut out = Vec::new();
+        for name in t.list_sidecar("log").await? {
+            let rel = name.trim_start_matches("_idem/");
+            if let Some(bytes) = t.get_sidecar(rel).await?
+                && let Ok(e) = serde_json::from_slice::<LogEntry>(&bytes)
+            {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    })
+}
+
+/// The slice's current committed run: the commit that made its output
+/// current and the manifest that commit names.
+pub async fn current_run(table: &Table, slice: &str) -> Result<Option<(u64, Manifest)>, RunError> {
+    let commits = table.slice_commits().await?;
+    let Some(c) = commits.into_iter().find(|c| c.slice == slice && c.current) else {
+        return Ok(None);
+    };
+    let Some(md) = &c.manifest_digest else {
+        return Ok(None);
+    };
+    let Some(bytes) = table.get_sidecar(&manifest_path(md)).await? else {
+        return Ok(None);
+    };
+    Ok(Some((c.version, Manifest::from_bytes(&bytes)?)))
+}

@@ -1,0 +1,197 @@
+//! Replay: re-run a manifest from what it names alone (the replay step of
+//! `idem verify` and `idem audit --replay`, see [`crate::audit`]): the
+//! module fetched by digest from the table's `_idem/modules/`, the inputs
+//! from the slice root, checked against their recorded digests, then
+//! executed and compared.
+
+use super::drive::{Feed, Job, drive};
+use super::record::module_path;
+use super::resolve::resolve;
+use super::{RunError, SliceSpec, params_text};
+use crate::digest::Digest;
+use crate::manifest::Manifest;
+use crate::sandbox::Sandbox;
+use crate::slice::{ResolvedSlice, SliceError};
+use crate::table::Table;
+
+/// A manifest is untrusted text: every input it names must be a plain
+/// relative path below its slice root, or nothing is read.
+pub(crate) fn check_input_paths(m: &Manifest) -> Result<(), RunError> {
+    for input in &m.spec.slice.inputs {
+        let p = std::path::Path::new(&input.path);
+        if input.path.is_empty()
+            || p.is_absolute()
+            || input.path.contains('\\')
+            || p.components()
+                .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(RunError::Usage(format!(
+                "the manifest names input `{}`, which is not a plain path below the slice root: refused (the manifest was edited)",
+                input.path
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The verdict of [`replay`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The re-run produced the recorded output digest.
+    Match {
+        /// The digest.
+        output_digest: Digest,
+    },
+    /// Something differs; the first difference found.
+    Mismatch(String),
+}
+
+/// Re-run a manifest from what it names alone, and compare.
+pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunError> {
+    let m = Manifest::from_bytes(manifest_bytes)?;
+    let rt = super::runtime()?;
+    let bytes = match stored_module(rt, &m)? {
+        Ok(bytes) => bytes,
+        Err(why) => return Ok(Verdict::Mismatch(why)),
+    };
+    check_input_paths(&m)?;
+    let slice = match pinned_again(rt, &m)? {
+        Ok(slice) => slice,
+        Err(why) => return Ok(Verdict::Mismatch(why)),
+    };
+    if let Some(why) = changed_input(&m, &slice) {
+        return Ok(Verdict::Mismatch(why));
+    }
+    let module = sandbox.load(&bytes)?;
+    let reader = slice.reader(m.spec.batch_rows as usize)?;
+    let job = Job {
+        slice_id: m.spec.slice.id.clone(),
+        logical_date: m.spec.logical_date.clone(),
+        params: params_text(&m.spec.params),
+        batch_rows: m.spec.batch_rows,
+    };
+    let mut instance = sandbox.instantiate(&module)?;
+    let out = drive(&mut instance, &job, Feed::Read(reader), |_| Ok(()))?;
+    Ok(compare(&m, out))
+}
+
+/// The module the manifest names, from the table's `_idem/modules/`, or
+/// why it cannot be the one.
+fn stored_module(
+    rt: &tokio::runtime::Runtime,
+    m: &Manifest,
+) -> Result<Result<Vec<u8>, String>, RunError> {
+    let table = rt.block_on(Table::open_existing(&m.spec.target.table))?;
+    let mod_path = module_path(&m.spec.module);
+    let Some(bytes) = rt.block_on(table.get_sidecar(&mod_path))? else {
+        return Ok(Err(format!(
+            "the module {} is not stored at _idem/{mod_path}",
+            m.spec.module
+        )));
+    };
+    let now = Digest::of_bytes(&bytes);
+    if now != m.spec.module {
+        return Ok(Err(format!(
+            "the stored module _idem/{mod_path} does not match its digest: recorded {}, the file is {now} (it was swapped or corrupted)",
+            m.spec.module
+        )));
+    }
+    Ok(Ok(bytes))
+}
+
+/// The manifest's inputs pinned again as they are now, or why not.
+fn pinned_again(
+    rt: &tokio::runtime::Runtime,
+    m: &Manifest,
+) -> Result<Result<ResolvedSlice, String>, RunError> {
+    if m.spec.slice.kind == "delta" {
+        // Through the pinned snapshot again: the same files and the
+        // partition values the log holds for them.
+        let Some(version) = m.spec.slice.delta_version else {
+            return Ok(Err(
+                "the manifest does not record the pinned Delta version of its input (made by an older idem): it cannot be replayed".into(),
+            ));
+        };
+        let slice = m.spec.slice.delta_slice.clone();
+        let partition = (slice.is_none() && m.spec.slice.id != format!("delta-v{version}"))
+            .then(|| m.spec.slice.id.split_once('='))
+            .flatten()
+            .map(|(k, v)| (k.to_string(), v.to_string()));
+        let spec = SliceSpec::Delta {
+            table: m.spec.slice.root.clone(),
+            version,
+            partition,
+            slice,
+        };
+        return Ok(Ok(resolve(rt, &spec)?.0));
+    }
+    let root_url = crate::storage::locate(&m.spec.slice.root).map_err(SliceError::from)?;
+    let root = crate::storage::Store::open(&root_url).map_err(SliceError::from)?;
+    let mut names = Vec::with_capacity(m.spec.slice.inputs.len());
+    for input in &m.spec.slice.inputs {
+        if root.size(&input.path).map_err(SliceError::from)?.is_none() {
+            return Ok(Err(format!(
+                "input {} is missing ({})",
+                input.path,
+                root.url_of(&input.path)
+            )));
+        }
+        names.push(input.path.clone());
+    }
+    // Pin the recorded names as they are; every recorded input must
+    // come back with its recorded digest.
+    Ok(Ok(ResolvedSlice::from_names(
+        &m.spec.slice.id,
+        root.url(),
+        names,
+    )?))
+}
+
+/// The first recorded input that did not come back as it was.
+fn changed_input(m: &Manifest, slice: &ResolvedSlice) -> Option<String> {
+    let mut recorded: Vec<&crate::slice::InputObject> = m.spec.slice.inputs.iter().collect();
+    recorded.sort_by(|a, b| a.path.cmp(&b.path));
+    if recorded.len() != slice.inputs.len() {
+        return Some(format!(
+            "the manifest records {} inputs, {} distinct names were found",
+            recorded.len(),
+            slice.inputs.len()
+        ));
+    }
+    recorded
+        .iter()
+        .zip(&slice.inputs)
+        .find(|(rec, now)| rec.path != now.path || rec.digest != now.digest)
+        .map(|(rec, now)| {
+            format!(
+                "input {} changed: recorded {}, now {}",
+                rec.path, rec.digest, now.digest
+            )
+        })
+}
+
+/// The re-run against the manifest's result.
+fn compare(m: &Manifest, out: crate::execute::Outcome) -> Verdict {
+    if out.columns != m.result.columns {
+        return Verdict::Mismatch(format!(
+            "the transform now declares the input columns {:?}, the manifest records {:?}",
+            out.columns, m.result.columns
+        ));
+    }
+    if out.dictionaries != m.result.dictionaries {
+        return Verdict::Mismatch(format!(
+            "the transform now takes the columns {:?} dictionary-encoded, the manifest records {:?}",
+            out.dictionaries, m.result.dictionaries
+        ));
+    }
+    if out.output_digest == m.result.output_digest && out.rows_out == m.result.rows_out {
+        Verdict::Match {
+            output_digest: out.output_digest,
+        }
+    } else {
+        Verdict::Mismatch(format!(
+            "output differs: recorded {} ({} rows), re-run gave {} ({} rows)",
+            m.result.output_digest, m.result.rows_out, out.output_digest, out.rows_out
+        ))
+    }
+}

@@ -1,0 +1,272 @@
+//! Step 1, resolve: which inputs a run reads (a partition, a file list,
+//! a pinned Delta version) and their pinning: every input named, sized
+//! and hashed before anything runs. A `--next` range is in [`super::next`].
+
+use std::path::PathBuf;
+
+use super::RunError;
+use crate::slice::{ResolvedSlice, SliceError};
+use crate::table::Table;
+
+/// Which inputs a run reads.
+#[derive(Debug, Clone)]
+pub enum SliceSpec {
+    /// Hive partition `column=value` of the Parquet dataset at `root`.
+    Partition {
+        /// Dataset root.
+        root: PathBuf,
+        /// Partition column.
+        column: String,
+        /// Partition value.
+        value: String,
+    },
+    /// An explicit list of Parquet files.
+    Files {
+        /// The files.
+        files: Vec<PathBuf>,
+        /// Slice id (default: derived from the file names).
+        id: Option<String>,
+    },
+    /// The next range of an append-only prefix: the Parquet objects whose
+    /// names sort after the last one the target table consumed from it, at
+    /// most `max_objects` (and `max_bytes`). The new position is committed
+    /// with the output.
+    Next {
+        /// The source prefix.
+        root: String,
+        /// Most objects per run.
+        max_objects: usize,
+        /// Most bytes per run (at least one object is taken).
+        max_bytes: Option<u64>,
+    },
+    /// A Delta table pinned at a version, optionally one partition of it.
+    Delta {
+        /// Table location.
+        table: String,
+        /// Pinned version.
+        version: u64,
+        /// Partition filter `column = value`.
+        partition: Option<(String, String)>,
+        /// Only the rows this slice of the table owns (what an upstream
+        /// stage committed for it); the slice id becomes this.
+        slice: Option<String>,
+    },
+}
+
+/// The logical date a slice implies: a date partition's value.
+pub(super) fn implied_date(slice: &SliceSpec) -> Option<String> {
+    match slice {
+        SliceSpec::Partition { value, .. } => crate::schedule::implied_by_partition(value),
+        // Files named as a partition (`--slice-id date=2026-10-01`, serve's
+        // `files` with `partition`): the same run as the partition spelled
+        // with `--input`.
+        SliceSpec::Files { id: Some(id), .. } => id
+            .split_once('=')
+            .and_then(|(_, v)| crate::schedule::implied_by_partition(v)),
+        _ => None,
+    }
+}
+
+/// Parse `K=V`.
+pub fn parse_partition(s: &str) -> Result<(String, String), RunError> {
+    let (k, v) = s
+        .split_once('=')
+        .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+        .ok_or_else(|| {
+            RunError::Usage(format!(
+                "--partition `{s}` must look like column=value, e.g. date=2026-10-01"
+            ))
+        })?;
+    if !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(RunError::Usage(format!(
+            "partition column `{k}` must be letters, digits and _"
+        )));
+    }
+    // The value becomes a directory name below the dataset root.
+    crate::slice::validate_segment("partition value", v)?;
+    Ok((k.to_string(), v.to_string()))
+}
+
+/// Resolve a slice spec to pinned inputs; returns the slice and its kind
+/// (`partition`, `files` or `delta`; a `--next` slice is resolved against
+/// its table, in [`super::next`]).
+pub(super) fn resolve(
+    rt: &tokio::runtime::Runtime,
+    spec: &SliceSpec,
+) -> Result<(ResolvedSlice, &'static str), RunError> {
+    Ok(match spec {
+        SliceSpec::Partition {
+            root,
+            column,
+            value,
+        } => (
+            ResolvedSlice::from_partition(root, column, value)?,
+            "partition",
+        ),
+        SliceSpec::Files { files, id } => {
+            // Canonical paths: how the paths were typed must not matter.
+            let id = match id {
+                Some(id) => id.clone(),
+                None => crate::slice::files_id(files)?,
+            };
+            (ResolvedSlice::from_files(&id, files)?, "files")
+        }
+        SliceSpec::Delta {
+            table,
+            version,
+            partition,
+            slice,
+        } => (
+            resolve_delta(rt, table, *version, partition.as_ref(), slice.as_deref())?,
+            "delta",
+        ),
+        SliceSpec::Next { .. } => {
+            return Err(RunError::Usage(
+                "a --next slice is resolved against its table".into(),
+            ));
+        }
+    })
+}
+
+/// What a pinned Delta snapshot holds for a slice: its files with the
+/// partition values the log holds for them (not in the files), whether
+/// the table marks rows with their owner, its root and its schema.
+struct Snapshot {
+    inputs: Vec<crate::table::InputFile>,
+    rows_of: bool,
+    root: url::Url,
+    schema: arrow::datatypes::SchemaRef,
+}
+
+/// A Delta table pinned at `version`: optionally one partition, or only
+/// the rows one upstream slice owns.
+fn resolve_delta(
+    rt: &tokio::runtime::Runtime,
+    table: &str,
+    version: u64,
+    partition: Option<&(String, String)>,
+    slice: Option<&str>,
+) -> Result<ResolvedSlice, RunError> {
+    // Read through the pinned snapshot: its files only, with the
+    // partition values its log holds (not in the files).
+    let snap = rt.block_on(snapshot(table, version, partition, slice))?;
+    if let Some(owner) = slice
+        && snap.inputs.is_empty()
+    {
+        // The slice committed an empty output: zero rows, in the
+        // table's schema (the owner column dropped, as when read).
+        let mut resolved = ResolvedSlice::empty(owner, &snap.root, snap.schema)?;
+        if snap.rows_of {
+            resolved = resolved.with_row_filter(crate::table::OWNER_COLUMN, owner);
+        }
+        return Ok(resolved);
+    }
+    let (files, fields, values) = partition_constants(&snap);
+    let id = match (slice, partition) {
+        (Some(owner), _) => owner.to_string(),
+        (None, Some((k, v))) => format!("{k}={v}"),
+        (None, None) => format!("delta-v{version}"),
+    };
+    let mut resolved =
+        ResolvedSlice::from_names(&id, &snap.root, files)?.with_constants(fields, values);
+    if let Some(owner) = slice
+        && snap.rows_of
+    {
+        resolved = resolved.with_row_filter(crate::table::OWNER_COLUMN, owner);
+    }
+    Ok(resolved)
+}
+
+/// Open the table at `version` and list the files the slice reads.
+async fn snapshot(
+    table: &str,
+    version: u64,
+    partition: Option<&(String, String)>,
+    slice: Option<&str>,
+) -> Result<Snapshot, RunError> {
+    let mut t = Table::open_existing(table).await?;
+    t.load_version(version).await?;
+    // The slice must have committed at that version (maybe an
+    // empty output): a mistyped slice reads nothing, silently,
+    // from a merge table otherwise.
+    if let Some(owner) = slice
+        && t.slice_seq(owner).await? == 0
+    {
+        return Err(RunError::Slice(SliceError::Empty {
+            slice: owner.to_string(),
+            root: t.url().to_string(),
+            hint: format!(
+                "version {version} of the table holds no commit of slice `{owner}`: run the upstream stage for it first, or check the slice id and the version"
+            ),
+        }));
+    }
+    let (inputs, rows_of) = t
+        .input_files(partition.map(|(k, v)| (k.as_str(), v.as_str())), slice)
+        .await?;
+    let schema = t.arrow_schema()?;
+    Ok(Snapshot {
+        inputs,
+        rows_of,
+        root: t.url().clone(),
+        schema,
+    })
+}
+
+/// The snapshot's files, and the partition columns (typed as the table
+/// types them) with each file's values: the constants the reader adds.
+#[allow(clippy::type_complexity)]
+fn partition_constants(
+    snap: &Snapshot,
+) -> (
+    Vec<String>,
+    Vec<arrow::datatypes::Field>,
+    Vec<(String, Vec<Option<String>>)>,
+) {
+    let mut files = Vec::with_capacity(snap.inputs.len());
+    let mut values = Vec::with_capacity(snap.inputs.len());
+    let mut columns: Vec<String> = Vec::new();
+    for f in &snap.inputs {
+        if columns.is_empty() {
+            columns = f.partition_values.iter().map(|(k, _)| k.clone()).collect();
+        }
+        values.push((
+            f.path.clone(),
+            f.partition_values.iter().map(|(_, v)| v.clone()).collect(),
+        ));
+        files.push(f.path.clone());
+    }
+    let fields = columns
+        .iter()
+        .map(|c| {
+            snap.schema
+                .field_with_name(c)
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .unwrap_or_else(|_| {
+                    arrow::datatypes::Field::new(c, arrow::datatypes::DataType::Utf8, true)
+                })
+        })
+        .collect();
+    (files, fields, values)
+}
+
+/// A table inside its own input (or the reverse) would read its own
+/// output as input on the next run.
+pub(super) fn check_not_inside(
+    table: &url::Url,
+    slice: &ResolvedSlice,
+    kind: &str,
+) -> Result<(), RunError> {
+    if kind == "partition" {
+        crate::slice::check_not_inside(table, &slice.root)?;
+    } else if let Some(i) = slice
+        .inputs
+        .iter()
+        .find(|i| crate::storage::contains(&crate::storage::as_dir(table), &slice.url_of(i)))
+    {
+        return Err(RunError::Usage(format!(
+            "input {} lies inside the target table {table}: the run would read its own output",
+            i.path,
+        )));
+    }
+    Ok(())
+}

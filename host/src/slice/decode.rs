@@ -1,0 +1,201 @@
+//! Decoding one verified private copy: a Parquet decoder over the columns
+//! wanted, in batches the input budget allows, checked at its end against
+//! the rows its row groups hold.
+
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
+};
+
+use super::copy::PrivateCopy;
+use super::error::SliceError;
+use super::guard;
+use super::pin::InputObject;
+use super::resolve::ResolvedSlice;
+use super::schema::reader_options;
+
+/// How the files of a reader are decoded.
+#[derive(Clone, Copy)]
+pub(super) struct Decode<'a> {
+    pub(super) batch_rows: usize,
+    /// The schema every file must have.
+    pub(super) schema: &'a SchemaRef,
+    /// The file columns decoded (all: `None`).
+    pub(super) decode: Option<&'a [usize]>,
+    /// Those columns' types, when some are taken as dictionaries.
+    pub(super) decode_as: Option<&'a SchemaRef>,
+    /// Most bytes a batch of decoded input may hold.
+    pub(super) budget: u64,
+}
+
+/// One input file being decoded.
+pub(super) struct Decoding {
+    pub(super) path: String,
+    pub(super) reader: ParquetRecordBatchReader,
+    /// Rows its footer says it holds: what decoding it must yield.
+    pub(super) rows: u64,
+    /// Rows decoded so far.
+    pub(super) read: u64,
+}
+
+impl Decoding {
+    /// At the file's end: never fewer (or more) rows than it holds. A
+    /// decoder that stopped at a footer's wrong total delivered 0 rows of
+    /// a file of 6, and the run exited 0.
+    pub(super) fn check_rows(&self) -> Result<(), SliceError> {
+        if self.read == self.rows {
+            return Ok(());
+        }
+        Err(SliceError::Refused {
+            path: self.path.clone(),
+            why: format!(
+                "decoding it yielded {} rows, but its row groups hold {}",
+                self.read, self.rows
+            ),
+            fix: "its layout is one idem cannot read faithfully; rewrite it with a current Parquet writer".into(),
+        })
+    }
+}
+
+impl ResolvedSlice {
+    /// A decoder over `copy`, the verified private copy of `input`, whose
+    /// schema must be the slice's.
+    pub(super) fn open(
+        &self,
+        input: &InputObject,
+        copy: PrivateCopy,
+        how: &Decode<'_>,
+    ) -> Result<Decoding, SliceError> {
+        match copy {
+            PrivateCopy::Memory(b) => self.decoder(b, input, how),
+            PrivateCopy::Disk(f) => self.decoder(f, input, how),
+        }
+    }
+
+    /// The decoder of one verified copy, once [`guard::check`] passed it:
+    /// it yields [`Decoding::rows`] rows, a few at a time if its pages
+    /// could decode to much at once.
+    pub(super) fn decoder<T: guard::Reopen>(
+        &self,
+        copy: T,
+        input: &InputObject,
+        how: &Decode<'_>,
+    ) -> Result<Decoding, SliceError> {
+        let Decode {
+            batch_rows,
+            schema,
+            decode,
+            decode_as,
+            budget,
+        } = *how;
+        let malformed = |e: parquet::errors::ParquetError| SliceError::Malformed {
+            path: input.path.clone(),
+            detail: e.to_string(),
+        };
+        let meta = ArrowReaderMetadata::load(&copy, reader_options()).map_err(malformed)?;
+        self.same_schema(input, schema, meta.schema())?;
+        // Columns taken dictionary-encoded: the same file read with those
+        // columns' types as dictionaries (the footer is parsed once).
+        let options = match decode_as {
+            Some(s) => reader_options().with_schema(s.clone()),
+            None => reader_options(),
+        };
+        let mut meta = match decode_as {
+            Some(_) => ArrowReaderMetadata::try_new(meta.metadata().clone(), options.clone())
+                .map_err(malformed)?,
+            None => meta,
+        };
+        let descr = meta.metadata().file_metadata().schema_descr_ptr();
+        let leaves: Vec<usize> = (0..descr.num_columns())
+            .filter(|&l| decode.is_none_or(|at| at.contains(&descr.get_column_root_idx(l))))
+            .collect();
+        let plan = guard::check(
+            &copy,
+            meta.metadata(),
+            &leaves,
+            batch_rows,
+            budget,
+            &input.path,
+        )?;
+        if let Some(fixed) = guard::with_total(meta.metadata(), plan.rows) {
+            tracing::warn!(
+                "input {}: its footer says {} rows, its row groups {}: reading the row groups",
+                input.path,
+                meta.metadata().file_metadata().num_rows(),
+                plan.rows
+            );
+            meta = ArrowReaderMetadata::try_new(Arc::new(fixed), options).map_err(malformed)?;
+        }
+        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(copy, meta);
+        // Top-level fields are the Parquet schema's roots, in order.
+        let builder = match decode {
+            Some(at) => {
+                let mask = parquet::arrow::ProjectionMask::roots(
+                    builder.parquet_schema(),
+                    at.iter().copied(),
+                );
+                builder.with_projection(mask)
+            }
+            None => builder,
+        };
+        let reader = builder
+            .with_batch_size(plan.decode_rows)
+            .build()
+            .map_err(malformed)?;
+        Ok(Decoding {
+            path: input.path.clone(),
+            reader,
+            rows: plan.rows,
+            read: 0,
+        })
+    }
+}
+
+/// Every column of `schema`, `batch_rows` at a time, default budget.
+#[cfg(test)]
+pub(super) fn decode_all(schema: &SchemaRef, batch_rows: usize) -> Decode<'_> {
+    Decode {
+        batch_rows,
+        schema,
+        decode: None,
+        decode_as: None,
+        budget: super::guard::DEFAULT_INPUT_BATCH_BYTES,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slice::copy::IN_MEMORY_MAX;
+    use crate::slice::fixture::plain_ints;
+
+    /// Rows in = the row groups' rows, checked at each file's end: a
+    /// decoder that yields fewer (or more) is refused by name.
+    #[test]
+    fn a_file_that_decodes_to_other_rows_than_its_row_groups_hold_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.parquet");
+        plain_ints(&path, 100);
+        let slice = ResolvedSlice::from_files("s", std::slice::from_ref(&path)).unwrap();
+        let input = &slice.inputs[0];
+        let schema = slice.peek_schema(input).unwrap();
+        let how = decode_all(&schema, 30);
+        let copy = slice.private_copy_with(input, IN_MEMORY_MAX).unwrap();
+        let mut file = slice.open(input, copy, &how).unwrap();
+        assert_eq!(file.rows, 100);
+        file.read = file
+            .reader
+            .by_ref()
+            .map(|b| b.unwrap().num_rows() as u64)
+            .sum();
+        file.check_rows().unwrap();
+        file.rows = 101;
+        let e = file.check_rows().unwrap_err().to_string();
+        assert!(
+            e.contains("a.parquet") && e.contains("yielded 100 rows, but its row groups hold 101"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,150 @@
+//! Where input files live: their store and URL, their names below a
+//! common root, and the id of an explicit file list.
+
+use std::ffi::OsStr;
+
+use url::Url;
+
+use super::error::SliceError;
+use super::path::{bad, validate_segment};
+use crate::digest::Digest;
+use crate::storage::{self, Store, as_dir};
+
+pub(super) fn loc(s: &impl AsRef<OsStr>) -> String {
+    s.as_ref().to_string_lossy().into_owned()
+}
+
+/// The location of an object that must exist.
+fn existing(f: &impl AsRef<OsStr>) -> Result<Url, SliceError> {
+    let (store, name, url) = Store::of_file(&loc(f))?;
+    if name.is_empty() || store.size(&name)?.is_none() {
+        return Err(SliceError::NotFound(loc(f)));
+    }
+    Ok(url)
+}
+
+/// The name of `url` relative to the directory `root`, `/`-separated and
+/// percent-decoded (the raw object name); `None` when it is not below
+/// `root`.
+pub(super) fn rel_of(root: &Url, url: &Url) -> Option<String> {
+    let root = as_dir(root);
+    if !storage::contains(&root, url) {
+        return None;
+    }
+    let skip = root.path().split('/').filter(|s| !s.is_empty()).count();
+    let mut parts = Vec::new();
+    for s in url.path().split('/').filter(|s| !s.is_empty()).skip(skip) {
+        parts.push(storage::decode_segment(s).ok()?);
+    }
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
+/// The default slice id of an explicit file list: a digest of the sorted,
+/// canonical locations, so `d/a.parquet`, `./d/a.parquet` and the same
+/// file named from another directory give one id, and equal relative names
+/// in different directories do not.
+pub fn files_id(files: &[impl AsRef<OsStr>]) -> Result<String, SliceError> {
+    let mut abs = Vec::with_capacity(files.len());
+    for f in files {
+        let url = existing(f)?;
+        abs.push(match url.to_file_path() {
+            Ok(p) if url.scheme() == "file" => p.as_os_str().as_encoded_bytes().to_vec(),
+            _ => url.as_str().as_bytes().to_vec(),
+        });
+    }
+    abs.sort();
+    abs.dedup();
+    let mut material = Vec::new();
+    for p in &abs {
+        material.extend_from_slice(p);
+        material.push(0);
+    }
+    Ok(format!(
+        "files-{}",
+        &Digest::of_bytes(&material).hex()[..16]
+    ))
+}
+
+/// The store `files` share and their names below their common parent.
+pub(super) fn locate_files(
+    id: &str,
+    files: &[impl AsRef<OsStr>],
+) -> Result<(Store, Vec<String>), SliceError> {
+    validate_segment("slice id", id)?;
+    let mut urls = Vec::with_capacity(files.len());
+    for f in files {
+        urls.push(existing(f)?);
+    }
+    let Some(first) = urls.first() else {
+        return Err(SliceError::Empty {
+            slice: id.to_string(),
+            root: "(no paths)".into(),
+            hint: "pass at least one --input file".into(),
+        });
+    };
+    let mut root = first
+        .join("./")
+        .map_err(|e| SliceError::NotFound(e.to_string()))?;
+    for u in &urls[1..] {
+        if !storage::same_store(u, &root) {
+            return Err(SliceError::Stores {
+                first: first.to_string(),
+                other: u.to_string(),
+            });
+        }
+        while !storage::contains(&root, u) {
+            let Ok(up) = root.join("../") else { break };
+            if up == root {
+                break;
+            }
+            root = up;
+        }
+    }
+    let store = Store::open(&root)?;
+    let mut rels = Vec::with_capacity(urls.len());
+    for u in &urls {
+        rels.push(rel_of(&root, u).ok_or_else(|| {
+            bad(
+                "input path",
+                u.as_str(),
+                "it is not below the files' common directory",
+                "",
+            )
+        })?);
+    }
+    Ok((store, rels))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_ids_follow_the_files_not_how_their_paths_are_typed() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let a = crate::sample::write_day(&d.join("one"), "1", 10, 2).unwrap();
+        let b = crate::sample::write_day(&d.join("two"), "1", 10, 2).unwrap();
+        std::os::unix::fs::symlink(d.join("one"), d.join("alias")).unwrap();
+        let id = files_id(&a).unwrap();
+        assert!(id.starts_with("files-"), "{id}");
+        let spelled = vec![
+            d.join("one/./date=1/part-00001.parquet"),
+            d.join("two/../one/date=1/part-00000.parquet"),
+        ];
+        assert_eq!(files_id(&spelled).unwrap(), id);
+        let aliased = vec![
+            d.join("alias/date=1/part-00000.parquet"),
+            d.join("alias/date=1/part-00001.parquet"),
+            a[0].clone(),
+        ];
+        assert_eq!(files_id(&aliased).unwrap(), id);
+        // Same relative names, other directory: another slice.
+        assert_ne!(files_id(&b).unwrap(), id);
+        assert_ne!(files_id(&a[..1]).unwrap(), id);
+        assert!(matches!(
+            files_id(&[d.join("nope.parquet")]),
+            Err(SliceError::NotFound(_))
+        ));
+    }
+}

@@ -1,0 +1,129 @@
+//! Path rules: the names a slice is built from (partition values, slice
+//! ids, the input paths a manifest records) stay inside the dataset root,
+//! and a run's table stays outside it.
+
+use std::path::Path;
+
+use url::Url;
+
+use super::error::SliceError;
+use crate::storage::{self, as_dir};
+
+const SEGMENT_RULE: &str = ", no `/` or `\\`";
+
+pub(super) fn bad(what: &str, value: &str, reason: &str, segment: &'static str) -> SliceError {
+    SliceError::BadName {
+        what: what.into(),
+        value: crate::text::clip_str(value, 300).escape_debug().to_string(),
+        reason: reason.into(),
+        segment,
+    }
+}
+
+/// Longest partition value or slice id: a path segment (255 bytes on
+/// common file systems).
+pub const MAX_SEGMENT_BYTES: usize = 255;
+
+/// Check a name that becomes one path segment below the dataset root (a
+/// partition column or value, a slice id): not empty, no `/` or `\`, no
+/// NUL, not `.` or `..`, at most [`MAX_SEGMENT_BYTES`].
+pub fn validate_segment(what: &str, value: &str) -> Result<(), SliceError> {
+    let reason = if value.is_empty() {
+        "it is empty"
+    } else if value.contains(['/', '\\']) {
+        "it contains a path separator"
+    } else if value.contains('\0') {
+        "it contains a NUL byte"
+    } else if value == ".." || value == "." {
+        "it is a relative path component"
+    } else if value.len() > MAX_SEGMENT_BYTES {
+        // A path segment longer than file systems allow, and a value the
+        // commit repeats in every output row (partition and owner columns).
+        "it is longer than 255 bytes"
+    } else {
+        return Ok(());
+    };
+    Err(bad(what, value, reason, SEGMENT_RULE))
+}
+
+/// Check an input path as recorded in a manifest (relative to the slice
+/// root, `/`-separated): not empty, not absolute, no `..` component (with
+/// either separator), no NUL. `verify` refuses a manifest naming such a path.
+pub fn validate_relative_path(path: &str) -> Result<(), SliceError> {
+    let b = path.as_bytes();
+    let drive = b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':';
+    let reason = if path.is_empty() {
+        "it is empty"
+    } else if path.contains('\0') {
+        "it contains a NUL byte"
+    } else if path.starts_with(['/', '\\']) || drive || Path::new(path).is_absolute() {
+        "it is an absolute path"
+    } else if path.split(['/', '\\']).any(|c| c == "..") {
+        "it has a `..` component"
+    } else {
+        return Ok(());
+    };
+    Err(bad("input path", path, reason, ""))
+}
+
+/// Refuse a target table and an input root that contain one another
+/// (either way): the run would read what it writes. Local paths are
+/// compared canonically (symlinks resolved); the table need not exist yet.
+pub fn check_not_inside(table: &Url, root: &Url) -> Result<(), SliceError> {
+    let (t, r) = (as_dir(table), as_dir(root));
+    if storage::contains(&r, &t) || storage::contains(&t, &r) {
+        return Err(SliceError::Loop {
+            table: table.to_string(),
+            root: root.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// `files` in the order a slice reads them: sorted, each once, and each a
+/// name that leads back to its object from the root (it is recorded).
+pub(super) fn read_order(mut files: Vec<String>) -> Result<Vec<String>, SliceError> {
+    files.sort();
+    files.dedup();
+    for rel in &files {
+        validate_relative_path(rel)?;
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_and_an_input_root_that_contain_one_another_are_refused() {
+        let u = |p: &Path| storage::locate(p.to_str().unwrap()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("data/date=1")).unwrap();
+        std::os::unix::fs::symlink(d.join("data"), d.join("link")).unwrap();
+        let loops = [
+            d.join("data/out"),
+            d.join("data/date=1/t"),
+            d.join("link/new/table"),
+            d.join("data"),
+            d.to_path_buf(),
+            d.join("elsewhere/../data/t"),
+        ];
+        for table in &loops {
+            assert!(
+                matches!(
+                    check_not_inside(&u(table), &u(&d.join("data"))),
+                    Err(SliceError::Loop { .. })
+                ),
+                "{}",
+                table.display()
+            );
+        }
+        for table in [d.join("table"), d.join("data2"), d.join("data/../t")] {
+            check_not_inside(&u(&table), &u(&d.join("data"))).unwrap();
+        }
+        check_not_inside(&u(&d.join("t")), &u(&d.join("link"))).unwrap();
+        assert!(check_not_inside(&u(&d.join("data/t")), &u(&d.join("link"))).is_err());
+    }
+}

@@ -1,0 +1,180 @@
+//! A data file, whichever the format: the staged output it is written
+//! from, the size files are cut at, how they are encoded, the partition column an overwrite-partition slice's rows
+//! carry, and the check that the output's columns land in the table
+//! exactly.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use super::error::TableError;
+use super::mode::Mode;
+
+/// Data file size by default (a writer buffers one open file in memory
+/// before uploading it).
+const TARGET_FILE_BYTES: u64 = 32 << 20;
+
+/// The size data files are cut at: `IDEM_DATA_FILE_MB` (1 to 4096 MiB),
+/// else 32 MiB. Only the files change with it, never rows or digests.
+pub fn target_file_bytes() -> Result<u64, TableError> {
+    let Ok(v) = std::env::var("IDEM_DATA_FILE_MB") else {
+        return Ok(TARGET_FILE_BYTES);
+    };
+    match v.trim().parse::<u64>() {
+        Ok(mb) if (1..=4096).contains(&mb) => Ok(mb << 20),
+        _ => Err(TableError::Setting(format!(
+            "IDEM_DATA_FILE_MB={v:?} is not a size: give whole MiB from 1 to 4096 (default 32)"
+        ))),
+    }
+}
+
+/// Data file encoding, before the output's first batch tunes it.
+pub(super) fn writer_properties() -> deltalake::parquet::file::properties::WriterPropertiesBuilder {
+    crate::encoding::writer_properties()
+}
+
+/// For overwrite-partition: the output with the slice's partition column.
+/// A column the output already has must hold the slice's value in every
+/// row: a slice writes only its own partition.
+pub(super) fn with_partition(batch: RecordBatch, mode: &Mode) -> Result<RecordBatch, TableError> {
+    let Mode::OverwritePartition { column, value } = mode else {
+        return Ok(batch);
+    };
+    if let Some(col) = batch.column_by_name(column) {
+        // Delta keeps partition values as text in the log; only a text
+        // column round-trips exactly (and digests the same when read back).
+        if !matches!(
+            col.data_type(),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        ) {
+            return Err(TableError::Output(format!(
+                "the output's partition column `{column}` is {}, but a partition column must be text: cast it to a string in the transform, or drop it (idem adds it)",
+                col.data_type()
+            )));
+        }
+        let text = cast(col, &DataType::Utf8).map_err(|e| {
+            TableError::Output(format!(
+                "partition column `{column}` cannot be read as text: {e}"
+            ))
+        })?;
+        let text = text
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| TableError::Output(format!("partition column `{column}`")))?;
+        if let Some(i) = (0..text.len()).find(|&i| text.is_null(i) || text.value(i) != value) {
+            // The guest's text: quoted, but never whole.
+            let got = if text.is_null(i) {
+                "null".to_string()
+            } else {
+                crate::text::clip_str(text.value(i), 256)
+            };
+            return Err(TableError::Output(format!(
+                "the output's partition column `{column}` holds `{got}` (row {i} of a batch), but this slice owns only {column}={value}: drop the column from the output, or run the slice that owns that partition"
+            )));
+        }
+        return Ok(batch);
+    }
+    with_text_column(batch, column, value)
+}
+
+/// `batch` with a non-null text column `name` holding `value` in every
+/// row, last.
+pub(super) fn with_text_column(
+    batch: RecordBatch,
+    name: &str,
+    value: &str,
+) -> Result<RecordBatch, TableError> {
+    let mut fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new(name, DataType::Utf8, false));
+    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+    columns.push(Arc::new(StringArray::from_iter_values(
+        std::iter::repeat_n(value, batch.num_rows()),
+    )));
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(|e| TableError::Output(e.to_string()))
+}
+
+/// The output must land in the table exactly: every output column must
+/// exist in the table with the same type, up to encodings that hold the
+/// same values (text and binary in their plain, large and view forms).
+/// Anything Delta would convert (e.g. nanosecond timestamps, which Delta
+/// stores as microseconds) is refused: the table would not hold what the
+/// manifest's output digest describes.
+pub(super) fn check_types(output: &Schema, table: &Schema) -> Result<(), TableError> {
+    let family = |t: &DataType| match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8,
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => DataType::Binary,
+        other => other.clone(),
+    };
+    for f in output.fields() {
+        let Ok(t) = table.field_with_name(f.name()) else {
+            return Err(TableError::Output(format!(
+                "the output has a column `{}` that the table does not have (table columns: {}). A changed transform needs a new table, or a schema migration of this one",
+                f.name(),
+                table
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        if family(f.data_type()) != family(t.data_type()) {
+            return Err(TableError::Output(format!(
+                "the output's column `{}` is {}, but the table stores it as {}: the table would not hold the output exactly. Cast it to {} in the transform (or use a new table)",
+                f.name(),
+                f.data_type(),
+                t.data_type(),
+                t.data_type()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `s` with a non-null text column `column` last, unless it has one: the
+/// partition or owner column a table created for the output gets.
+pub(super) fn add_field(s: &SchemaRef, column: &str) -> SchemaRef {
+    if s.field_with_name(column).is_ok() {
+        return s.clone();
+    }
+    let mut fields: Vec<Field> = s.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new(column, DataType::Utf8, false));
+    Arc::new(Schema::new(fields))
+}
+
+/// The staged output's batches, in order, `batch_rows` rows at a time.
+pub(super) fn staged_batches(
+    staged: &[PathBuf],
+    batch_rows: usize,
+) -> impl Iterator<Item = Result<RecordBatch, TableError>> + '_ {
+    staged.iter().flat_map(move |path| {
+        let err =
+            move |e: &dyn std::fmt::Display| TableError::Staged(format!("{}: {e}", path.display()));
+        let reader = std::fs::File::open(path)
+            .map_err(|e| err(&e))
+            .and_then(|f| {
+                ParquetRecordBatchReaderBuilder::try_new(f)
+                    .and_then(|b| b.with_batch_size(batch_rows).build())
+                    .map_err(|e| err(&e))
+            });
+        let (ok, first_err) = match reader {
+            Ok(r) => (Some(r), None),
+            Err(e) => (None, Some(Err(e))),
+        };
+        first_err.into_iter().chain(
+            ok.into_iter()
+                .flatten()
+                .map(move |b| b.map_err(|e| err(&e))),
+        )
+    })
+}

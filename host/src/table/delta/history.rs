@@ -1,0 +1,133 @@
+//! The Delta log's commits as idem reads them ([`LogCommit`]): read from
+//! the commit files themselves, each once per process (a commit file never
+//! changes once written).
+
+use std::collections::HashMap;
+
+use deltalake::logstore::ObjectStoreRef;
+use object_store::ObjectStoreExt as _;
+
+use super::{Delta, shape};
+use crate::table::error::TableError;
+use crate::table::record::LogCommit;
+
+/// Commits already read, per table (see [`Delta::idem_history`]).
+type History = HashMap<String, HashMap<u64, Option<LogCommit>>>;
+static HISTORY: std::sync::LazyLock<std::sync::Mutex<History>> =
+    std::sync::LazyLock::new(Default::default);
+
+impl Delta {
+    /// The commits of the log up to the loaded version, newest first:
+    /// their version (from the commit file's name), idem's commitInfo keys
+    /// and whether they changed data. Read from the commit files themselves
+    /// (numbered by name, so a commit without commitInfo or one made after
+    /// the loaded version cannot shift the numbering); commits removed by
+    /// log cleanup are simply absent.
+    pub async fn idem_history(&self) -> Result<Vec<LogCommit>, TableError> {
+        let Some(latest) = self.delta.version() else {
+            return Ok(Vec::new());
+        };
+        // A commit file never changes once written (conditional PUT), so
+        // each is read once per process: the key is the table's location
+        // and its creation id (a table recreated at the same place is
+        // another table), the value every commit read so far.
+        let key = self.history_key();
+        let known: HashMap<u64, Option<LogCommit>> = HISTORY
+            .lock()
+            .map(|h| h.get(&key).cloned().unwrap_or_default())
+            .unwrap_or_default();
+        let store = self.delta.log_store().object_store(None);
+        let mut out = Vec::new();
+        let mut read = Vec::new();
+        for version in (0..=latest).rev() {
+            if let Some(c) = known.get(&version) {
+                out.extend(c.clone());
+                continue;
+            }
+            let c = read_commit(&store, version).await?;
+            read.push((version, c.clone()));
+            out.extend(c);
+        }
+        if let Ok(mut h) = HISTORY.lock() {
+            h.entry(key).or_default().extend(read);
+        }
+        Ok(out)
+    }
+
+    /// The key of the table's commits in [`HISTORY`].
+    fn history_key(&self) -> String {
+        format!(
+            "{}#{}",
+            self.url,
+            self.delta
+                .snapshot()
+                .map(|s| s.metadata().id().to_string())
+                .unwrap_or_default()
+        )
+    }
+}
+
+/// Commit `version` of the log, `None` when it was cleaned up (or never
+/// written): absent for good.
+async fn read_commit(
+    store: &ObjectStoreRef,
+    version: u64,
+) -> Result<Option<LogCommit>, TableError> {
+    let path = object_store::path::Path::from(format!("_delta_log/{version:020}.json"));
+    let bytes = match store.get(&path).await {
+        Ok(r) => crate::storage::whole(r)
+            .await
+            .map_err(|detail| TableError::Delta {
+                what: format!("reading commit {version}"),
+                detail,
+            })?,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => {
+            return Err(TableError::Delta {
+                what: format!("reading commit {version}"),
+                detail: e.to_string(),
+            });
+        }
+    };
+    Ok(Some(parse_commit(version, &bytes)))
+}
+
+/// A commit file's actions, as idem reads them.
+fn parse_commit(version: u64, bytes: &[u8]) -> LogCommit {
+    let mut c = LogCommit {
+        version,
+        ..Default::default()
+    };
+    for line in bytes.split(|b| *b == b'\n') {
+        let Ok(action) = serde_json::from_slice::<serde_json::Value>(line) else {
+            continue;
+        };
+        if let Some(info) = action.get("commitInfo").and_then(|i| i.as_object()) {
+            c.idem = info
+                .iter()
+                .filter(|(k, _)| k.starts_with("idem."))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+        }
+        if let Some(meta) = action.get("metaData") {
+            c.shape = Some(shape::of_metadata(meta));
+        }
+        if let Some(t) = action.get("txn")
+            && let (Some(app), Some(v)) = (
+                t.get("appId").and_then(|a| a.as_str()),
+                t.get("version").and_then(|v| v.as_i64()),
+            )
+        {
+            c.txns.push((app.to_string(), v));
+        }
+        for kind in ["add", "remove"] {
+            c.touches_files |= action.get(kind).is_some();
+            if let Some(a) = action.get(kind)
+                && a.get("dataChange").and_then(|d| d.as_bool()) != Some(false)
+            {
+                c.data_change = true;
+            }
+        }
+    }
+    c
+}

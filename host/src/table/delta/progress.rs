@@ -1,0 +1,53 @@
+//! How far an append-only source was consumed (`--next`): each commit
+//! that consumes from it records its position in its commitInfo
+//! (`idem.progress`) and counts it in an app transaction.
+
+use super::Delta;
+use super::apps::progress_app;
+use crate::table::commit::Progress;
+use crate::table::error::TableError;
+
+impl Delta {
+    /// The latest progress recorded for `source`, if any run consumed it.
+    pub async fn progress_of(&self, source: &str) -> Result<Option<Progress>, TableError> {
+        for c in self.idem_history().await? {
+            if let Some(p) = c.idem.get("idem.progress")
+                && let Ok(p) = serde_json::from_value::<Progress>(p.clone())
+                && p.source == source
+            {
+                return Ok(Some(p));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The object count the source's app transaction records (it survives
+    /// log cleanup, unlike commitInfo).
+    pub async fn progress_count(&self, source: &str) -> Result<Option<i64>, TableError> {
+        self.txn(&progress_app(source)).await
+    }
+
+    /// Every run's inputs consumed from `source`: the manifests named by
+    /// commits that advanced it (to name late objects).
+    pub async fn consumed_manifests(&self, source: &str) -> Result<Vec<Vec<u8>>, TableError> {
+        let mut out = Vec::new();
+        for c in self.idem_history().await? {
+            let advanced = c
+                .idem
+                .get("idem.progress")
+                .and_then(|p| p.get("source"))
+                .and_then(|s| s.as_str())
+                == Some(source);
+            if advanced
+                && let Some(md) = c.get_str("idem.manifestDigest")
+                && let Ok(md) = crate::digest::Digest::parse(md)
+                && let Some(bytes) = self
+                    .get_sidecar(&format!("manifests/{}.json", md.hex()))
+                    .await?
+            {
+                out.push(bytes);
+            }
+        }
+        Ok(out)
+    }
+}

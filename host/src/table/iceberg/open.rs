@@ -1,0 +1,118 @@
+//! Opening an Iceberg table (registering its catalog to write it),
+//! re-reading its metadata, and what it is: its version, its schema, a
+//! pinned snapshot to read.
+
+use arrow::datatypes::SchemaRef;
+use iceberg::spec::TableMetadata;
+use url::Url;
+
+use super::location::{Location, folder_url};
+use super::schema::{arrow_fields_of, arrow_schema_of};
+use super::{Iceberg, catalog, ice_err, io};
+use crate::table::commit::attempt_id;
+use crate::table::error::TableError;
+
+impl Iceberg {
+    /// Open the table at `location`: to write it (`create`: its catalog is
+    /// made now, the table by its first commit), or an existing one to
+    /// read it.
+    pub async fn open(location: &str, create: bool) -> Result<Self, TableError> {
+        let loc = Location::parse(location)?;
+        if create {
+            catalog::ensure(&loc)?;
+        }
+        let (store, prefix) = crate::storage::object_store_for(&loc.table_url)?;
+        let mut t = Iceberg {
+            location: location.to_string(),
+            io: io::file_io(),
+            url: loc.table_url.clone(),
+            store,
+            prefix,
+            current: None,
+            pinned: None,
+            attempt: attempt_id(location)?,
+            loc,
+        };
+        t.refresh().await?;
+        if !create && t.current.is_none() {
+            return Err(TableError::NoTable {
+                location: location.into(),
+            });
+        }
+        Ok(t)
+    }
+
+    /// The table's folder.
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    /// The current snapshot's sequence number (`None` before the first).
+    pub fn version(&self) -> Option<u64> {
+        self.current
+            .as_ref()
+            .map(|(_, m)| m.last_sequence_number().max(0) as u64)
+    }
+
+    /// Re-read the table's metadata through the catalog.
+    pub async fn refresh(&mut self) -> Result<(), TableError> {
+        let Some(path) = catalog::load(&self.loc)? else {
+            self.current = None;
+            return Ok(());
+        };
+        if self.current.as_ref().is_some_and(|(p, _)| *p == path) {
+            return Ok(());
+        }
+        let m = TableMetadata::read_from(&self.io, &path)
+            .await
+            .map_err(ice_err(format!("reading {path}")))?;
+        let url = folder_url(m.location()).map_err(|e| TableError::Location {
+            location: m.location().to_string(),
+            detail: format!("the table's location in {path}: {e}"),
+        })?;
+        if url != self.url {
+            (self.store, self.prefix) = crate::storage::object_store_for(&url)?;
+            self.url = url;
+        }
+        self.current = Some((path, m));
+        Ok(())
+    }
+
+    /// The current metadata, `None` before the table exists.
+    pub(super) fn metadata(&self) -> Option<&TableMetadata> {
+        self.current.as_ref().map(|(_, m)| m)
+    }
+
+    /// Read the table as of the snapshot with sequence number `version`
+    /// (what `committed version N` names).
+    pub fn load_version(&mut self, version: u64) -> Result<(), TableError> {
+        let m = self.metadata().ok_or_else(|| TableError::NoTable {
+            location: self.location.clone(),
+        })?;
+        let id = m
+            .snapshots()
+            .find(|s| s.sequence_number() as u64 == version)
+            .map(|s| s.snapshot_id())
+            .ok_or_else(|| TableError::Iceberg {
+                what: format!("reading version {version}"),
+                detail: "the table has no snapshot with that sequence number (see `idem log`; expired snapshots cannot be read)".into(),
+            })?;
+        self.pinned = Some(id);
+        Ok(())
+    }
+
+    /// The table's schema as Arrow (the types idem writes for each
+    /// Iceberg type).
+    pub fn arrow_schema(&self) -> Result<SchemaRef, TableError> {
+        let m = self.metadata().ok_or(TableError::NoSchema)?;
+        if let Some(schema) = self
+            .pinned
+            .and_then(|id| m.snapshot_by_id(id))
+            .and_then(|s| s.schema_id())
+            .and_then(|id| m.schema_by_id(id))
+        {
+            return arrow_fields_of(schema.as_ref());
+        }
+        arrow_schema_of(m)
+    }
+}
