@@ -20,8 +20,12 @@ pub fn shared() -> std::io::Result<&'static Runtime> {
     if let Some(rt) = SHARED.get() {
         return Ok(rt);
     }
+    // A thread a core (at least two): concurrent runs (a backfill's jobs,
+    // the service's workers) each spawn their output's encoding and
+    // upload here, where one runtime a run used to give each two.
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(threads)
         .thread_name("idem-run")
         .enable_all()
         .build()?;
