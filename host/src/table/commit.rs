@@ -19,6 +19,41 @@ use crate::digest::Digest;
 /// How many times a commit is re-planned after losing a race.
 pub(super) const MAX_ATTEMPTS: usize = 5;
 
+/// What one commit attempt came to (either format).
+pub(super) enum Attempt {
+    /// The commit is decided.
+    Done(SliceOutcome),
+    /// The table was just created: plan again.
+    Again,
+    /// Lost a race with another writer (why): re-read and plan again.
+    Raced(String),
+}
+
+/// Attempt a slice's commit until one attempt decides it, at most
+/// [`MAX_ATTEMPTS`] times; `attempt` is given its number and whether an
+/// earlier one lost a race.
+pub(super) async fn until_decided(
+    slice: &str,
+    mut attempt: impl AsyncFnMut(usize, bool) -> Result<Attempt, TableError>,
+) -> Result<SliceOutcome, TableError> {
+    let mut last_conflict = String::new();
+    let mut raced = false;
+    for n in 0..MAX_ATTEMPTS {
+        match attempt(n, raced).await? {
+            Attempt::Done(outcome) => return Ok(outcome),
+            Attempt::Again => {}
+            Attempt::Raced(detail) => {
+                tracing::info!("commit of slice {slice} lost a race ({detail}); re-reading");
+                last_conflict = detail;
+                raced = true;
+            }
+        }
+    }
+    Err(TableError::Conflict(format!(
+        "gave up after {MAX_ATTEMPTS} attempts; other writers keep committing slice {slice} ({last_conflict})"
+    )))
+}
+
 /// How a slice's run ended at its table: a new version, or the output
 /// already current. A table's commit ends in one of the first two; a run
 /// that finds its own committed result first (the memo) ends in the third

@@ -12,21 +12,13 @@ use deltalake::kernel::transaction::CommitProperties;
 
 use super::{Delta, apps, ownership};
 use crate::fault::fails as fault_fails;
-use crate::table::commit::{CommitRequest, MAX_ATTEMPTS, Output, SliceOutcome, SliceState};
+use crate::table::commit::{
+    Attempt, CommitRequest, Output, SliceOutcome, SliceState, until_decided,
+};
 use crate::table::error::TableError;
 use crate::table::mode::Mode;
 use crate::table::record;
 use crate::table::write_ahead::discard;
-
-/// What one commit attempt came to.
-enum Attempt {
-    /// The commit is decided.
-    Done(SliceOutcome),
-    /// The table was just created: plan again.
-    Created,
-    /// Lost a race with another writer (why): re-read and plan again.
-    Raced(String),
-}
 
 impl Delta {
     /// Commit `req` unless the slice already holds its output digest (and
@@ -100,33 +92,17 @@ impl Delta {
     }
 
     /// Attempt the commit until one attempt decides it, at most
-    /// [`MAX_ATTEMPTS`] times.
+    /// `MAX_ATTEMPTS` times ([`until_decided`]).
     async fn commit_attempts(
         &mut self,
         req: &CommitRequest<'_>,
         written: &mut Option<Vec<Add>>,
         files_schema: Option<&SchemaRef>,
     ) -> Result<SliceOutcome, TableError> {
-        let mut last_conflict = String::new();
-        let mut raced = false;
-        for _ in 0..MAX_ATTEMPTS {
-            match self.attempt(req, written, files_schema, raced).await? {
-                Attempt::Done(outcome) => return Ok(outcome),
-                Attempt::Created => {}
-                Attempt::Raced(detail) => {
-                    tracing::info!(
-                        "commit of slice {} lost a race ({detail}); re-reading",
-                        req.slice
-                    );
-                    last_conflict = detail;
-                    raced = true;
-                }
-            }
-        }
-        Err(TableError::Conflict(format!(
-            "gave up after {MAX_ATTEMPTS} attempts; other writers keep committing slice {} ({last_conflict})",
-            req.slice
-        )))
+        until_decided(req.slice, async |_, raced| {
+            self.attempt(req, written, files_schema, raced).await
+        })
+        .await
     }
 
     /// One attempt: re-read the log; stop if the output is current; else
@@ -160,7 +136,7 @@ impl Delta {
         self.check_progress(req).await?;
         if self.delta.version().is_none() {
             self.create(req).await?;
-            return Ok(Attempt::Created);
+            return Ok(Attempt::Again);
         }
         self.check_table(req, files_schema)?;
         match self.commit_once(req, seq + 1, written).await {

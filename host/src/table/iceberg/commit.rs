@@ -12,7 +12,9 @@ use super::Iceberg;
 use super::checks::check_table;
 use super::files::discard;
 use crate::fault::fails as fault_fails;
-use crate::table::commit::{CommitRequest, MAX_ATTEMPTS, Output, SliceOutcome, SliceState};
+use crate::table::commit::{
+    Attempt, CommitRequest, Output, SliceOutcome, SliceState, until_decided,
+};
 use crate::table::error::TableError;
 use crate::table::mode::Mode;
 
@@ -45,14 +47,6 @@ impl Written {
     }
 }
 
-/// What one commit attempt came to.
-enum Attempt {
-    /// The commit is decided.
-    Done(SliceOutcome),
-    /// Lost a race with another writer (why): re-read and plan again.
-    Raced(String),
-}
-
 impl Iceberg {
     /// Commit the slice's output as one snapshot unless it is current.
     pub async fn commit(&mut self, req: CommitRequest<'_>) -> Result<SliceOutcome, TableError> {
@@ -79,7 +73,7 @@ impl Iceberg {
     }
 
     /// Attempt the commit until one attempt decides it, at most
-    /// [`MAX_ATTEMPTS`] times. Tracked progress is refused.
+    /// `MAX_ATTEMPTS` times ([`until_decided`]). Tracked progress is refused.
     async fn commit_attempts(
         &mut self,
         req: &CommitRequest<'_>,
@@ -92,28 +86,11 @@ impl Iceberg {
                 "tracked progress (--next) is not yet supported for Iceberg tables: use a Delta table".into(),
             ));
         }
-        let mut raced = false;
-        let mut last_conflict = String::new();
-        for attempt in 0..MAX_ATTEMPTS {
-            match self
-                .attempt(req, staged, written, swapped, attempt, raced)
-                .await?
-            {
-                Attempt::Done(outcome) => return Ok(outcome),
-                Attempt::Raced(detail) => {
-                    tracing::info!(
-                        "commit of slice {} lost a race ({detail}); re-reading",
-                        req.slice
-                    );
-                    last_conflict = detail;
-                    raced = true;
-                }
-            }
-        }
-        Err(TableError::Conflict(format!(
-            "gave up after {MAX_ATTEMPTS} attempts; other writers keep committing slice {} ({last_conflict})",
-            req.slice
-        )))
+        until_decided(req.slice, async |attempt, raced| {
+            self.attempt(req, staged, written, swapped, attempt, raced)
+                .await
+        })
+        .await
     }
 
     /// Attempt number `attempt`: re-read the table; stop if the output is
