@@ -1,6 +1,7 @@
 //! One idempotent run, as a folder of steps, each a function over plain
-//! values that a caller (the CLI, the service, a scheduler) can also call
-//! on its own:
+//! values ([`Run::execute`] calls them in turn; the ones a caller needs
+//! on their own, [`drive`], [`replay`], [`record`]'s lookups and
+//! [`Run::explain`], are public):
 //!
 //! 1. [`resolve`]: which inputs, pinned and hashed ([`next`] for an
 //!    append-only prefix's next range);

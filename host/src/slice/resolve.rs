@@ -195,7 +195,7 @@ impl ResolvedSlice {
     }
 
     /// `files` listed with their sizes, not hashed: see [`Pins::AsRead`].
-    pub(super) fn listed(id: &str, files: &[impl AsRef<OsStr>]) -> Result<Self, SliceError> {
+    pub(crate) fn listed(id: &str, files: &[impl AsRef<OsStr>]) -> Result<Self, SliceError> {
         let (store, rels) = locate_files(id, files)?;
         let mut inputs = Vec::with_capacity(rels.len());
         for rel in read_order(rels)? {
