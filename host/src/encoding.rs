@@ -20,7 +20,7 @@ const ROW_GROUP_ROWS: usize = 128 * 1024;
 /// How every Parquet file idem writes is encoded (Delta and Iceberg data
 /// files, `idem exec`'s output), before its first batch [`tune`]s it:
 /// snappy-compressed, as Spark and DuckDB write by default and every engine
-/// reads, in row groups of [`ROW_GROUP_ROWS`]. (A run's staged output,
+/// reads, in row groups of `ROW_GROUP_ROWS`. (A run's staged output,
 /// read back by the commit, is written uncompressed: [`crate::output::Purpose`].)
 pub fn writer_properties() -> WriterPropertiesBuilder {
     parquet::file::properties::WriterProperties::builder()

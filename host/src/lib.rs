@@ -1,7 +1,7 @@
 //! idem: run data transforms compiled to WebAssembly in a deterministic
 //! sandbox, and commit their output only when it is new.
 //!
-//! Data flows one way: [`slice`] -> [`sandbox`] (driven by [`execute`]) ->
+//! Data flows one way: [`slice`](mod@slice) -> [`sandbox`] (driven by [`execute`]) ->
 //! [`digest`] -> [`manifest`] -> [`table`], and [`run`] is that flow as a
 //! folder of steps (resolve, plan, memo, land, commit, record), each
 //! callable on its own. Beside the flow: [`catalog`] finds stored runs,

@@ -1,5 +1,5 @@
 //! The one way a transform is driven over its input into a sink: by a
-//! run ([`super::land`]), a staged audit, a replay and `idem exec`. The
+//! run (`land`), a staged audit, a replay and `idem exec`. The
 //! guest's context comes from the job and the input's schema; the input
 //! is narrowed to the columns the guest declares (see [`execute`] for what
 //! is checked and hashed).

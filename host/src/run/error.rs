@@ -58,7 +58,7 @@ pub enum RunError {
         /// The late objects.
         late: Vec<String>,
     },
-    /// The run went over its [`Run::time_limit`] (nothing committed).
+    /// The run went over its [`Run::time_limit`](super::Run::time_limit) (nothing committed).
     #[error(
         "the run went over its time limit of {limit_ms} ms while {step}; nothing was committed. Give it a smaller slice, or a larger limit (run-timeout-ms)"
     )]

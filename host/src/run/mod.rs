@@ -3,20 +3,20 @@
 //! on their own, [`drive`], [`replay`], [`record`]'s lookups and
 //! [`Run::explain`], are public):
 //!
-//! 1. [`resolve`]: which inputs, pinned and hashed ([`next`] for an
+//! 1. `resolve`: which inputs, pinned and hashed (`next` for an
 //!    append-only prefix's next range);
-//! 2. [`plan`]: the module identified, the run spec and run key;
+//! 2. `plan`: the module identified, the run spec and run key;
 //! 3. [`record`]: the memo (this exact run committed, still current);
-//! 4. [`land`]: executed in the sandbox ([`drive`]), digested, checked,
-//!    landed in the table's data files or staged ([`staged`]: an audit
+//! 4. `land`: executed in the sandbox ([`drive`]), digested, checked,
+//!    landed in the table's data files or staged (`staged`: an audit
 //!    module reads it);
-//! 5. [`commit`]: manifest and modules stored, the output committed only
+//! 5. `commit`: manifest and modules stored, the output committed only
 //!    when new;
 //! 6. [`record`]: the memo index entry and the run log.
 //!
-//! Beside them: [`explain`] plans without executing, [`replay`] re-runs a
+//! Beside them: `explain` plans without executing, [`replay`] re-runs a
 //! manifest from what it names, [`batch`] runs date ranges (backfills and
-//! pipelines), [`error`] says why a run failed.
+//! pipelines), `error` says why a run failed.
 
 pub mod batch;
 mod commit;

@@ -58,7 +58,7 @@ pub struct DecodedOutput {
 ///    budget.
 ///
 /// Empty bytes mean "no rows" (`None`). This function has no panic
-/// backstop; the sandbox wraps it in one ([`decode_guarded`]).
+/// backstop; the sandbox wraps it in one (`decode_guarded`).
 pub fn decode_guest_output(
     bytes: Vec<u8>,
     budget: &OutputBudget,

@@ -12,7 +12,7 @@
 //!
 //! The parts, from the bottom up: [`config`] (`serve.toml`), [`tenant`]
 //! (a tenant at run time), [`paths`] and [`request`] (what a request may
-//! name, checked), [`execute`] (a run on a worker), [`record`] (a run as
+//! name, checked), [`execute`](mod@execute) (a run on a worker), [`record`] (a run as
 //! stored), [`queue`] (the runs), [`heavy`] (uploads, logs and audits
 //! outside the queue); this file, the [`Service`] holding them; then
 //! HTTP: [`reply`] (answers and refusals), [`caller`] (the authenticated

@@ -452,7 +452,7 @@ impl Queue {
 
     /// A page of the tenant's runs, newest first: at most `limit`, those
     /// after the cursor `after` (`(submitted_ms, id)` of the previous
-    /// page's last run), and at most [`MAX_PAGE_BYTES`] of them.
+    /// page's last run), and at most `MAX_PAGE_BYTES` of them.
     pub fn page(&self, tenant: &str, limit: usize, after: Option<&(u64, String)>) -> Page {
         let inner = self.lock();
         let mut v: Vec<&RunRecord> = inner

@@ -117,7 +117,7 @@ impl DataWriter {
     /// the writer stopped: its reason comes out of [`DataWriter::finish`].
     /// A guest's batch may hold millions of rows that cost it nothing (a
     /// Null column); the writer adds a partition column per row, so it
-    /// gets them in chunks of [`CHUNK_ROWS`] (zero-copy slices).
+    /// gets them in chunks of `CHUNK_ROWS` (zero-copy slices).
     pub fn send(&self, batch: &RecordBatch) -> Result<(), WriterStopped> {
         let Some(tx) = &self.tx else {
             return Err(WriterStopped);

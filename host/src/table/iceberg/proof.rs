@@ -123,7 +123,7 @@ impl Iceberg {
             .collect())
     }
 
-    /// [`Self::shape_drift`] of slice `c`, for audit.
+    /// `shape_drift` of slice `c`, for audit.
     pub fn slice_shape_drift(&self, c: &SliceCommit) -> Option<String> {
         self.shape_drift(&self.record(&c.slice)?)
     }
