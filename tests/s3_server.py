@@ -16,11 +16,27 @@ With --ignore-if-none-match the server plays a store without conditional
 writes: it drops the If-None-Match header (and enforces no credentials,
 since the header was signed), so a second create overwrites.
 
-usage: s3_server.py BUCKET [--ignore-if-none-match]
+With --delay-ms N every request waits N ms before it is served (outside
+the lock, so concurrent requests overlap as on a real store): the
+per-request latency of a remote object store, made visible.
+
+Every request to the bucket is counted by method; `GET /_idem/requests`
+(unsigned, not counted) answers the counts since the last
+`POST /_idem/requests` (which answers them too, then resets them): {"GET": n, "PUT": n, ...,
+"keys": {"GET _delta_log/...": n}} with the paths of the bucket's keys
+grouped by folder, so a test can say which requests a run made.
+`POST /_idem/in-flight` (likewise uncounted) answers {"max": n, "now": k}:
+the most requests the server held at once since the last such call (the
+delay included), then starts counting again from those in flight now; a
+test asserts with it that a client sent its requests concurrently.
+
+usage: s3_server.py BUCKET [--ignore-if-none-match] [--delay-ms N]
 """
+import collections
 import json
 import sys
 import threading
+import time
 import urllib.request
 
 import boto3
@@ -32,13 +48,66 @@ inner = DomainDispatcherApplication(create_backend_app)
 
 
 IGNORE = "--ignore-if-none-match" in sys.argv[2:]
+DELAY = 0.0
+if "--delay-ms" in sys.argv[2:]:
+    DELAY = float(sys.argv[sys.argv.index("--delay-ms") + 1]) / 1000.0
+
+counts_lock = threading.Lock()
+counts = collections.Counter()
+in_flight = {"now": 0, "max": 0}
+
+
+def folder(path):
+    """The request's key without the bucket, cut to its folder (data file
+    names, commit numbers and uuids vary; `_delta_log/` and `_idem/` do
+    not)."""
+    parts = path.lstrip("/").split("/")[1:]
+    return "/".join(parts[:-1]) + "/" if len(parts) > 1 else "/".join(parts)
+
+
+def stats(environ, start_response):
+    with counts_lock:
+        body = {k: v for k, v in counts.items() if " " not in k}
+        body["keys"] = {k: v for k, v in counts.items() if " " in k}
+        if environ["REQUEST_METHOD"] == "POST":
+            counts.clear()
+    data = json.dumps(body).encode()
+    start_response("200 OK", [("Content-Type", "application/json"),
+                              ("Content-Length", str(len(data)))])
+    return [data]
+
+
+def most_in_flight(environ, start_response):
+    with counts_lock:
+        data = json.dumps(in_flight).encode()
+        in_flight["max"] = in_flight["now"]
+    start_response("200 OK", [("Content-Type", "application/json"),
+                              ("Content-Length", str(len(data)))])
+    return [data]
 
 
 def app(environ, start_response):
-    if IGNORE:
-        environ.pop("HTTP_IF_NONE_MATCH", None)
-    with lock:
-        return list(inner(environ, start_response))
+    path = environ.get("PATH_INFO", "")
+    if path == "/_idem/requests":
+        return stats(environ, start_response)
+    if path == "/_idem/in-flight":
+        return most_in_flight(environ, start_response)
+    method = environ["REQUEST_METHOD"]
+    with counts_lock:
+        counts[method] += 1
+        counts[f"{method} {folder(path)}"] += 1
+        in_flight["now"] += 1
+        in_flight["max"] = max(in_flight["max"], in_flight["now"])
+    try:
+        if DELAY:
+            time.sleep(DELAY)
+        if IGNORE:
+            environ.pop("HTTP_IF_NONE_MATCH", None)
+        with lock:
+            return list(inner(environ, start_response))
+    finally:
+        with counts_lock:
+            in_flight["now"] -= 1
 
 
 def main():

@@ -1,7 +1,8 @@
 //! idem's benchmark suite: `cargo bench -p idem [-- --rows N --e2e-rows N --samples N
 //! --backfill-rows N --serve-runs N --peer-rows N --lang-rows N --only FIGURE
 //! --example NAME]` (FIGURE: startup, sandbox, e2e, memory, s3, backfill, serve,
-//! peers, languages; NAME limits figures 1 to 3 to one example, for profiling).
+//! peers, languages, inputs (--inputs-mib N --inputs-objects N), history
+//! (--history-versions N --slices N); NAME limits figures 1 to 3 to one example, for profiling).
 //!
 //! Every figure is printed next to a baseline measured in the same run and
 //! their ratio. Whole-pipeline figures run in child processes (this binary
@@ -16,6 +17,8 @@ use idem::execute::{Native, Transformer, execute};
 use idem::run::{Run, SliceSpec};
 use idem::sandbox::{GuestContext, Sandbox, SandboxConfig};
 use idem::slice::ResolvedSlice;
+
+mod figures;
 
 const EXAMPLES: [&str; 3] = ["clean_orders", "dedup_events", "daily_revenue"];
 
@@ -1248,6 +1251,10 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--measure") {
         measure(Path::new(&args[i + 1]), &args[i + 2], &args[i + 3..]);
     }
+    if let Some(i) = args.iter().position(|a| a == "--pin") {
+        figures::inputs::pin_child(&args[i + 1..]);
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--upload") {
         upload(Path::new(&args[i + 1]), &args[i + 2]);
         return;
@@ -1303,6 +1310,16 @@ fn main() {
     }
     if want("languages") {
         languages(lang_rows, &mut out);
+    }
+    if want("inputs") {
+        let mib = arg(&args, "--inputs-mib", 256);
+        let objects = arg(&args, "--inputs-objects", 500) as usize;
+        figures::inputs::run(samples, mib, objects, &mut out);
+    }
+    if want("history") {
+        let versions = arg(&args, "--history-versions", 10_000);
+        let slices = arg(&args, "--slices", 1_000);
+        figures::history::run(versions, slices, samples, &mut out);
     }
     print(&out);
 }

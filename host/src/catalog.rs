@@ -126,8 +126,7 @@ async fn read_manifest(table: &Table, digest: &Digest) -> Result<Option<Found>, 
 
 async fn by_slice(location: &str, slice: &str) -> Result<Found, RunError> {
     let table = Table::open_existing(location).await?;
-    let commits = table.slice_commits().await?;
-    let Some(c) = commits.into_iter().find(|c| c.slice == slice && c.current) else {
+    let Some(c) = table.slice_commit(slice).await?.filter(|c| c.current) else {
         return Err(RunError::Usage(format!(
             "table {location} has no current commit for slice `{slice}` (see `idem log {location}`)"
         )));
@@ -203,22 +202,17 @@ pub fn holding(found: &Found) -> Holding {
         let rt = crate::run::runtime()?;
         rt.block_on(async {
             let table = Table::open_existing(&m.spec.target.table).await?;
-            let commits = table.slice_commits().await?;
-            Ok(
-                match commits
-                    .into_iter()
-                    .find(|c| c.slice == m.spec.slice.id && c.current)
-                {
-                    None => Holding::NoCommit,
-                    Some(c) if c.output_digest.as_ref() == Some(&m.result.output_digest) => {
-                        Holding::Current {
-                            version: c.version,
-                            same_manifest: c.manifest_digest.as_ref() == Some(&found.digest),
-                        }
+            let current = table.slice_commit(&m.spec.slice.id).await?;
+            Ok(match current.filter(|c| c.current) {
+                None => Holding::NoCommit,
+                Some(c) if c.output_digest.as_ref() == Some(&m.result.output_digest) => {
+                    Holding::Current {
+                        version: c.version,
+                        same_manifest: c.manifest_digest.as_ref() == Some(&found.digest),
                     }
-                    Some(c) => Holding::Superseded { version: c.version },
-                },
-            )
+                }
+                Some(c) => Holding::Superseded { version: c.version },
+            })
         })
     };
     run().unwrap_or_else(|e| Holding::Unknown(e.to_string()))

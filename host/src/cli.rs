@@ -17,6 +17,7 @@ pub mod exec;
 pub mod exit;
 pub mod explain;
 pub mod flags;
+pub mod history;
 pub mod inspect;
 pub mod log;
 pub mod new;

@@ -103,6 +103,9 @@ enum Command {
         after_help = "Example:\n  idem sample --out data/orders --dates 2026-10-01 2026-10-02 --rows 100000"
     )]
     Sample(cli::sample::SampleArgs),
+    /// Append fast sample commits to a table (benchmarks and tests).
+    #[command(hide = true)]
+    SampleHistory(cli::history::HistoryArgs),
     /// Run every daily partition of a date range (one idempotent run each,
     /// --jobs at a time); rerunning it redoes nothing already committed.
     #[command(
@@ -255,6 +258,7 @@ fn try_main(args: Args) -> Result<ExitCode> {
         Command::Audit(a) => cli::audit::audit(a, out),
         Command::Log { table } => cli::log::log(&table, out),
         Command::Sample(a) => cli::sample::sample(a, out),
+        Command::SampleHistory(a) => cli::history::sample_history(a),
         Command::Backfill(a) => cli::backfill::backfill(a, out),
         Command::Pipeline(c) => cli::pipeline::pipeline(c, out),
         Command::Serve(a) => cli::serve::serve(a),

@@ -324,6 +324,38 @@ impl S3 {
         format!("s3://{}/{rel}", self.bucket)
     }
 
+    /// The requests the server served since the last call (then reset):
+    /// by method (`"GET"`: n) and, under `"keys"`, by method and folder
+    /// (`"GET tables/t/_delta_log/"`: n). See tests/s3_server.py.
+    pub fn take_requests(&self) -> serde_json::Value {
+        self.post_json("/_idem/requests")
+    }
+
+    /// The most requests the server held at once since the last call
+    /// (then counted afresh): how concurrent a client was.
+    pub fn take_max_in_flight(&self) -> u64 {
+        let v = self.post_json("/_idem/in-flight");
+        v["max"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("requests in flight: {v}"))
+    }
+
+    /// POST to one of tests/s3_server.py's own (uncounted) paths.
+    fn post_json(&self, path: &str) -> serde_json::Value {
+        use std::io::{Read, Write};
+        let host = self.endpoint.trim_start_matches("http://");
+        let mut conn = std::net::TcpStream::connect(host).expect("connecting to the S3 server");
+        write!(
+            conn,
+            "POST {path} HTTP/1.0\r\nHost: {host}\r\nContent-Length: 0\r\n\r\n"
+        )
+        .unwrap();
+        let mut reply = String::new();
+        conn.read_to_string(&mut reply).unwrap();
+        let body = reply.split("\r\n\r\n").nth(1).unwrap_or_default();
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{path} ({e}): {reply}"))
+    }
+
     /// Run idem against this server, with `extra` variables on top.
     pub fn idem(&self, args: &[&str], extra: &[(&str, &str)]) -> (i32, String, String) {
         let env = self.env();

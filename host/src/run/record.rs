@@ -187,8 +187,7 @@ pub fn run_log(table: &str) -> Result<Vec<LogEntry>, RunError> {
 /// The slice's current committed run: the commit that made its output
 /// current and the manifest that commit names.
 pub async fn current_run(table: &Table, slice: &str) -> Result<Option<(u64, Manifest)>, RunError> {
-    let commits = table.slice_commits().await?;
-    let Some(c) = commits.into_iter().find(|c| c.slice == slice && c.current) else {
+    let Some(c) = table.slice_commit(slice).await?.filter(|c| c.current) else {
         return Ok(None);
     };
     let Some(md) = &c.manifest_digest else {

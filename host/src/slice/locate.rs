@@ -14,13 +14,19 @@ pub(super) fn loc(s: &impl AsRef<OsStr>) -> String {
     s.as_ref().to_string_lossy().into_owned()
 }
 
-/// The location of an object that must exist.
-fn existing(f: &impl AsRef<OsStr>) -> Result<Url, SliceError> {
-    let (store, name, url) = Store::of_file(&loc(f))?;
-    if name.is_empty() || store.size(&name)?.is_none() {
+/// The locations of objects that must exist, in order: the first that
+/// does not is the error. On object stores the HEADs go out many at once
+/// ([`storage::sizes_of`]).
+fn existing(files: &[impl AsRef<OsStr>]) -> Result<Vec<Url>, SliceError> {
+    let urls = files
+        .iter()
+        .map(|f| storage::locate(&loc(f)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let sizes = storage::sizes_of(&urls)?;
+    if let Some((f, _)) = files.iter().zip(&sizes).find(|(_, s)| s.is_none()) {
         return Err(SliceError::NotFound(loc(f)));
     }
-    Ok(url)
+    Ok(urls)
 }
 
 /// The name of `url` relative to the directory `root`, `/`-separated and
@@ -45,8 +51,7 @@ pub(super) fn rel_of(root: &Url, url: &Url) -> Option<String> {
 /// in different directories do not.
 pub fn files_id(files: &[impl AsRef<OsStr>]) -> Result<String, SliceError> {
     let mut abs = Vec::with_capacity(files.len());
-    for f in files {
-        let url = existing(f)?;
+    for url in existing(files)? {
         abs.push(match url.to_file_path() {
             Ok(p) if url.scheme() == "file" => p.as_os_str().as_encoded_bytes().to_vec(),
             _ => url.as_str().as_bytes().to_vec(),
@@ -71,10 +76,7 @@ pub(super) fn locate_files(
     files: &[impl AsRef<OsStr>],
 ) -> Result<(Store, Vec<String>), SliceError> {
     validate_segment("slice id", id)?;
-    let mut urls = Vec::with_capacity(files.len());
-    for f in files {
-        urls.push(existing(f)?);
-    }
+    let urls = existing(files)?;
     let Some(first) = urls.first() else {
         return Err(SliceError::Empty {
             slice: id.to_string(),

@@ -65,72 +65,29 @@ pub(super) struct Pinned {
     pub(super) size: u64,
 }
 
-/// sha256, BLAKE3 and size of every file, in order: the files are spread
-/// over the machine's cores (one file is one stream through the hashes; a
-/// slice of many files was hashed one file at a time on one core).
+/// sha256, BLAKE3 and size of every file, in order: local files spread
+/// over the machine's cores (one file is one stream through the hashes),
+/// objects on a store fetched many at once
+/// ([`Store::hash_each`]): a slice of many objects costs its bytes over
+/// the bandwidth, not its objects times a round trip.
 pub(super) fn hash_all(
     store: &Store,
     files: &[String],
     progress: &indicatif::ProgressBar,
-) -> Vec<Result<Pinned, StorageError>> {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(files.len());
-    let hash = |rel: &str| {
-        store
-            .copy_through(
-                rel,
-                u64::MAX,
-                progress.wrap_write(std::io::sink()),
-                Hashes::both(),
-            )
-            .map(|(h, size, _)| Pinned {
-                digest: Digest::from_sha256(h.sha256.expect("asked for")),
-                check: h.blake3.expect("asked for").finalize(),
-                size,
-            })
-    };
-    if threads <= 1 {
-        return files.iter().map(|f| hash(f)).collect();
-    }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    // The first failure stops the others taking new files.
-    let failed = std::sync::atomic::AtomicBool::new(false);
-    let done: Vec<std::sync::Mutex<Option<Result<Pinned, StorageError>>>> =
-        files.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                loop {
-                    if failed.load(std::sync::atomic::Ordering::Relaxed) {
-                        break;
-                    }
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(rel) = files.get(i) else { break };
-                    let r = hash(rel);
-                    if r.is_err() {
-                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    *done[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-                }
-            });
-        }
-    });
-    // A thread that panicked re-raised its panic when the scope ended, so
-    // every file has its result.
-    done.into_iter()
-        .zip(files)
-        .map(|(m, rel)| {
-            m.into_inner()
-                .unwrap_or_else(|e| e.into_inner())
-                .unwrap_or_else(|| {
-                    Err(StorageError::Io {
-                        what: "hashing".into(),
-                        path: rel.clone(),
-                        source: std::io::Error::other("it was never hashed"),
-                    })
-                })
+) -> Result<Vec<Pinned>, StorageError> {
+    let bar = progress.clone();
+    let hashed = store.hash_each(
+        files,
+        u64::MAX,
+        move || bar.wrap_write(std::io::sink()),
+        Hashes::both,
+    )?;
+    Ok(hashed
+        .into_iter()
+        .map(|(h, size)| Pinned {
+            digest: Digest::from_sha256(h.sha256.expect("asked for")),
+            check: h.blake3.expect("asked for").finalize(),
+            size,
         })
-        .collect()
+        .collect())
 }

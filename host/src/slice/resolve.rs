@@ -86,9 +86,10 @@ impl ResolvedSlice {
             return Err(no_dir());
         }
         let mut skipped = listing.skipped;
+        let magic = has_parquet_magic(&store, &listing.files)?;
         let mut files = Vec::new();
-        for f in listing.files {
-            if f.rel.ends_with(".parquet") || has_parquet_magic(&store, &f)? {
+        for (f, parquet) in listing.files.into_iter().zip(magic) {
+            if parquet {
                 files.push(f.rel);
             } else {
                 skipped.push((f.rel, "not Parquet (no PAR1 magic at start and end)".into()));
@@ -168,16 +169,16 @@ impl ResolvedSlice {
     ) -> Result<Self, SliceError> {
         let files = read_order(files)?;
         let progress = crate::progress::bytes("hashing", None);
-        let hashed = hash_all(&store, &files, &progress);
+        let hashed = hash_all(&store, &files, &progress)?;
         progress.finish_with_message("hashed");
         let mut inputs = Vec::with_capacity(files.len());
         let mut checks = BTreeMap::new();
-        for (rel, r) in files.into_iter().zip(hashed) {
+        for (rel, pinned) in files.into_iter().zip(hashed) {
             let Pinned {
                 digest,
                 check,
                 size,
-            } = r?;
+            } = pinned;
             checks.insert(rel.clone(), (digest.clone(), check));
             inputs.push(InputObject {
                 path: rel,
@@ -197,11 +198,11 @@ impl ResolvedSlice {
     /// `files` listed with their sizes, not hashed: see [`Pins::AsRead`].
     pub(crate) fn listed(id: &str, files: &[impl AsRef<OsStr>]) -> Result<Self, SliceError> {
         let (store, rels) = locate_files(id, files)?;
+        let rels = read_order(rels)?;
+        let sizes = store.sizes(&rels)?;
         let mut inputs = Vec::with_capacity(rels.len());
-        for rel in read_order(rels)? {
-            let size = store
-                .size(&rel)?
-                .ok_or_else(|| SliceError::NotFound(store.url_of(&rel).to_string()))?;
+        for (rel, size) in rels.into_iter().zip(sizes) {
+            let size = size.ok_or_else(|| SliceError::NotFound(store.url_of(&rel).to_string()))?;
             inputs.push(InputObject {
                 path: rel,
                 size,
@@ -261,15 +262,32 @@ impl ResolvedSlice {
     }
 }
 
-/// A Parquet object starts and ends with `PAR1`, whatever its name.
-fn has_parquet_magic(store: &Store, f: &Listed) -> Result<bool, SliceError> {
+/// Which of `files` are Parquet: named `*.parquet`, or starting and ending
+/// with `PAR1` whatever their name (the others' heads and tails read many
+/// at once, [`Store::read_ranges`]).
+fn has_parquet_magic(store: &Store, files: &[Listed]) -> Result<Vec<bool>, SliceError> {
     // Magic + footer length + magic: anything shorter is not Parquet.
-    if f.size < 12 {
-        return Ok(false);
+    let sniff = |f: &Listed| !f.rel.ends_with(".parquet") && f.size >= 12;
+    let mut ranges = Vec::new();
+    for f in files.iter().filter(|f| sniff(f)) {
+        ranges.push((f.rel.clone(), 0..4));
+        ranges.push((f.rel.clone(), f.size - 4..f.size));
     }
-    let head = store.read_range(&f.rel, 0..4)?;
-    let tail = store.read_range(&f.rel, f.size - 4..f.size)?;
-    Ok(head.as_ref() == b"PAR1" && tail.as_ref() == b"PAR1")
+    let ends = store.read_ranges(&ranges)?;
+    let mut ends = ends.chunks(2);
+    Ok(files
+        .iter()
+        .map(|f| {
+            if f.rel.ends_with(".parquet") {
+                return true;
+            }
+            if !sniff(f) {
+                return false;
+            }
+            ends.next()
+                .is_some_and(|e| e.iter().all(|b| b.as_ref() == b"PAR1"))
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
-use object_store::ObjectStoreExt;
+use object_store::path::Path as ObjPath;
+use object_store::{ObjectStore, ObjectStoreExt};
 use sha2::{Digest as _, Sha256};
 
 use super::error::{StorageError, io_error};
@@ -94,27 +95,8 @@ impl Store {
         }
         let p = self.path(rel)?;
         let inner = self.inner.clone();
-        let r = block(async move {
-            let mut stream = inner.get(&p).await?.into_stream();
-            let mut n = 0u64;
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk?;
-                let room = limit.saturating_sub(n);
-                let take = (chunk.len() as u64).min(room) as usize;
-                h.update(&chunk[..take]);
-                to.write_all(&chunk[..take])
-                    .map_err(|e| object_store::Error::Generic {
-                        store: "local copy",
-                        source: Box::new(e),
-                    })?;
-                n += take as u64;
-                if n >= limit {
-                    break;
-                }
-            }
-            Ok::<_, object_store::Error>((h, n, to))
-        });
-        r.map_err(|e| self.fail("reading", rel, e))
+        block(async move { stream_through(&*inner, &p, limit, to, h).await })
+            .map_err(|e| self.fail("reading", rel, e))
     }
 
     /// The local file `rel` below `root`, open for reading, and its path.
@@ -188,6 +170,35 @@ fn huge_pages(buf: &mut Vec<u8>) {
             }
         }
     }
+}
+
+/// The object `p` of `store` streamed once, at most `limit` bytes, into
+/// `to` through the hashes `h`: [`Store::copy_through`] of an object store.
+pub(super) async fn stream_through<W: Write>(
+    store: &dyn ObjectStore,
+    p: &ObjPath,
+    limit: u64,
+    mut to: W,
+    mut h: Hashes,
+) -> Result<(Hashes, u64, W), object_store::Error> {
+    let mut stream = store.get(p).await?.into_stream();
+    let mut n = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        let room = limit.saturating_sub(n);
+        let take = (chunk.len() as u64).min(room) as usize;
+        h.update(&chunk[..take]);
+        to.write_all(&chunk[..take])
+            .map_err(|e| object_store::Error::Generic {
+                store: "local copy",
+                source: Box::new(e),
+            })?;
+        n += take as u64;
+        if n >= limit {
+            break;
+        }
+    }
+    Ok((h, n, to))
 }
 
 /// A copy's destination that refuses more bytes once `stop` is set (its

@@ -58,6 +58,9 @@ pub enum StorageError {
         /// The root.
         root: String,
     },
+    /// A setting in the environment is not one idem can use.
+    #[error("{0}")]
+    Setting(String),
     /// Local I/O.
     #[error("{what} `{path}`: {source}")]
     Io {
@@ -76,7 +79,8 @@ impl StorageError {
         match self {
             StorageError::BadLocation { .. }
             | StorageError::NotFound(_)
-            | StorageError::Outside { .. } => Kind::Input,
+            | StorageError::Outside { .. }
+            | StorageError::Setting(_) => Kind::Input,
             StorageError::Store { .. } | StorageError::Unsafe { .. } | StorageError::Io { .. } => {
                 Kind::Storage
             }

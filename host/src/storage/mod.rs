@@ -26,6 +26,8 @@
 //! - `list`: the objects below a directory.
 //! - `read`: an object read whole, within a bound.
 //! - `copy`: an object read once through hashes ([`Hashes`]).
+//! - `many`: many objects at once: sizes, ranges and hashes, the requests
+//!   to an object store bounded by [`concurrency`].
 //! - `conditional`: the proof that a store honours conditional writes.
 
 mod client;
@@ -34,6 +36,7 @@ mod copy;
 mod error;
 mod list;
 mod location;
+mod many;
 mod read;
 mod runtime;
 mod store;
@@ -45,6 +48,7 @@ pub use list::{Listed, Listing};
 pub use location::{
     as_dir, canonical_best_effort, contains, decode_segment, locate, same_store, split_last,
 };
+pub use many::{DEFAULT_CONCURRENCY, MAX_CONCURRENCY, concurrency, sizes_of};
 pub use read::{MAX_READ_WHOLE, read_location, whole, whole_at_most};
 pub use runtime::block;
 pub use store::Store;

@@ -5,10 +5,12 @@ use std::future::Future;
 use std::sync::LazyLock;
 
 /// The runtime all object-store I/O runs on (HTTP clients keep their
-/// connections on the runtime that made them).
+/// connections on the runtime that made them). A thread a core (at least
+/// two): many objects read at once are hashed as their bytes arrive, on
+/// these threads.
 static IO: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get().max(2)))
         .thread_name("idem-io")
         .enable_all()
         .build()

@@ -248,6 +248,36 @@ impl Table {
         }
     }
 
+    /// Append `commits` sample commits (see `delta::synthetic`): Delta
+    /// overwrite-partition tables only.
+    #[doc(hidden)]
+    pub async fn sample_history(
+        &mut self,
+        commits: u64,
+        column: &str,
+        prefix: &str,
+    ) -> Result<(), TableError> {
+        match self {
+            Table::Delta(t) => t.sample_history(commits, column, prefix).await,
+            Table::Iceberg(_) => Err(TableError::Output(
+                "sample history is written to Delta tables only".into(),
+            )),
+        }
+    }
+
+    /// The slice's current commit (one slice's lookup: on Delta its
+    /// commit is read by version, not found in the history).
+    pub async fn slice_commit(&self, slice: &str) -> Result<Option<SliceCommit>, TableError> {
+        match self {
+            Table::Delta(t) => t.slice_commit(slice).await,
+            Table::Iceberg(t) => Ok(t
+                .slice_commits()
+                .await?
+                .into_iter()
+                .find(|c| c.slice == slice && c.current)),
+        }
+    }
+
     pub async fn slice_drift(&self, c: &SliceCommit) -> Result<Option<String>, TableError> {
         match self {
             Table::Delta(t) => t.slice_drift(c).await,

@@ -27,26 +27,60 @@ pub(super) fn out_app(slice: &str, digest: &Digest) -> String {
     format!("idem:out:{slice}:{}", digest.hex())
 }
 
+/// App id: the version the slice's current commit was made for (the
+/// version it read, plus one). delta-rs lands a commit there or, when other
+/// commits won the race and did not conflict with it, at most
+/// [`LANDS_WITHIN`] versions later: the commit is found by reading those
+/// few commits, not the log's history.
+pub(super) fn at_app(slice: &str) -> String {
+    format!("idem:at:{slice}")
+}
+
+/// App id: the version the latest commit naming partition `column=value`
+/// was made for (see [`at_app`]).
+pub(super) fn partition_at_app(column: &str, value: &str) -> String {
+    format!("idem:partition-at:{column}={value}")
+}
+
+/// App id: the version the latest commit that advanced `source` was made
+/// for (see [`at_app`]).
+pub(super) fn progress_at_app(source: &str) -> String {
+    format!(
+        "idem:progress-at:{}",
+        Digest::of_bytes(source.as_bytes()).hex()
+    )
+}
+
+/// How many versions after the one it was made for a commit can land: the
+/// attempts delta-rs makes before it gives up (its default
+/// `max_retries`, 15), plus one.
+pub(super) const LANDS_WITHIN: u64 = 16;
+
 /// App id: how many data files the slice's commit `seq` added.
 pub(super) fn nfiles_app(slice: &str, seq: i64) -> String {
     format!("idem:nfiles:{slice}:{seq}")
 }
 
-/// The app transactions of the slice's commit `seq` of `req` (`nfiles`:
-/// how many data files it adds, when it counts them).
+/// The app transactions of the slice's commit `seq` of `req`, made for
+/// version `at` (`nfiles`: how many data files it adds, when it counts
+/// them).
 pub(super) fn transactions(
     req: &CommitRequest<'_>,
     seq: i64,
+    at: u64,
     nfiles: Option<usize>,
 ) -> Vec<Transaction> {
+    let at = at as i64;
     let mut txns = vec![
         Transaction::new(slice_app(req.slice), seq),
         Transaction::new(out_app(req.slice, req.output_digest), seq),
+        Transaction::new(at_app(req.slice), at),
     ];
     if let Some(p) = &req.progress {
         // Two runs advancing one source at once conflict on this app id
         // (their ranges may overlap), so only one commits.
         txns.push(Transaction::new(progress_app(&p.source), p.count as i64));
+        txns.push(Transaction::new(progress_at_app(&p.source), at));
     }
     if let Mode::OverwritePartition { column, value } = req.mode {
         // Two slices committing one partition at once conflict on this
@@ -55,6 +89,7 @@ pub(super) fn transactions(
             format!("idem:partition:{column}={value}"),
             seq,
         ));
+        txns.push(Transaction::new(partition_at_app(column, value), at));
     }
     if let Some(n) = nfiles {
         txns.push(Transaction::new(nfiles_app(req.slice, seq), n as i64));

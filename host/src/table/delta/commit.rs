@@ -10,7 +10,7 @@ use deltalake::DeltaTableError;
 use deltalake::kernel::Add;
 use deltalake::kernel::transaction::CommitProperties;
 
-use super::{Delta, apps, ownership};
+use super::{Delta, apps};
 use crate::fault::fails as fault_fails;
 use crate::table::commit::{
     Attempt, CommitRequest, Output, SliceOutcome, SliceState, until_decided,
@@ -79,7 +79,7 @@ impl Delta {
         // A commit can land and still report an error (a failing
         // post-commit hook): delete only files the log does not name.
         } else if self.refresh().await.is_ok()
-            && let Ok(active) = ownership::data_files(&self.delta).await
+            && let Ok(active) = self.data_files().await
         {
             let active: HashSet<&str> = active.iter().map(|a| a.path.as_str()).collect();
             let orphans: Vec<Add> = adds
@@ -191,16 +191,24 @@ impl Delta {
         }
     }
 
-    /// commitInfo metadata and app transactions of the slice's commit `seq`.
+    /// commitInfo metadata and app transactions of the slice's commit
+    /// `seq`, made for the version after the loaded one, recording the
+    /// table's shape it saw (`idem.shape`: what memo and audit compare the
+    /// shape with later, without the history).
     pub(super) fn props(
         &self,
         req: &CommitRequest<'_>,
         seq: i64,
         nfiles: Option<usize>,
     ) -> CommitProperties {
+        let at = self.delta.version().map_or(0, |v| v + 1);
+        let mut keys = record::keys(req, seq, &self.attempt, nfiles);
+        if let Some(shape) = self.shape() {
+            keys.push(("idem.shape".into(), shape.into()));
+        }
         CommitProperties::default()
-            .with_metadata(record::keys(req, seq, &self.attempt, nfiles))
-            .with_application_transactions(apps::transactions(req, seq, nfiles))
+            .with_metadata(keys)
+            .with_application_transactions(apps::transactions(req, seq, at, nfiles))
     }
 }
 

@@ -1,12 +1,16 @@
 //! The Delta log's commits as idem reads them ([`LogCommit`]): read from
 //! the commit files themselves, each once per process (a commit file never
-//! changes once written).
+//! changes once written). A run reads the few it needs by version
+//! ([`Delta::commit_at`], [`Delta::landed`]); only whole-table views
+//! (`idem log`, a whole-table audit, tables written by an idem that did
+//! not record where its commits landed) read the whole history.
 
 use std::collections::HashMap;
 
 use deltalake::logstore::ObjectStoreRef;
 use object_store::ObjectStoreExt as _;
 
+use super::apps::LANDS_WITHIN;
 use super::{Delta, shape};
 use crate::table::error::TableError;
 use crate::table::record::LogCommit;
@@ -52,6 +56,50 @@ impl Delta {
             h.entry(key).or_default().extend(read);
         }
         Ok(out)
+    }
+
+    /// Commit `version` of the log (`None`: cleaned up, never written, or
+    /// after the loaded version), read once per process.
+    pub(super) async fn commit_at(&self, version: u64) -> Result<Option<LogCommit>, TableError> {
+        if self.delta.version().is_none_or(|latest| version > latest) {
+            return Ok(None);
+        }
+        let key = self.history_key();
+        let known = HISTORY
+            .lock()
+            .ok()
+            .and_then(|h| h.get(&key).and_then(|k| k.get(&version).cloned()));
+        if let Some(c) = known {
+            return Ok(c);
+        }
+        let store = self.delta.log_store().object_store(None);
+        let c = read_commit(&store, version).await?;
+        if let Ok(mut h) = HISTORY.lock() {
+            h.entry(key).or_default().insert(version, c.clone());
+        }
+        Ok(c)
+    }
+
+    /// The commit made for version `at` (see `apps::at_app`) that `is_it`
+    /// recognises: delta-rs lands it at `at` or, past commits that won the
+    /// race without conflicting, a few versions later. `None` when none of
+    /// those is it (cleaned up with the log, or never written).
+    pub(super) async fn landed(
+        &self,
+        at: i64,
+        is_it: impl Fn(&LogCommit) -> bool,
+    ) -> Result<Option<LogCommit>, TableError> {
+        let (Ok(at), Some(latest)) = (u64::try_from(at), self.delta.version()) else {
+            return Ok(None);
+        };
+        for version in at..=latest.min(at.saturating_add(LANDS_WITHIN)) {
+            if let Some(c) = self.commit_at(version).await?
+                && is_it(&c)
+            {
+                return Ok(Some(c));
+            }
+        }
+        Ok(None)
     }
 
     /// The key of the table's commits in [`HISTORY`].

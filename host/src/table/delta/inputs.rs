@@ -28,17 +28,17 @@ impl Delta {
     ) -> Result<(Vec<InputFile>, bool), TableError> {
         let rows_of = self.check_readable(owner)?;
         let mut out = Vec::new();
-        for f in ownership::data_files(&self.delta).await? {
-            if partition.is_some_and(|(k, v)| !ownership::in_partition(&f, k, v)) {
+        for f in self.data_files().await?.iter() {
+            if partition.is_some_and(|(k, v)| !ownership::in_partition(f, k, v)) {
                 continue;
             }
             if let Some(owner) = owner
                 && !rows_of
-                && ownership::tag(&f, ownership::TAG_SLICE) != Some(owner)
+                && ownership::tag(f, ownership::TAG_SLICE) != Some(owner)
             {
                 continue;
             }
-            out.push(self.input_file(&f)?);
+            out.push(self.input_file(f)?);
         }
         Ok((out, rows_of))
     }

@@ -23,6 +23,7 @@
 //! `stores` hands delta-rs idem's object stores.
 
 mod apps;
+mod cache;
 mod checks;
 pub(super) mod commit;
 mod create;
@@ -41,6 +42,8 @@ mod sidecar;
 mod sql;
 mod state;
 mod stores;
+mod synthetic;
+mod txns;
 
 use deltalake::{DeltaTable, DeltaTableError};
 use url::Url;
@@ -63,6 +66,8 @@ pub struct Delta {
     /// The current commit reached its log write (an error after it may
     /// hide a commit that landed).
     log_written: bool,
+    /// What was read of the loaded version.
+    cache: cache::Cache,
 }
 
 /// A delta-rs failure while doing `what`.

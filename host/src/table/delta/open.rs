@@ -87,6 +87,7 @@ impl Delta {
             safe_store: false,
             log_written: false,
             attempt: attempt_id(location)?,
+            cache: Default::default(),
         })
     }
 

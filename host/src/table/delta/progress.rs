@@ -3,22 +3,40 @@
 //! (`idem.progress`) and counts it in an app transaction.
 
 use super::Delta;
-use super::apps::progress_app;
+use super::apps::{progress_app, progress_at_app};
 use crate::table::commit::Progress;
 use crate::table::error::TableError;
+use crate::table::record::LogCommit;
+
+/// The progress commit `c` records for `source`, if it does.
+fn recorded(c: &LogCommit, source: &str) -> Option<Progress> {
+    let p = serde_json::from_value::<Progress>(c.idem.get("idem.progress")?.clone()).ok()?;
+    (p.source == source).then_some(p)
+}
 
 impl Delta {
-    /// The latest progress recorded for `source`, if any run consumed it.
+    /// The latest progress recorded for `source`, if any run consumed it:
+    /// the commit that last advanced it, found from the version it was
+    /// made for (or, when an older idem made it, in the log's history).
     pub async fn progress_of(&self, source: &str) -> Result<Option<Progress>, TableError> {
-        for c in self.idem_history().await? {
-            if let Some(p) = c.idem.get("idem.progress")
-                && let Ok(p) = serde_json::from_value::<Progress>(p.clone())
-                && p.source == source
-            {
-                return Ok(Some(p));
-            }
+        let app = progress_at_app(source);
+        if let Some(at) = self.txn(&app).await? {
+            let c = self
+                .landed(at, |c| {
+                    c.txns.iter().any(|(a, v)| *a == app && *v == at)
+                        && recorded(c, source).is_some()
+                })
+                .await?;
+            return Ok(c.and_then(|c| recorded(&c, source)));
         }
-        Ok(None)
+        if self.txn(&progress_app(source)).await?.is_none() {
+            return Ok(None);
+        }
+        Ok(self
+            .idem_history()
+            .await?
+            .iter()
+            .find_map(|c| recorded(c, source)))
     }
 
     /// The object count the source's app transaction records (it survives

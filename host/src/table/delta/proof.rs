@@ -11,7 +11,7 @@ use super::{Delta, genuine, ownership};
 use crate::digest::{Digest, OutputDigester};
 use crate::table::error::TableError;
 use crate::table::readback::digest_file;
-use crate::table::record::SliceCommit;
+use crate::table::record::{LogCommit, SliceCommit};
 
 /// A digest key of a commitInfo.
 fn digest_field(
@@ -24,7 +24,8 @@ fn digest_field(
 }
 
 impl Delta {
-    /// Every slice's latest commit, by slice id.
+    /// Every slice's latest commit, by slice id (the log's history, read
+    /// once).
     pub async fn slice_commits(&self) -> Result<Vec<SliceCommit>, TableError> {
         let mut latest: BTreeMap<String, SliceCommit> = BTreeMap::new();
         let history = self.idem_history().await?;
@@ -32,48 +33,57 @@ impl Delta {
         // writer (naming a forged manifest, say) is not the slice's commit.
         let ours = genuine::versions(&history);
         for commit in &history {
-            let (version, info) = (commit.version, &commit.idem);
-            let Some((slice, seq)) = commit.sets_slice().filter(|_| ours.contains(&version)) else {
+            let Some((slice, seq)) = commit
+                .sets_slice()
+                .filter(|_| ours.contains(&commit.version))
+            else {
                 continue;
             };
             if latest.get(slice).is_some_and(|c| c.seq >= seq) {
                 continue;
             }
-            let output_digest = digest_field(info, "idem.outputDigest");
-            let current = match &output_digest {
-                Some(d) => self.slice_seq(slice).await? == seq && self.holds(slice, d, seq).await?,
-                None => false,
-            };
-            latest.insert(
-                slice.to_string(),
-                SliceCommit {
-                    slice: slice.to_string(),
-                    seq,
-                    version,
-                    mode: info
-                        .get("idem.mode")
-                        .and_then(|v| v.as_str())
-                        .unwrap_or("?")
-                        .to_string(),
-                    partition: info
-                        .get("idem.partition")
-                        .and_then(|v| v.as_str())
-                        .map(str::to_string),
-                    manifest_digest: digest_field(info, "idem.manifestDigest"),
-                    output_digest,
-                    run_key: digest_field(info, "idem.runKey"),
-                    output_columns: info.get("idem.outputColumns").and_then(|v| {
-                        v.as_array().map(|a| {
-                            a.iter()
-                                .filter_map(|c| c.as_str().map(str::to_string))
-                                .collect()
-                        })
-                    }),
-                    current,
-                },
-            );
+            latest.insert(slice.to_string(), self.describe(commit).await?);
         }
         Ok(latest.into_values().collect())
+    }
+
+    /// The slice's current commit as audit and verify read it: found by
+    /// version (see `Delta::current_commit`), not in the history.
+    pub async fn slice_commit(&self, slice: &str) -> Result<Option<SliceCommit>, TableError> {
+        match self.current_commit(slice).await? {
+            Some(c) => Ok(Some(self.describe(&c).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// What idem's commit `commit` (one that sets a slice) says, and
+    /// whether the app transactions still name its output current.
+    async fn describe(&self, commit: &LogCommit) -> Result<SliceCommit, TableError> {
+        let (slice, seq) = commit.sets_slice().unwrap_or_default();
+        let info = &commit.idem;
+        let output_digest = digest_field(info, "idem.outputDigest");
+        let current = match &output_digest {
+            Some(d) => self.slice_seq(slice).await? == seq && self.holds(slice, d, seq).await?,
+            None => false,
+        };
+        Ok(SliceCommit {
+            slice: slice.to_string(),
+            seq,
+            version: commit.version,
+            mode: commit.get_str("idem.mode").unwrap_or("?").to_string(),
+            partition: commit.get_str("idem.partition").map(str::to_string),
+            manifest_digest: digest_field(info, "idem.manifestDigest"),
+            output_digest,
+            run_key: digest_field(info, "idem.runKey"),
+            output_columns: info.get("idem.outputColumns").and_then(|v| {
+                v.as_array().map(|a| {
+                    a.iter()
+                        .filter_map(|c| c.as_str().map(str::to_string))
+                        .collect()
+                })
+            }),
+            current,
+        })
     }
 
     /// Data files of the table that belong to no slice's current commit
@@ -95,7 +105,7 @@ impl Delta {
             .filter(|c| c.current)
             .map(|c| (c.slice.as_str(), c.seq))
             .collect();
-        let files = ownership::data_files(&self.delta).await?;
+        let files = self.data_files().await?;
         Ok(ownership::unowned(&files, &owners)
             .into_iter()
             .map(|f| f.path.clone())
@@ -117,7 +127,7 @@ impl Delta {
         seq: i64,
         partition: Option<(&str, &str)>,
     ) -> Result<Option<String>, TableError> {
-        let files = ownership::data_files(&self.delta).await?;
+        let files = self.data_files().await?;
         let nfiles = self.txn(&nfiles_app(slice, seq)).await?;
         Ok(ownership::drift(&files, slice, seq, nfiles, partition))
     }
@@ -126,7 +136,7 @@ impl Delta {
     /// and digest them the way a run digests its output. Only for slices
     /// whose rows live in their own files (overwrite-partition, append).
     pub async fn digest_slice_rows(&self, c: &SliceCommit) -> Result<(Digest, u64), TableError> {
-        let files = ownership::data_files(&self.delta).await?;
+        let files = self.data_files().await?;
         let store = self.delta.log_store().object_store(None);
         let mut digester = OutputDigester::new();
         let partition = c.partition.as_deref().and_then(|p| p.split_once('='));

@@ -11,7 +11,7 @@ use deltalake::protocol::{DeltaOperation, SaveMode};
 
 use super::commit::classify;
 use super::files::write_staged;
-use super::{Delta, delta_err, genuine, ownership};
+use super::{Delta, apps, delta_err, genuine, ownership};
 use crate::fault::point as fault_point;
 use crate::table::commit::{CommitRequest, Output, lost_response};
 use crate::table::datafile::target_file_bytes;
@@ -28,7 +28,7 @@ impl Delta {
         seq: i64,
         written: &mut Option<Vec<Add>>,
     ) -> Result<u64, TableError> {
-        let files = ownership::data_files(&self.delta).await?;
+        let files = self.data_files().await?;
         let (removed, operation) = match req.mode {
             Mode::OverwritePartition { column, value } => {
                 self.check_partition_free(&files, req.slice, column, value)
@@ -75,7 +75,11 @@ impl Delta {
     }
 
     /// The slice id that an earlier idem commit recorded as the owner of
-    /// partition `column = value` (covers owners whose output was empty).
+    /// partition `column = value` (covers owners whose output was empty):
+    /// the latest commit naming the partition, found from the version it
+    /// was made for, owns it while it is its slice's current commit (a
+    /// --files slice that moved on gave its old partition up; no other
+    /// slice could take the partition while it was owned).
     async fn partition_owner_in_log(
         &self,
         slice: &str,
@@ -83,11 +87,44 @@ impl Delta {
         value: &str,
     ) -> Result<Option<String>, TableError> {
         let partition = format!("{column}={value}");
+        let app = apps::partition_at_app(column, value);
+        let Some(at) = self.txn(&app).await? else {
+            // No idem commit named it, or only an idem that did not record
+            // where its commits landed: its history says.
+            if self
+                .txn(&format!("idem:partition:{partition}"))
+                .await?
+                .is_none()
+            {
+                return Ok(None);
+            }
+            return self.partition_owner_in_history(slice, &partition).await;
+        };
+        let latest = self
+            .landed(at, |c| {
+                c.get_str("idem.partition") == Some(partition.as_str())
+                    && c.txns.iter().any(|(a, v)| *a == app && *v == at)
+                    && c.sets_slice().is_some()
+            })
+            .await?;
+        let Some((owner, seq)) = latest.as_ref().and_then(|c| c.sets_slice()) else {
+            return Ok(None);
+        };
+        if owner == slice || self.slice_seq(owner).await? != seq {
+            return Ok(None);
+        }
+        Ok(Some(owner.to_string()))
+    }
+
+    /// [`Self::partition_owner_in_log`] from the log's history.
+    async fn partition_owner_in_history(
+        &self,
+        slice: &str,
+        partition: &str,
+    ) -> Result<Option<String>, TableError> {
         let history = self.idem_history().await?;
         // idem's commits only: another writer's commitInfo claims nothing.
         let ours = genuine::versions(&history);
-        // A slice owns the partition of its latest commit only (a --files
-        // slice that moved on gave its old partition up).
         let mut seen = HashSet::new();
         Ok(history.into_iter().find_map(|c| {
             if !ours.contains(&c.version) {
@@ -120,7 +157,7 @@ impl Delta {
     }
 
     /// Write the commit's log entry; the new version.
-    async fn write_log(
+    pub(super) async fn write_log(
         &mut self,
         props: CommitProperties,
         actions: Vec<Action>,
@@ -170,7 +207,7 @@ fn append_removals<'a>(files: &'a [Add], slice: &str) -> Result<Vec<&'a Add>, Ta
 }
 
 /// The operation an overwrite-partition commit records.
-fn overwrite(column: &str, value: &str) -> DeltaOperation {
+pub(super) fn overwrite(column: &str, value: &str) -> DeltaOperation {
     DeltaOperation::Write {
         mode: SaveMode::Overwrite,
         partition_by: Some(vec![column.to_string()]),
@@ -189,7 +226,7 @@ fn append() -> DeltaOperation {
 
 /// The commit's actions: `adds` tagged as the slice's files of commit
 /// `seq`, in output order, and `removed` removed.
-fn actions(slice: &str, seq: i64, adds: &[Add], removed: &[&Add]) -> Vec<Action> {
+pub(super) fn actions(slice: &str, seq: i64, adds: &[Add], removed: &[&Add]) -> Vec<Action> {
     let mut actions: Vec<Action> = adds
         .iter()
         .enumerate()

@@ -71,6 +71,14 @@ pub(super) fn drift(history: &[LogCommit], since: Option<u64>) -> Option<String>
     ))
 }
 
+/// Why the table's shape is not the one the slice's commit at version
+/// `since` recorded.
+pub(super) fn changed(since: u64) -> String {
+    format!(
+        "a commit after the slice's (version {since}) changed the table's schema, partitioning or column mapping: readers may no longer see the columns idem committed"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,24 +3,15 @@
 //! how many files it added, how far a source was consumed), whether an
 //! output is current, and since when.
 
-use super::apps::{out_app, slice_app};
-use super::{Delta, MODE_PROPERTY, delta_err, genuine, shape};
+use super::apps::{at_app, out_app, slice_app};
+use super::{Delta, MODE_PROPERTY, genuine, shape};
 use crate::digest::Digest;
 use crate::table::commit::SliceState;
 use crate::table::error::TableError;
 use crate::table::mode::Mode;
+use crate::table::record::LogCommit;
 
 impl Delta {
-    pub(super) async fn txn(&self, app_id: &str) -> Result<Option<i64>, TableError> {
-        let Ok(state) = self.delta.snapshot() else {
-            return Ok(None);
-        };
-        state
-            .transaction_version(self.delta.log_store().as_ref(), app_id)
-            .await
-            .map_err(delta_err("reading app transactions"))
-    }
-
     /// The slice's commit sequence number (0 = never committed).
     pub async fn slice_seq(&self, slice: &str) -> Result<i64, TableError> {
         Ok(self.txn(&slice_app(slice)).await?.unwrap_or(0))
@@ -58,23 +49,30 @@ impl Delta {
 
     /// Merge slices share files, so their rows cannot be told apart by file:
     /// any commit after the slice's that idem did not make may have changed
-    /// them.
+    /// them. Reads the commits after the slice's (the ones a merge slice
+    /// depends on), not the history before it.
     pub async fn foreign_commit_since(
         &self,
         since: Option<u64>,
     ) -> Result<Option<String>, TableError> {
+        let Some(latest) = self.delta.version() else {
+            return Ok(None);
+        };
         // When log cleanup removed the slice's commit, every retained commit
         // is later than it.
         let since_v = since.unwrap_or(0);
-        let history = self.idem_history().await?;
-        let ours = genuine::versions(&history);
-        // Any commit idem did not make that adds or removes a file, whatever
-        // its `dataChange` flags claim (a foreign rewrite can say false).
-        let first = history
-            .iter()
-            .filter(|c| c.version > since_v && c.touches_files && !ours.contains(&c.version))
-            .map(|c| c.version)
-            .min();
+        let mut first = None;
+        for v in (since_v + 1..=latest).rev() {
+            // Any commit idem did not make that adds or removes a file,
+            // whatever its `dataChange` flags claim (a foreign rewrite can
+            // say false).
+            if let Some(c) = self.commit_at(v).await?
+                && c.touches_files
+                && !self.made_by_idem(&c).await?
+            {
+                first = Some(v);
+            }
+        }
         Ok(first.map(|v| {
             format!(
                 "version {v} changed data and was committed by another writer after the slice's commit ({})",
@@ -85,22 +83,58 @@ impl Delta {
         }))
     }
 
-    /// The manifest the slice's current commit names (the first commit
-    /// carrying its app transaction: see `genuine`), `None` without one.
-    pub async fn current_manifest(&self, slice: &str) -> Result<Option<Digest>, TableError> {
+    /// Whether idem made commit `c`: it sets a slice and is the first
+    /// commit to carry that slice's transaction among those it can have
+    /// landed after (see `genuine`). A commit of an idem that did not
+    /// record the version its commits were made for is taken at its word.
+    async fn made_by_idem(&self, c: &LogCommit) -> Result<bool, TableError> {
+        let Some((slice, seq)) = c.sets_slice() else {
+            return Ok(false);
+        };
+        let Some(at) = c.made_for() else {
+            return Ok(true);
+        };
+        if !genuine::lands_for(c.version, at) {
+            return Ok(false);
+        }
+        for v in at as u64..c.version {
+            if let Some(earlier) = self.commit_at(v).await?
+                && earlier.sets_at(slice, seq, at)
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The slice's current commit: the first commit that set the slice to
+    /// its current sequence number, found from the version it was made
+    /// for (a few commits read), or, for a commit of an idem that did not
+    /// record it, in the log's history. `None`: no commit, or gone from
+    /// the log.
+    pub(super) async fn current_commit(
+        &self,
+        slice: &str,
+    ) -> Result<Option<LogCommit>, TableError> {
         let seq = self.slice_seq(slice).await?;
         if seq == 0 {
             return Ok(None);
         }
+        if let Some(at) = self.txn(&at_app(slice)).await? {
+            return self.landed(at, |c| c.sets_at(slice, seq, at)).await;
+        }
         let history = self.idem_history().await?;
-        let Some(v) = genuine::first_setting(&history, slice, seq) else {
-            return Ok(None);
-        };
-        Ok(history
-            .iter()
-            .find(|c| c.version == v)
-            .and_then(|c| c.get_str("idem.manifestDigest"))
-            .and_then(|d| Digest::parse(d).ok()))
+        let v = genuine::first_setting(&history, slice, seq);
+        Ok(history.into_iter().find(|c| Some(c.version) == v))
+    }
+
+    /// The manifest the slice's current commit names (the first commit
+    /// carrying its app transaction: see `genuine`), `None` without one.
+    pub async fn current_manifest(&self, slice: &str) -> Result<Option<Digest>, TableError> {
+        Ok(self.current_commit(slice).await?.and_then(|c| {
+            c.get_str("idem.manifestDigest")
+                .and_then(|d| Digest::parse(d).ok())
+        }))
     }
 
     /// The mode the table was created for (its `idem.mode` property).
@@ -113,10 +147,30 @@ impl Delta {
             .cloned()
     }
 
+    /// The table's shape now (see `shape::of_metadata`).
+    pub(super) fn shape(&self) -> Option<String> {
+        let snapshot = self.delta.snapshot().ok()?;
+        let meta = serde_json::to_value(snapshot.metadata()).ok()?;
+        Some(shape::of_metadata(&meta))
+    }
+
     /// Why the table's schema, partitioning or column mapping is no longer
-    /// what it was at version `since` (`None`: unchanged).
+    /// what it was at version `since` (`None`: unchanged): the shape the
+    /// slice's commit recorded (`idem.shape`) against the table's now. A
+    /// commit that recorded none (an older idem), or one gone from the log,
+    /// is judged by the log's history.
     pub async fn shape_drift(&self, since: Option<u64>) -> Result<Option<String>, TableError> {
-        Ok(shape::drift(&self.idem_history().await?, since))
+        let recorded = match since {
+            Some(v) => self
+                .commit_at(v)
+                .await?
+                .and_then(|c| c.get_str("idem.shape").map(str::to_string)),
+            None => None,
+        };
+        match (recorded, since, self.shape()) {
+            (Some(then), Some(v), Some(now)) => Ok((then != now).then(|| shape::changed(v))),
+            _ => Ok(shape::drift(&self.idem_history().await?, since)),
+        }
     }
 
     /// Whether `digest` is the slice's current committed output.
@@ -131,23 +185,15 @@ impl Delta {
 
     /// The version of the slice's current commit if this process made it.
     pub(super) async fn committed_by_us(&self, slice: &str) -> Result<Option<u64>, TableError> {
-        let seq = self.slice_seq(slice).await?;
-        let history = self.idem_history().await?;
-        let first = genuine::first_setting(&history, slice, seq);
-        Ok(history.into_iter().find_map(|c| {
-            let mine = Some(c.version) == first
-                && c.get_str("idem.attempt") == Some(self.attempt.as_str());
-            mine.then_some(c.version)
-        }))
+        Ok(self
+            .current_commit(slice)
+            .await?
+            .filter(|c| c.get_str("idem.attempt") == Some(self.attempt.as_str()))
+            .map(|c| c.version))
     }
 
     /// The table version that made the slice's current output current.
     pub async fn version_of_current(&self, slice: &str) -> Result<Option<u64>, TableError> {
-        let seq = self.slice_seq(slice).await?;
-        if seq == 0 {
-            return Ok(None);
-        }
-        let history = self.idem_history().await?;
-        Ok(genuine::first_setting(&history, slice, seq))
+        Ok(self.current_commit(slice).await?.map(|c| c.version))
     }
 }

@@ -1,0 +1,2 @@
+pub mod history;
+pub mod inputs;

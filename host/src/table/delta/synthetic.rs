@@ -1,0 +1,80 @@
+//! A long history, fast: commits shaped like idem's own slice commits (one
+//! data file each, tagged for its slice, with the app transactions and
+//! commitInfo keys a run's commit carries), written straight through
+//! delta-rs without running a transform. The benchmark's history figure
+//! and the tests that count what a run reads on a table of many versions
+//! build their tables with it (`idem sample-history`); no run uses it.
+
+use object_store::path::Path;
+use object_store::{ObjectStoreExt as _, PutPayload};
+
+use super::{Delta, replace};
+use crate::digest::Digest;
+use crate::table::commit::{CommitRequest, Output};
+use crate::table::error::TableError;
+use crate::table::mode::Mode;
+
+impl Delta {
+    /// Append `commits` commits to this overwrite-partition table, the
+    /// `i`-th committing slice `<prefix>-<i>` to partition
+    /// `<column>=<prefix>-<i>` with a copy of the table's first data file.
+    pub async fn sample_history(
+        &mut self,
+        commits: u64,
+        column: &str,
+        prefix: &str,
+    ) -> Result<(), TableError> {
+        let files = self.data_files().await?;
+        let Some(template) = files.first().cloned() else {
+            return Err(TableError::Output(
+                "sample history: the table has no data file to copy (commit one slice first)"
+                    .into(),
+            ));
+        };
+        let store = self.delta.log_store().object_store(None);
+        let err = |e: &dyn std::fmt::Display| TableError::Delta {
+            what: "writing sample history".into(),
+            detail: e.to_string(),
+        };
+        let bytes = store
+            .get(&Path::from(template.path.as_str()))
+            .await
+            .map_err(|e| err(&e))?
+            .bytes()
+            .await
+            .map_err(|e| err(&e))?;
+        for i in 0..commits {
+            let value = format!("{prefix}-{i}");
+            let mut add = template.clone();
+            add.path = format!("{column}={value}/part-sample-{i}.parquet");
+            add.partition_values = [(column.to_string(), Some(value.clone()))].into();
+            store
+                .put(
+                    &Path::from(add.path.as_str()),
+                    PutPayload::from(bytes.clone()),
+                )
+                .await
+                .map_err(|e| err(&e))?;
+            let mode = Mode::OverwritePartition {
+                column: column.to_string(),
+                value: value.clone(),
+            };
+            let digest = Digest::of_bytes(value.as_bytes());
+            let req = CommitRequest {
+                slice: &value,
+                mode: &mode,
+                output_digest: &digest,
+                run_key: &digest,
+                manifest_digest: &digest,
+                output: Output::Staged(Vec::new()),
+                schema: None,
+                progress: None,
+            };
+            let actions = replace::actions(&value, 1, &[add], &[]);
+            let props = self.props(&req, 1, Some(1));
+            self.write_log(props, actions, replace::overwrite(column, &value))
+                .await?;
+        }
+        Ok(())
+    }
+}
