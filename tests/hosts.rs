@@ -194,13 +194,13 @@ fn chaos(
             if h % 2 == 1 {
                 // Params of its own: the run must execute and commit (a
                 // memo hit could end before any delay), so the kill lands
-                // inside real work.
+                // inside real work (a debug run here takes 100-300 ms).
                 c.insert(
                     0,
                     (
                         days[h % n],
                         60 + h as u32,
-                        Fate::KillAfter(100 + rng.next(900)),
+                        Fate::KillAfter(20 + rng.next(200)),
                     ),
                 );
             }

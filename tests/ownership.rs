@@ -1052,6 +1052,18 @@ fn output_cut_into_many_data_files_commits_them_in_order() {
 /// that very manifest.
 #[test]
 fn a_forged_memo_entry_does_not_skip_new_input() {
+    forged_memo_entry(false);
+}
+
+/// The same forgery, its copied commit also claiming to be the commit made
+/// for its own version (`idem:at:<slice>` edited): still not the slice's
+/// commit, which is the first to carry the slice's transaction.
+#[test]
+fn a_forged_commit_naming_its_own_version_is_not_the_slices() {
+    forged_memo_entry(true);
+}
+
+fn forged_memo_entry(edit_at: bool) {
     let dir = tempfile::tempdir().unwrap();
     let module = common::guest("examples/daily_revenue");
     let root = dir.path().join("orders");
@@ -1120,6 +1132,8 @@ for a in lines:
         a["commitInfo"]["idem.manifestDigest"] = "sha256:" + {digest:?}
         out.append(a)
     elif "txn" in a:
+        if {edit_at} and a["txn"]["appId"].startswith("idem:at:"):
+            a["txn"]["version"] = len(commits)
         out.append(a)
 with open(os.path.join(log, "%020d.json" % len(commits)), "x") as f:
     for a in out:
@@ -1127,6 +1141,7 @@ with open(os.path.join(log, "%020d.json" % len(commits)), "x") as f:
 "#,
         log = s(&table.join("_delta_log")),
         digest = forged.trim(),
+        edit_at = if edit_at { "True" } else { "False" },
     ));
     // The run reads the new file and commits its output.
     let out = ok(run_day(&module, &root, "2026-10-01", &table, &[]));

@@ -46,10 +46,11 @@ fn reads_of(s3: &S3, table: &str, args: &[&str]) -> (Reads, String) {
 
 /// A table committed by one real run of slice 2026-10-01, then `extra`
 /// sample commits (`idem sample-history`: other slices' commits, written
-/// fast). delta-rs writes a checkpoint every 100 versions, so tables of
-/// 1 + 120 and 1 + 320 commits both have 21 commits after their latest
-/// checkpoint: what a run may read (checkpoint + the commits since) is the
-/// same for both, and only the history before it differs.
+/// fast). delta-rs writes a checkpoint every 100 versions (at 99, 199,
+/// ...), so tables of versions 0..=121 and 0..=321 both have 22 commits
+/// after their latest checkpoint: what a run may read (checkpoint + the
+/// commits since) is the same for both, and only the history before it
+/// differs.
 fn table_with_history(s3: &S3, module: &str, input: &str, name: &str, extra: u64) -> String {
     let table = s3.url(&format!("tables/{name}"));
     let args = common::day_args(module, input, "2026-10-01", &table, &[]);
@@ -59,7 +60,7 @@ fn table_with_history(s3: &S3, module: &str, input: &str, name: &str, extra: u64
     let commits = extra.to_string();
     ok(s3.idem(
         &["sample-history", "--table", &table, "--commits", &commits],
-        &[],
+        &[("IDEM_SAMPLE_HISTORY", "yes")],
     ));
     table
 }
@@ -120,7 +121,92 @@ fn a_run_reads_as_much_of_a_long_history_as_of_a_short_one() {
             long.1 + 2
         );
         // And what it reads is bounded by the commits since the checkpoint
-        // (21), not the history (122 or 322 versions).
+        // (22), not the history (122 or 322 versions).
         assert!(l.log_gets < 100, "{what}: {l:?}");
     }
+}
+
+/// Finding of the review: delta-rs lands a commit past every commit that
+/// won the race without conflicting with it, however many (not within its
+/// retry count). A slice's commit that landed 20 versions after the one it
+/// was made for is still found (the memo hits, audit proves it), also once
+/// a checkpoint lies after it (it is then found from `idem:at`, not from
+/// the commits after the checkpoint).
+#[test]
+fn a_commit_that_landed_far_past_the_version_it_was_made_for_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = |p: &std::path::Path| p.display().to_string();
+    let module = s(&common::guest("examples/daily_revenue"));
+    let root = dir.path().join("orders");
+    for d in ["2026-10-01", "2026-10-02"] {
+        common::orders(&root, d, 300, 1);
+    }
+    let table = dir.path().join("t");
+    let day = |d: &str| common::day_args(&module, &s(&root), d, &s(&table), &[]);
+    let run = |d: &str| {
+        let args = day(d);
+        ok(common::idem(
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        ))
+    };
+    run("2026-10-01");
+    // The second slice's run stops before its log write (made for
+    // version 2) while another writer commits versions 2..=21 (commitInfo
+    // only: nothing to conflict with).
+    let barrier = dir.path().join("barrier");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(day("2026-10-02"))
+        .env("IDEM_CACHE_DIR", common::test_cache())
+        .env(
+            "IDEM_FAULT_BARRIER",
+            format!("before-log-write:2:{}", s(&barrier)),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while std::fs::read_dir(&barrier).map(|d| d.count()).unwrap_or(0) == 0 {
+        assert!(
+            t.elapsed().as_secs() < 120,
+            "the run never reached its log write"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for v in 2..=21 {
+        let path = table.join(format!("_delta_log/{v:020}.json"));
+        std::fs::write(
+            path,
+            br#"{"commitInfo":{"timestamp":1,"operation":"FOREIGN"}}"#,
+        )
+        .unwrap();
+    }
+    std::fs::write(barrier.join("test"), b"").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(field(&out, "result:"), "committed version 22", "{out}");
+    let found = |when: &str| {
+        let out = run("2026-10-02");
+        assert!(field(&out, "result:").contains("memo"), "{when}: {out}");
+        let (code, out, _) = common::idem(&["audit", &s(&table), "--slice", "date=2026-10-02"]);
+        assert_eq!(code, 0, "{when}: {out}");
+        assert!(out.contains(" v22 "), "{when}: {out}");
+    };
+    found("22 commits after the checkpoint-less start");
+    // 80 more commits: delta-rs checkpoints version 99, after the slice's.
+    ok(common::idem_env(
+        &["sample-history", "--table", &s(&table), "--commits", "80"],
+        &[("IDEM_SAMPLE_HISTORY", "yes")],
+    ));
+    assert!(
+        table
+            .join("_delta_log/00000000000000000099.checkpoint.parquet")
+            .exists()
+    );
+    found("before the checkpoint");
 }

@@ -758,15 +758,7 @@ fn backfill(rows: u64, out: &mut Vec<Row>) {
         idem::backfill::Status::Done(idem::run::RunOutcome::Memo { .. })
     )));
     let total = rows * dates.len() as u64;
-    // The run log's timings of the first pass (one entry per slice).
-    let log = idem::run::run_log(&table.display().to_string()).unwrap();
-    let firsts: Vec<_> = log.iter().filter(|e| e.outcome == "committed").collect();
-    let n = firsts.len().max(1) as f64;
-    let mean = |f: &dyn Fn(&idem::run::Timings) -> u64| {
-        firsts.iter().map(|e| f(&e.timings)).sum::<u64>() as f64 / n
-    };
-    let exec = mean(&|t| t.exec_ms);
-    let bookkeeping = mean(&|t| t.resolve_ms + t.commit_ms);
+    let (n, exec, bookkeeping) = first_run_timings(&table.display().to_string());
     let exec_total = Duration::from_secs_f64(exec * n / 1e3);
     out.push(Row {
         figure: format!("7. backfill 30 x {rows} rows, 2 jobs vs transform only"),
@@ -790,6 +782,23 @@ fn backfill(rows: u64, out: &mut Vec<Row>) {
         ratio: rerun.as_secs_f64() / first.as_secs_f64(),
         target: "report",
     });
+}
+
+/// The run log's timings of the slices committed in `table` (one entry
+/// each): how many, and per slice the transform's mean ms against the
+/// bookkeeping's (resolve and pin, commit and sidecars).
+fn first_run_timings(table: &str) -> (f64, f64, f64) {
+    let log = idem::run::run_log(table).unwrap();
+    let firsts: Vec<_> = log.iter().filter(|e| e.outcome == "committed").collect();
+    let n = firsts.len().max(1) as f64;
+    let mean = |f: &dyn Fn(&idem::run::Timings) -> u64| {
+        firsts.iter().map(|e| f(&e.timings)).sum::<u64>() as f64 / n
+    };
+    (
+        firsts.len() as f64,
+        mean(&|t| t.exec_ms),
+        mean(&|t| t.resolve_ms + t.commit_ms),
+    )
 }
 
 /// `curl` against the service: (status, body).

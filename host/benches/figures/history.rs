@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use crate::{Row, module, work_dir};
+use crate::{Row, first_run_timings, module, work_dir};
 
 /// Rows per sample day: small, so per-run cost is bookkeeping.
 const ROWS: &str = "200";
@@ -29,6 +29,7 @@ pub fn run(versions: u64, slices: u64, samples: u64, out: &mut Vec<Row>) {
 fn idem(args: &[&str]) -> String {
     let o = Command::new(env!("CARGO_BIN_EXE_idem"))
         .args(args)
+        .env("IDEM_SAMPLE_HISTORY", "yes")
         .output()
         .unwrap();
     assert!(
@@ -157,15 +158,8 @@ fn many_slices(slices: u64, out: &mut Vec<Row>) {
     ];
     let first = timed(&backfill);
     let rerun = timed(&backfill);
-    let log = idem::run::run_log(&table).unwrap();
-    let firsts: Vec<_> = log.iter().filter(|e| e.outcome == "committed").collect();
-    assert_eq!(firsts.len(), dates.len(), "every slice committed once");
-    let n = firsts.len() as f64;
-    let mean = |f: &dyn Fn(&idem::run::Timings) -> u64| {
-        firsts.iter().map(|e| f(&e.timings)).sum::<u64>() as f64 / n
-    };
-    let exec = mean(&|t| t.exec_ms);
-    let bookkeeping = mean(&|t| t.resolve_ms + t.commit_ms);
+    let (n, exec, bookkeeping) = first_run_timings(&table);
+    assert_eq!(n as usize, dates.len(), "every slice committed once");
     out.push(Row {
         figure: format!("12. backfill {slices} x {ROWS} rows: wall per slice"),
         idem: format!("{:.1} ms", first * 1e3 / n),

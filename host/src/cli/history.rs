@@ -24,6 +24,13 @@ pub struct HistoryArgs {
 }
 
 pub fn sample_history(a: HistoryArgs) -> Result<ExitCode> {
+    if std::env::var("IDEM_SAMPLE_HISTORY").as_deref() != Ok("yes") {
+        return Err(idem::run::RunError::Usage(
+            "idem sample-history writes commits with made-up manifests into the table (an audit of it then fails): it is for benchmarks and tests only. Set IDEM_SAMPLE_HISTORY=yes to use it"
+                .into(),
+        )
+        .into());
+    }
     let rt = idem::runtime::shared()?;
     rt.block_on(async {
         let mut t = idem::table::Table::open_existing(&a.table).await?;

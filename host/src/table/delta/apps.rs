@@ -29,9 +29,8 @@ pub(super) fn out_app(slice: &str, digest: &Digest) -> String {
 
 /// App id: the version the slice's current commit was made for (the
 /// version it read, plus one). delta-rs lands a commit there or, when other
-/// commits won the race and did not conflict with it, at most
-/// [`LANDS_WITHIN`] versions later: the commit is found by reading those
-/// few commits, not the log's history.
+/// commits won the race and did not conflict with it, later: the commit is
+/// found by reading forward from there, not the log's history.
 pub(super) fn at_app(slice: &str) -> String {
     format!("idem:at:{slice}")
 }
@@ -50,11 +49,6 @@ pub(super) fn progress_at_app(source: &str) -> String {
         Digest::of_bytes(source.as_bytes()).hex()
     )
 }
-
-/// How many versions after the one it was made for a commit can land: the
-/// attempts delta-rs makes before it gives up (its default
-/// `max_retries`, 15), plus one.
-pub(super) const LANDS_WITHIN: u64 = 16;
 
 /// App id: how many data files the slice's commit `seq` added.
 pub(super) fn nfiles_app(slice: &str, seq: i64) -> String {

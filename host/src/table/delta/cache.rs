@@ -21,9 +21,10 @@ pub(super) struct Cache {
     inner: Mutex<Entries>,
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Entries {
-    version: Option<u64>,
+    /// The table (see `Delta::history_key`) and version they were read at.
+    version: Option<(String, u64)>,
     txns: HashMap<String, Option<i64>>,
     /// Every app transaction, once read (`Some(None)`: not readable
     /// exactly, ask delta-rs one by one).
@@ -32,8 +33,16 @@ struct Entries {
 }
 
 impl Cache {
+    /// A copy of what was read.
+    pub(super) fn copy(&self) -> Cache {
+        let e = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        Cache {
+            inner: Mutex::new(e.clone()),
+        }
+    }
+
     /// The entries of `version`, emptied if they were of another.
-    fn at(&self, version: Option<u64>) -> std::sync::MutexGuard<'_, Entries> {
+    fn at(&self, version: Option<(String, u64)>) -> std::sync::MutexGuard<'_, Entries> {
         let mut e = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if e.version != version {
             *e = Entries {
@@ -46,22 +55,39 @@ impl Cache {
 }
 
 impl Delta {
+    /// The table and version the cache is for.
+    fn cache_key(&self) -> Option<(String, u64)> {
+        Some((self.history_key(), self.delta.version()?))
+    }
+
+    /// Every app transaction, when they can be read exactly (see `txns`).
+    async fn all_txns(&self) -> Result<Option<Arc<Txns>>, TableError> {
+        let key = self.cache_key();
+        if let Some(all) = self.cache.at(key.clone()).all_txns.clone() {
+            return Ok(all);
+        }
+        let all = self.read_all_txns().await?.map(Arc::new);
+        self.cache.at(key).all_txns = Some(all.clone());
+        Ok(all)
+    }
+
+    /// The version of the commit that made app id `app_id`'s value
+    /// current, when it is after the latest checkpoint and the app
+    /// transactions were read exactly; `None` otherwise.
+    pub(super) async fn txn_since(&self, app_id: &str) -> Result<Option<u64>, TableError> {
+        Ok(self
+            .all_txns()
+            .await?
+            .and_then(|all| all.get(app_id).and_then(|t| t.since)))
+    }
+
     /// The version app id `app_id` last recorded (`None`: never).
     pub(super) async fn txn(&self, app_id: &str) -> Result<Option<i64>, TableError> {
-        let version = self.delta.version();
-        let all = self.cache.at(version).all_txns.clone();
-        let all = match all {
-            Some(all) => all,
-            None => {
-                let all = self.read_all_txns().await?.map(Arc::new);
-                self.cache.at(version).all_txns = Some(all.clone());
-                all
-            }
-        };
-        if let Some(all) = all {
-            return Ok(all.get(app_id).copied());
+        if let Some(all) = self.all_txns().await? {
+            return Ok(all.get(app_id).map(|t| t.value));
         }
-        if let Some(v) = self.cache.at(version).txns.get(app_id) {
+        let version = self.cache_key();
+        if let Some(v) = self.cache.at(version.clone()).txns.get(app_id) {
             return Ok(*v);
         }
         let Ok(state) = self.delta.snapshot() else {
@@ -78,8 +104,8 @@ impl Delta {
     /// Every data file of the loaded version, as `add` actions with their
     /// tags.
     pub(super) async fn data_files(&self) -> Result<Arc<Vec<Add>>, TableError> {
-        let version = self.delta.version();
-        if let Some(f) = &self.cache.at(version).files {
+        let version = self.cache_key();
+        if let Some(f) = &self.cache.at(version.clone()).files {
             return Ok(f.clone());
         }
         let files = Arc::new(ownership::data_files(&self.delta).await?);

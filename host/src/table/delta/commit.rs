@@ -48,6 +48,9 @@ impl Delta {
         {
             self.discard_unnamed(adds).await;
         }
+        if result.is_ok() {
+            self.keep().await;
+        }
         result
     }
 

@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::apps::{LANDS_WITHIN, at_app, slice_app};
+use super::apps::{at_app, slice_app};
 use crate::table::record::LogCommit;
 
 impl LogCommit {
@@ -34,30 +34,13 @@ impl LogCommit {
         let app = at_app(slice);
         self.txns.iter().find(|(a, _)| *a == app).map(|(_, v)| *v)
     }
-
-    /// Whether this commit is one that set `slice` to `seq` and was made
-    /// for version `at`, landing where such a commit can land.
-    pub(super) fn sets_at(&self, slice: &str, seq: i64, at: i64) -> bool {
-        self.sets_slice() == Some((slice, seq))
-            && self.made_for() == Some(at)
-            && lands_for(self.version, at)
-    }
-}
-
-/// Whether a commit made for version `at` can have landed at `version`.
-pub(super) fn lands_for(version: u64, at: i64) -> bool {
-    u64::try_from(at).is_ok_and(|at| version >= at && version - at <= LANDS_WITHIN)
 }
 
 /// The versions of the commits idem made (`history` in any order): the
-/// first to carry their slice's transaction, landed where the version they
-/// were made for says they could (when they record one).
+/// first to carry their slice's transaction.
 pub(in crate::table) fn versions(history: &[LogCommit]) -> HashSet<u64> {
     let mut first: HashMap<(&str, i64), u64> = HashMap::new();
     for c in history {
-        if c.made_for().is_some_and(|at| !lands_for(c.version, at)) {
-            continue;
-        }
         if let Some(key) = c.sets_slice() {
             let v = first.entry(key).or_insert(c.version);
             *v = (*v).min(c.version);

@@ -10,10 +10,14 @@ use std::collections::HashMap;
 use deltalake::logstore::ObjectStoreRef;
 use object_store::ObjectStoreExt as _;
 
-use super::apps::LANDS_WITHIN;
+use futures::{StreamExt as _, TryStreamExt as _};
+
 use super::{Delta, shape};
 use crate::table::error::TableError;
 use crate::table::record::LogCommit;
+
+/// Commits read at once when reading forward.
+const READ_AHEAD: usize = 8;
 
 /// Commits already read, per table (see [`Delta::idem_history`]).
 type History = HashMap<String, HashMap<u64, Option<LogCommit>>>;
@@ -81,9 +85,10 @@ impl Delta {
     }
 
     /// The commit made for version `at` (see `apps::at_app`) that `is_it`
-    /// recognises: delta-rs lands it at `at` or, past commits that won the
-    /// race without conflicting, a few versions later. `None` when none of
-    /// those is it (cleaned up with the log, or never written).
+    /// recognises, the first from `at` on: delta-rs lands a commit at the
+    /// version it was made for or, past commits that won the race without
+    /// conflicting with it, later. `None` when commit `at` is gone (log
+    /// cleanup) or none is it.
     pub(super) async fn landed(
         &self,
         at: i64,
@@ -92,18 +97,22 @@ impl Delta {
         let (Ok(at), Some(latest)) = (u64::try_from(at), self.delta.version()) else {
             return Ok(None);
         };
-        for version in at..=latest.min(at.saturating_add(LANDS_WITHIN)) {
-            if let Some(c) = self.commit_at(version).await?
-                && is_it(&c)
-            {
-                return Ok(Some(c));
+        let mut commits = futures::stream::iter(at..=latest)
+            .map(|v| self.commit_at(v))
+            .buffered(READ_AHEAD);
+        let mut first = true;
+        while let Some(c) = commits.try_next().await? {
+            match c {
+                Some(c) if is_it(&c) => return Ok(Some(c)),
+                None if first => return Ok(None),
+                _ => first = false,
             }
         }
         Ok(None)
     }
 
     /// The key of the table's commits in [`HISTORY`].
-    fn history_key(&self) -> String {
+    pub(super) fn history_key(&self) -> String {
         format!(
             "{}#{}",
             self.url,

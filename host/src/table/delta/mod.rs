@@ -29,6 +29,7 @@ pub(super) mod commit;
 mod create;
 mod files;
 pub(super) mod genuine;
+mod handles;
 mod history;
 mod inputs;
 mod merge;

@@ -51,6 +51,9 @@ impl Delta {
     async fn open_with(location: &str, create: bool) -> Result<Self, TableError> {
         let url = folder_url(location)?;
         stores::register();
+        if let Some(kept) = Self::kept(&url, location).await? {
+            return Ok(kept);
+        }
         let store = crate::storage::Store::open(&url)?;
         // An unreachable store, a missing bucket or refused credentials are
         // named here, before delta-rs wraps them.
@@ -80,7 +83,7 @@ impl Delta {
                     location: location.into(),
                     detail: e.to_string(),
                 })?;
-        Ok(Delta {
+        let opened = Delta {
             url,
             delta,
             store,
@@ -88,7 +91,9 @@ impl Delta {
             log_written: false,
             attempt: attempt_id(location)?,
             cache: Default::default(),
-        })
+        };
+        opened.keep().await;
+        Ok(opened)
     }
 
     /// The table's URL.

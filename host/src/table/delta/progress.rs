@@ -16,21 +16,32 @@ fn recorded(c: &LogCommit, source: &str) -> Option<Progress> {
 
 impl Delta {
     /// The latest progress recorded for `source`, if any run consumed it:
-    /// the commit that last advanced it, found from the version it was
-    /// made for (or, when an older idem made it, in the log's history).
+    /// the commit that last advanced it (the one from which its app
+    /// transaction holds its count, or found from the version it was made
+    /// for), whose recorded count must be the one the app transaction
+    /// holds; else (an older idem made it) the log's history.
     pub async fn progress_of(&self, source: &str) -> Result<Option<Progress>, TableError> {
-        let app = progress_at_app(source);
-        if let Some(at) = self.txn(&app).await? {
-            let c = self
-                .landed(at, |c| {
-                    c.txns.iter().any(|(a, v)| *a == app && *v == at)
-                        && recorded(c, source).is_some()
-                })
-                .await?;
-            return Ok(c.and_then(|c| recorded(&c, source)));
-        }
-        if self.txn(&progress_app(source)).await?.is_none() {
+        let count_app = progress_app(source);
+        let Some(count) = self.txn(&count_app).await? else {
             return Ok(None);
+        };
+        let advanced = |c: &LogCommit| {
+            recorded(c, source).is_some_and(|p| p.count as i64 == count)
+                && c.txns.iter().any(|(a, v)| *a == count_app && *v == count)
+        };
+        let at_app = progress_at_app(source);
+        let found = if let Some(v) = self.txn_since(&count_app).await? {
+            self.commit_at(v).await?.filter(advanced)
+        } else {
+            match self.txn(&at_app).await? {
+                Some(at) if self.txn_since(&at_app).await?.is_none() => {
+                    self.landed(at, advanced).await?
+                }
+                _ => None,
+            }
+        };
+        if let Some(c) = found {
+            return Ok(recorded(&c, source));
         }
         Ok(self
             .idem_history()

@@ -17,6 +17,7 @@ use crate::table::commit::{CommitRequest, Output, lost_response};
 use crate::table::datafile::target_file_bytes;
 use crate::table::error::TableError;
 use crate::table::mode::Mode;
+use crate::table::record::LogCommit;
 
 impl Delta {
     /// Commit the slice's sequence number `seq`: the output's data files
@@ -76,10 +77,12 @@ impl Delta {
 
     /// The slice id that an earlier idem commit recorded as the owner of
     /// partition `column = value` (covers owners whose output was empty):
-    /// the latest commit naming the partition, found from the version it
-    /// was made for, owns it while it is its slice's current commit (a
-    /// --files slice that moved on gave its old partition up; no other
-    /// slice could take the partition while it was owned).
+    /// the latest commit naming the partition (the one from which its app
+    /// transaction holds its value, or found from the version it was made
+    /// for) owns it while it is its slice's current commit (a --files
+    /// slice that moved on gave its old partition up; no other slice could
+    /// take the partition while it was owned). Without such a commit (an
+    /// older idem made it), the log's history says.
     async fn partition_owner_in_log(
         &self,
         slice: &str,
@@ -87,27 +90,30 @@ impl Delta {
         value: &str,
     ) -> Result<Option<String>, TableError> {
         let partition = format!("{column}={value}");
-        let app = apps::partition_at_app(column, value);
-        let Some(at) = self.txn(&app).await? else {
-            // No idem commit named it, or only an idem that did not record
-            // where its commits landed: its history says.
-            if self
-                .txn(&format!("idem:partition:{partition}"))
-                .await?
-                .is_none()
-            {
-                return Ok(None);
+        let part_app = format!("idem:partition:{partition}");
+        let Some(pseq) = self.txn(&part_app).await? else {
+            return Ok(None);
+        };
+        let names = |c: &LogCommit| {
+            c.get_str("idem.partition") == Some(partition.as_str())
+                && c.sets_slice().is_some_and(|(_, seq)| seq == pseq)
+                && c.txns.iter().any(|(a, v)| *a == part_app && *v == pseq)
+        };
+        let at_app = apps::partition_at_app(column, value);
+        let latest = if let Some(v) = self.txn_since(&part_app).await? {
+            self.commit_at(v).await?.filter(names)
+        } else {
+            match self.txn(&at_app).await? {
+                Some(at) if self.txn_since(&at_app).await?.is_none() => {
+                    self.landed(at, names).await?
+                }
+                _ => None,
             }
+        };
+        let Some(c) = latest else {
             return self.partition_owner_in_history(slice, &partition).await;
         };
-        let latest = self
-            .landed(at, |c| {
-                c.get_str("idem.partition") == Some(partition.as_str())
-                    && c.txns.iter().any(|(a, v)| *a == app && *v == at)
-                    && c.sets_slice().is_some()
-            })
-            .await?;
-        let Some((owner, seq)) = latest.as_ref().and_then(|c| c.sets_slice()) else {
+        let Some((owner, seq)) = c.sets_slice() else {
             return Ok(None);
         };
         if owner == slice || self.slice_seq(owner).await? != seq {

@@ -84,22 +84,23 @@ impl Delta {
     }
 
     /// Whether idem made commit `c`: it sets a slice and is the first
-    /// commit to carry that slice's transaction among those it can have
-    /// landed after (see `genuine`). A commit of an idem that did not
-    /// record the version its commits were made for is taken at its word.
+    /// commit to carry that slice's transaction since the version it was
+    /// made for (see `genuine`). Commits of an idem that did not record
+    /// that version are judged by the log's history.
     async fn made_by_idem(&self, c: &LogCommit) -> Result<bool, TableError> {
         let Some((slice, seq)) = c.sets_slice() else {
             return Ok(false);
         };
-        let Some(at) = c.made_for() else {
-            return Ok(true);
+        let Some(at) = c.made_for().and_then(|at| u64::try_from(at).ok()) else {
+            let history = self.idem_history().await?;
+            return Ok(genuine::versions(&history).contains(&c.version));
         };
-        if !genuine::lands_for(c.version, at) {
+        if at > c.version {
             return Ok(false);
         }
-        for v in at as u64..c.version {
+        for v in at..c.version {
             if let Some(earlier) = self.commit_at(v).await?
-                && earlier.sets_at(slice, seq, at)
+                && earlier.sets_slice() == Some((slice, seq))
             {
                 return Ok(false);
             }
@@ -108,10 +109,13 @@ impl Delta {
     }
 
     /// The slice's current commit: the first commit that set the slice to
-    /// its current sequence number, found from the version it was made
-    /// for (a few commits read), or, for a commit of an idem that did not
-    /// record it, in the log's history. `None`: no commit, or gone from
-    /// the log.
+    /// its current sequence number. After the latest checkpoint it is the
+    /// commit from which the app transaction holds its value; before it,
+    /// it is found from the version it was made for (`idem:at:<slice>`,
+    /// set by the same commit), reading forward from there. A commit of an
+    /// idem that did not record that version, or an `idem:at` another
+    /// commit set, is looked up in the log's history. `None`: no commit,
+    /// or gone from the log.
     pub(super) async fn current_commit(
         &self,
         slice: &str,
@@ -120,8 +124,22 @@ impl Delta {
         if seq == 0 {
             return Ok(None);
         }
-        if let Some(at) = self.txn(&at_app(slice)).await? {
-            return self.landed(at, |c| c.sets_at(slice, seq, at)).await;
+        let sets = |c: &LogCommit| c.sets_slice() == Some((slice, seq));
+        let (app, at_app) = (slice_app(slice), at_app(slice));
+        if let Some(v) = self.txn_since(&app).await? {
+            let c = self.commit_at(v).await?.filter(sets);
+            if c.is_some() {
+                return Ok(c);
+            }
+        } else if let Some(at) = self.txn(&at_app).await?
+            && self.txn_since(&at_app).await?.is_none()
+        {
+            let c = self
+                .landed(at, |c| sets(c) && c.made_for() == Some(at))
+                .await?;
+            if c.is_some() {
+                return Ok(c);
+            }
         }
         let history = self.idem_history().await?;
         let v = genuine::first_setting(&history, slice, seq);
