@@ -210,3 +210,73 @@ fn a_commit_that_landed_far_past_the_version_it_was_made_for_is_found() {
     );
     found("before the checkpoint");
 }
+
+/// A merge slice's rows are shared by key: any commit another writer made
+/// after the slice's and that touched files may have changed them. A
+/// rerun finds such a commit without reading the history: every 100
+/// versions a merge commit seals what came before it (the version it read
+/// through, and the latest foreign commit up to it), and a rerun reads
+/// the commits after the seal and takes its word for those before, also
+/// once log cleanup removed them.
+#[test]
+fn a_foreign_delete_in_a_merge_table_is_seen_through_the_seal() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = |p: &std::path::Path| p.display().to_string();
+    let module = s(&common::guest("examples/dedup_events"));
+    let root = dir.path().join("orders");
+    for d in ["2026-10-01", "2026-10-02"] {
+        common::orders(&root, d, 2_000, 1);
+    }
+    let table = dir.path().join("t");
+    let merge = ["--mode", "merge", "--key", "event_id"];
+    let run = |d: &str| {
+        let args = common::day_args(&module, &s(&root), d, &s(&table), &merge);
+        ok(common::idem(
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        ))
+    };
+    run("2026-10-01");
+    // Another writer deletes rows of the slice (version 2), then 110 of
+    // idem's merge commits follow, the last of them sealing.
+    let delete = format!(
+        "from deltalake import DeltaTable\nDeltaTable({:?}).delete(\"amount > 50\")",
+        s(&table)
+    );
+    let o = std::process::Command::new(common::python())
+        .args(["-c", &delete])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    ok(common::idem_env(
+        &["sample-history", "--table", &s(&table), "--commits", "110"],
+        &[("IDEM_SAMPLE_HISTORY", "yes")],
+    ));
+    let out = run("2026-10-02");
+    assert_eq!(field(&out, "result:"), "committed version 113", "{out}");
+    let sealed =
+        std::fs::read_to_string(table.join("_delta_log/00000000000000000113.json")).unwrap();
+    assert!(
+        sealed.contains(r#""appId":"idem:seal","version":112"#)
+            && sealed.contains(r#""appId":"idem:seal-foreign","version":3"#),
+        "no seal naming version 2 in {sealed}"
+    );
+    // Log cleanup takes the commits before the checkpoint (99), the
+    // foreign delete among them (the slice's own commit, 1, kept): the
+    // seal still knows. The slice of 2026-10-01 is no longer what idem
+    // committed: rerun, it commits again.
+    assert!(
+        table
+            .join("_delta_log/00000000000000000099.checkpoint.parquet")
+            .exists()
+    );
+    for v in 2..99 {
+        std::fs::remove_file(table.join(format!("_delta_log/{v:020}.json"))).unwrap();
+    }
+    let out = run("2026-10-01");
+    let result = field(&out, "result:");
+    assert!(
+        result.starts_with("committed") && result.contains("recommitted"),
+        "{out}"
+    );
+    assert!(out.contains("version 2 changed data"), "{out}");
+}

@@ -44,6 +44,11 @@ pub struct SandboxConfig {
     /// a long-running host that instantiates guest after guest; `None`
     /// allocates each instance on its own (one run per process).
     pub pool: Option<Pool>,
+    /// Benchmarks only: an engine whose code has no epoch checks, so
+    /// `Limits::deadline_ms` is not enforced (what the deadline costs a
+    /// tight loop is measured against it). Never set by idem itself.
+    #[doc(hidden)]
+    pub unenforced_deadline: bool,
 }
 
 /// The pooling allocator's size: how many guests may be alive at once and
@@ -67,6 +72,7 @@ impl Default for SandboxConfig {
             limits: Limits::default(),
             cache_dir: default_cache_dir(),
             pool: None,
+            unenforced_deadline: false,
         }
     }
 }
@@ -132,12 +138,10 @@ impl Sandbox {
     /// enforces wall-clock deadlines.
     pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
         check_pool(&config)?;
-        let engine = Engine::new(&profile::engine_config(
-            config.profile,
-            &config.limits,
-            config.pool,
-        ))
-        .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+        let mut engine_config = profile::engine_config(config.profile, &config.limits, config.pool);
+        engine_config.epoch_interruption(!config.unenforced_deadline);
+        let engine =
+            Engine::new(&engine_config).map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
         let fingerprint = profile::fingerprint(config.profile, config.limits.fuel.is_some());
         let ticker_stop = Arc::new(AtomicBool::new(false));
         let (weak, stop) = (engine.weak(), ticker_stop.clone());

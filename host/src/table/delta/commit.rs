@@ -187,7 +187,10 @@ impl Delta {
     ) -> Result<u64, TableError> {
         match req.mode {
             Mode::Merge { keys } => {
-                let props = self.props(req, seq, None);
+                let mut props = self.props(req, seq, None);
+                for txn in self.new_seal().await? {
+                    props = props.with_application_transaction(txn);
+                }
                 self.merge(req, keys, props).await
             }
             _ => self.replace(req, seq, written).await,

@@ -38,6 +38,7 @@ mod ownership;
 mod progress;
 mod proof;
 mod replace;
+mod seal;
 mod shape;
 mod sidecar;
 mod sql;

@@ -222,7 +222,7 @@ pub(super) fn overwrite(column: &str, value: &str) -> DeltaOperation {
 }
 
 /// The operation an append commit records.
-fn append() -> DeltaOperation {
+pub(super) fn append() -> DeltaOperation {
     DeltaOperation::Write {
         mode: SaveMode::Append,
         partition_by: None,

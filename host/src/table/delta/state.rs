@@ -49,30 +49,15 @@ impl Delta {
 
     /// Merge slices share files, so their rows cannot be told apart by file:
     /// any commit after the slice's that idem did not make may have changed
-    /// them. Reads the commits after the slice's (the ones a merge slice
-    /// depends on), not the history before it.
+    /// them. Reads the commits after the slice's, or after the table's
+    /// latest seal (see `seal`), not the history before them.
     pub async fn foreign_commit_since(
         &self,
         since: Option<u64>,
     ) -> Result<Option<String>, TableError> {
-        let Some(latest) = self.delta.version() else {
-            return Ok(None);
-        };
         // When log cleanup removed the slice's commit, every retained commit
         // is later than it.
-        let since_v = since.unwrap_or(0);
-        let mut first = None;
-        for v in (since_v + 1..=latest).rev() {
-            // Any commit idem did not make that adds or removes a file,
-            // whatever its `dataChange` flags claim (a foreign rewrite can
-            // say false).
-            if let Some(c) = self.commit_at(v).await?
-                && c.touches_files
-                && !self.made_by_idem(&c).await?
-            {
-                first = Some(v);
-            }
-        }
+        let first = self.foreign_after(since.unwrap_or(0)).await?;
         Ok(first.map(|v| {
             format!(
                 "version {v} changed data and was committed by another writer after the slice's commit ({})",
@@ -87,7 +72,7 @@ impl Delta {
     /// commit to carry that slice's transaction since the version it was
     /// made for (see `genuine`). Commits of an idem that did not record
     /// that version are judged by the log's history.
-    async fn made_by_idem(&self, c: &LogCommit) -> Result<bool, TableError> {
+    pub(super) async fn made_by_idem(&self, c: &LogCommit) -> Result<bool, TableError> {
         let Some((slice, seq)) = c.sets_slice() else {
             return Ok(false);
         };

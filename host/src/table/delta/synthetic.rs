@@ -15,15 +15,19 @@ use crate::table::error::TableError;
 use crate::table::mode::Mode;
 
 impl Delta {
-    /// Append `commits` commits to this overwrite-partition table, the
-    /// `i`-th committing slice `<prefix>-<i>` to partition
-    /// `<column>=<prefix>-<i>` with a copy of the table's first data file.
+    /// Append `commits` commits to this table, the `i`-th committing slice
+    /// `<prefix>-<i>`: on an overwrite-partition table to partition
+    /// `<column>=<prefix>-<i>` with a copy of the table's first data file;
+    /// on a merge table no rows (a MERGE that matched nothing).
     pub async fn sample_history(
         &mut self,
         commits: u64,
         column: &str,
         prefix: &str,
     ) -> Result<(), TableError> {
+        if self.created_mode().as_deref() == Some("merge") {
+            return self.sample_merges(commits, prefix).await;
+        }
         let files = self.data_files().await?;
         let Some(template) = files.first().cloned() else {
             return Err(TableError::Output(
@@ -74,6 +78,28 @@ impl Delta {
             let props = self.props(&req, 1, Some(1));
             self.write_log(props, actions, replace::overwrite(column, &value))
                 .await?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::sample_history`] on a merge table.
+    async fn sample_merges(&mut self, commits: u64, prefix: &str) -> Result<(), TableError> {
+        let mode = Mode::Merge { keys: Vec::new() };
+        for i in 0..commits {
+            let slice = format!("{prefix}-{i}");
+            let digest = Digest::of_bytes(slice.as_bytes());
+            let req = CommitRequest {
+                slice: &slice,
+                mode: &mode,
+                output_digest: &digest,
+                run_key: &digest,
+                manifest_digest: &digest,
+                output: Output::Staged(Vec::new()),
+                schema: None,
+                progress: None,
+            };
+            let props = self.props(&req, 1, None);
+            self.write_log(props, Vec::new(), replace::append()).await?;
         }
         Ok(())
     }
