@@ -743,6 +743,39 @@ fn partitions_follow_a_slices_latest_commit_and_the_tables_partitioning() {
     assert_eq!(read_table(&table, None), before);
 }
 
+/// Finding of the second review: a partition's app transaction
+/// (`idem:partition:<p>`) holds its owner's sequence number, which two
+/// slices can share. The owner of a partition that slices with empty
+/// outputs named in turn is the latest of them, not the first to set that
+/// number: a third slice is refused, naming it.
+#[test]
+fn an_empty_partition_belongs_to_the_latest_slice_that_named_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guest("examples/daily_revenue");
+    let (empty, full) = (
+        dir.path().join("empty.parquet"),
+        dir.path().join("full.parquet"),
+    );
+    day_file(dir.path(), "2026-10-01", 0, &empty);
+    day_file(dir.path(), "2026-10-02", 1_000, &full);
+    let table = dir.path().join("t");
+    let part = |p: &'static str| ["--partition", p, "--mode", "overwrite-partition"];
+    ok(run_files(&module, &empty, "a", &table, &part("date=d1")));
+    // a moves on (its sequence number 2), b takes d1 with number 1.
+    let out = ok(run_files(&module, &full, "a", &table, &part("date=d2")));
+    assert!(field(&out, "result:").starts_with("committed"), "{out}");
+    ok(run_files(&module, &empty, "b", &table, &part("date=d1")));
+    assert!(
+        !files_on_disk(&table)
+            .iter()
+            .any(|f| f.starts_with("date=d1")),
+        "d1's outputs were empty"
+    );
+    let (code, out, err) = run_files(&module, &empty, "c", &table, &part("date=d1"));
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("owned by slice `b`"), "{err}");
+}
+
 /// A commit that landed but whose response was lost (a retried log PUT
 /// that finds the entry it wrote) is reported as this run's commit, not as
 /// another host's: the commit carries the process's own id.

@@ -260,16 +260,29 @@ fn a_foreign_delete_in_a_merge_table_is_seen_through_the_seal() {
             && sealed.contains(r#""appId":"idem:seal-foreign","version":3"#),
         "no seal naming version 2 in {sealed}"
     );
-    // Log cleanup takes the commits before the checkpoint (99), the
-    // foreign delete among them (the slice's own commit, 1, kept): the
-    // seal still knows. The slice of 2026-10-01 is no longer what idem
-    // committed: rerun, it commits again.
+    // 100 more commits (a checkpoint at 199), then log cleanup takes the
+    // commits before it: the foreign delete and the sealing commit among
+    // them (the slice's own commit, 1, kept). The seal's values outlive
+    // them. The slice of 2026-10-01 is no longer what idem committed:
+    // rerun, it commits again.
+    ok(common::idem_env(
+        &[
+            "sample-history",
+            "--table",
+            &s(&table),
+            "--commits",
+            "100",
+            "--prefix",
+            "more",
+        ],
+        &[("IDEM_SAMPLE_HISTORY", "yes")],
+    ));
     assert!(
         table
-            .join("_delta_log/00000000000000000099.checkpoint.parquet")
+            .join("_delta_log/00000000000000000199.checkpoint.parquet")
             .exists()
     );
-    for v in 2..99 {
+    for v in 2..199 {
         std::fs::remove_file(table.join(format!("_delta_log/{v:020}.json"))).unwrap();
     }
     let out = run("2026-10-01");

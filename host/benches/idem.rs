@@ -585,30 +585,8 @@ fn s3_inputs(rows: u64, samples: u64, out: &mut Vec<Row>) {
         );
         return;
     }
-    use std::io::BufRead;
-    let mut server = Command::new(&python)
-        .arg(root().join("tests/s3_server.py"))
-        .arg("bench")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-    let env: Vec<(String, String)> = [
-        ("AWS_ENDPOINT_URL", v["endpoint"].as_str().unwrap()),
-        ("AWS_ACCESS_KEY_ID", v["key"].as_str().unwrap()),
-        ("AWS_SECRET_ACCESS_KEY", v["secret"].as_str().unwrap()),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ALLOW_HTTP", "true"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
+    let server = figures::inputs::Server::start(&python, &[]);
+    let env = server.env.clone();
     let data = ensure_slice(rows);
     let url = format!("s3://bench/orders-{rows}");
     let up = Command::new(std::env::current_exe().unwrap())
@@ -625,8 +603,7 @@ fn s3_inputs(rows: u64, samples: u64, out: &mut Vec<Row>) {
         rs.push(child_env("clean_orders", "wasm", rows, BATCH, &s3_env));
     }
     let (l, r) = (median(ls), median(rs));
-    drop(server.stdin.take());
-    let _ = server.wait();
+    drop(server);
     out.push(Row {
         figure: format!(
             "6. clean_orders: idem run, inputs on loopback S3 vs local ({}M rows)",

@@ -209,14 +209,17 @@ fn sha256_one_core(file: &Path, samples: u64) -> f64 {
 }
 
 /// The loopback S3 test server (tests/s3_server.py) with its `flags`.
-struct Server {
+/// The tests' S3 server (tests/s3_server.py), stopped when dropped.
+pub struct Server {
     child: std::process::Child,
     endpoint: String,
-    env: Vec<(String, String)>,
+    /// The AWS variables that point a client at it.
+    pub env: Vec<(String, String)>,
 }
 
 impl Server {
-    fn start(python: &Path, flags: &[&str]) -> Server {
+    /// Start it with bucket `bench` and `flags`.
+    pub fn start(python: &Path, flags: &[&str]) -> Server {
         let mut child = Command::new(python)
             .arg(root().join("tests/s3_server.py"))
             .arg("bench")

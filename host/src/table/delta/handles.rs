@@ -17,10 +17,19 @@ use super::Delta;
 use crate::table::commit::attempt_id;
 use crate::table::error::TableError;
 
-/// A kept handle, and the commit file it was at (its size and tag).
+/// A kept handle, the commit file it was at (its size and tag), and when
+/// it was last used (to let the least recently used go).
 struct Kept {
     delta: Delta,
-    at: (u64, Option<String>),
+    at: (u64, String),
+    used: u64,
+}
+
+/// A clock of uses.
+static USES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn tick() -> u64 {
+    USES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 static HANDLES: LazyLock<Mutex<HashMap<Url, Kept>>> = LazyLock::new(Default::default);
@@ -30,12 +39,13 @@ static HANDLES: LazyLock<Mutex<HashMap<Url, Kept>>> = LazyLock::new(Default::def
 const MAX_KEPT: usize = 64;
 
 /// The store's description of commit file `version` (size and e-tag),
-/// `None` when it is gone.
-async fn commit_file(delta: &Delta, version: u64) -> Option<(u64, Option<String>)> {
+/// `None` when it is gone or the store names no e-tag (a file of the same
+/// size could then be another table's).
+async fn commit_file(delta: &Delta, version: u64) -> Option<(u64, String)> {
     let store = delta.delta.log_store().object_store(None);
     let path = Path::from(format!("_delta_log/{version:020}.json"));
     let meta = store.head(&path).await.ok()?;
-    Some((meta.size, meta.e_tag))
+    Some((meta.size, meta.e_tag?))
 }
 
 impl Delta {
@@ -43,10 +53,11 @@ impl Delta {
     /// with an attempt id of its own; `None` when there is none (or the
     /// table was made again).
     pub(super) async fn kept(url: &Url, location: &str) -> Result<Option<Delta>, TableError> {
-        let copy = HANDLES
-            .lock()
-            .ok()
-            .and_then(|h| h.get(url).map(|k| (k.delta.copy(), k.at.clone())));
+        let copy = HANDLES.lock().ok().and_then(|mut h| {
+            let k = h.get_mut(url)?;
+            k.used = tick();
+            Some((k.delta.copy(), k.at.clone()))
+        });
         let Some((mut delta, at)) = copy else {
             return Ok(None);
         };
@@ -80,15 +91,21 @@ impl Delta {
             if newer {
                 if h.len() >= MAX_KEPT
                     && !h.contains_key(&self.url)
-                    && let Some(any) = h.keys().next().cloned()
+                    && let Some(oldest) =
+                        h.iter().min_by_key(|(_, k)| k.used).map(|(u, _)| u.clone())
                 {
-                    h.remove(&any);
+                    h.remove(&oldest);
                 }
+                // Kept without what this run read of its version (the next
+                // run is at another version, or reads it again).
+                let mut delta = self.copy();
+                delta.cache = Default::default();
                 h.insert(
                     self.url.clone(),
                     Kept {
-                        delta: self.copy(),
+                        delta,
                         at,
+                        used: tick(),
                     },
                 );
             }

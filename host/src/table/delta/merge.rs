@@ -39,6 +39,11 @@ impl Delta {
         self.delta = table;
         if self.delta.version() == before {
             self.commit_no_rows(props).await?;
+        } else {
+            // Read again rather than keep the MERGE's post-commit snapshot
+            // (delta-rs brings it to the new version without re-basing it
+            // on checkpoints written since).
+            self.refresh().await?;
         }
         lost_response()?;
         self.delta.version().ok_or_else(|| TableError::Delta {

@@ -94,21 +94,21 @@ impl Delta {
         let Some(pseq) = self.txn(&part_app).await? else {
             return Ok(None);
         };
+        // `idem:partition-at` grows with every commit naming the partition
+        // (two slices can hold the same sequence number, not the same
+        // version), so the commit that set it is the latest to name it.
+        let at_app = apps::partition_at_app(column, value);
+        let Some(at) = self.txn(&at_app).await? else {
+            return self.partition_owner_in_history(slice, &partition).await;
+        };
         let names = |c: &LogCommit| {
             c.get_str("idem.partition") == Some(partition.as_str())
                 && c.sets_slice().is_some_and(|(_, seq)| seq == pseq)
-                && c.txns.iter().any(|(a, v)| *a == part_app && *v == pseq)
+                && c.txns.iter().any(|(a, v)| *a == at_app && *v == at)
         };
-        let at_app = apps::partition_at_app(column, value);
-        let latest = if let Some(v) = self.txn_since(&part_app).await? {
-            self.commit_at(v).await?.filter(names)
-        } else {
-            match self.txn(&at_app).await? {
-                Some(at) if self.txn_since(&at_app).await?.is_none() => {
-                    self.landed(at, names).await?
-                }
-                _ => None,
-            }
+        let latest = match self.txn_since(&at_app).await? {
+            Some(v) => self.commit_at(v).await?.filter(names),
+            None => self.landed(at, names).await?,
         };
         let Some(c) = latest else {
             return self.partition_owner_in_history(slice, &partition).await;

@@ -6,7 +6,11 @@
 //! (`idem:seal`) and the latest commit up to it that another writer made
 //! and that touched files (`idem:seal-foreign`, plus one; 0: none). A
 //! reader reads the commits after the seal, and takes the seal's word for
-//! those before it, once the commit carrying it is proven idem's.
+//! those before it, once the commit carrying it is proven idem's (or gone
+//! with log cleanup). A foreign commit the seal names counts whoever wrote
+//! the seal: it can only make a slice recommit. A table sealed for the
+//! first time (at least 100 versions, no seal yet) has its commits read
+//! once, in that commit.
 
 use deltalake::kernel::Transaction;
 use futures::{StreamExt as _, TryStreamExt as _};
@@ -46,34 +50,48 @@ impl Delta {
         Ok(latest)
     }
 
-    /// The table's seal, once the commit carrying it is proven idem's:
-    /// (the version it read through, the latest foreign commit through
-    /// it).
+    /// The latest foreign commit the table's seal names, whoever wrote it:
+    /// what drift takes into account even when the seal cannot be proven
+    /// (a seal can only add a reason to recommit).
+    async fn sealed_foreign(&self) -> Result<Option<u64>, TableError> {
+        Ok(self
+            .txn(FOREIGN_APP)
+            .await?
+            .and_then(|f| u64::try_from(f).ok())
+            .and_then(|f| f.checked_sub(1)))
+    }
+
+    /// The table's seal: (the version it read through, the latest foreign
+    /// commit through it), once the commit carrying it is idem's (it
+    /// carries both values) or gone with log cleanup (the checkpoint keeps
+    /// the values; the commits they summarise may be gone too).
     async fn seal(&self) -> Result<Option<(u64, Option<u64>)>, TableError> {
-        let Some(through) = self.txn(SEAL_APP).await? else {
+        let (Some(through), Some(foreign)) =
+            (self.txn(SEAL_APP).await?, self.txn(FOREIGN_APP).await?)
+        else {
             return Ok(None);
         };
-        let Ok(through) = u64::try_from(through) else {
+        let Ok(through_v) = u64::try_from(through) else {
             return Ok(None);
         };
-        let foreign = self.txn(FOREIGN_APP).await?.unwrap_or(0);
         let carries = |c: &crate::table::LogCommit| {
-            c.txns
-                .iter()
-                .any(|(a, v)| a == SEAL_APP && *v == through as i64)
+            let has = |app: &str, v: i64| c.txns.iter().any(|(a, x)| a == app && *x == v);
+            has(SEAL_APP, through) && has(FOREIGN_APP, foreign)
         };
         let sealer = match self.txn_since(SEAL_APP).await? {
-            Some(v) => self.commit_at(v).await?.filter(carries),
-            None => self.landed(through as i64 + 1, carries).await?,
+            Some(v) => self.commit_at(v).await?,
+            None if self.commit_at(through_v + 1).await?.is_none() => {
+                // Cleaned up with the log: the values stand.
+                return Ok(Some((through_v, self.sealed_foreign().await?)));
+            }
+            None => self.landed(through + 1, carries).await?,
         };
-        let Some(sealer) = sealer else {
-            return Ok(None);
-        };
-        if !self.made_by_idem(&sealer).await? {
-            return Ok(None);
+        match sealer {
+            Some(c) if carries(&c) && self.made_by_idem(&c).await? => {
+                Ok(Some((through_v, self.sealed_foreign().await?)))
+            }
+            _ => Ok(None),
         }
-        let foreign = u64::try_from(foreign).ok().and_then(|f| f.checked_sub(1));
-        Ok(Some((through, foreign)))
     }
 
     /// The first version after `since` that another writer committed and
@@ -84,13 +102,13 @@ impl Delta {
         let Some(latest) = self.delta.version() else {
             return Ok(None);
         };
-        let seal = self.seal().await?.filter(|(through, _)| *through > since);
-        let from = seal.map_or(since, |(through, _)| through) + 1;
-        if let Some((_, Some(foreign))) = seal
+        if let Some(foreign) = self.sealed_foreign().await?
             && foreign > since
         {
             return Ok(Some(foreign));
         }
+        let seal = self.seal().await?.filter(|(through, _)| *through > since);
+        let from = seal.map_or(since, |(through, _)| through) + 1;
         if from > latest {
             return Ok(None);
         }
@@ -112,7 +130,7 @@ impl Delta {
         let foreign = self
             .foreign_in(from, read)
             .await?
-            .or(last.and_then(|(_, f)| f));
+            .or(self.sealed_foreign().await?);
         Ok(vec![
             Transaction::new(SEAL_APP, read as i64),
             Transaction::new(FOREIGN_APP, foreign.map_or(0, |f| f as i64 + 1)),

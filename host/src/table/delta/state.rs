@@ -83,6 +83,13 @@ impl Delta {
         if at > c.version {
             return Ok(false);
         }
+        // The commit that made the slice's current sequence number current,
+        // when known, is the one.
+        if self.slice_seq(slice).await? == seq
+            && let Some(first) = self.txn_since(&slice_app(slice)).await?
+        {
+            return Ok(first == c.version);
+        }
         for v in at..c.version {
             if let Some(earlier) = self.commit_at(v).await?
                 && earlier.sets_slice() == Some((slice, seq))

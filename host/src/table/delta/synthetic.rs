@@ -64,18 +64,8 @@ impl Delta {
                 value: value.clone(),
             };
             let digest = Digest::of_bytes(value.as_bytes());
-            let req = CommitRequest {
-                slice: &value,
-                mode: &mode,
-                output_digest: &digest,
-                run_key: &digest,
-                manifest_digest: &digest,
-                output: Output::Staged(Vec::new()),
-                schema: None,
-                progress: None,
-            };
             let actions = replace::actions(&value, 1, &[add], &[]);
-            let props = self.props(&req, 1, Some(1));
+            let props = self.props(&sample(&value, &mode, &digest), 1, Some(1));
             self.write_log(props, actions, replace::overwrite(column, &value))
                 .await?;
         }
@@ -88,19 +78,23 @@ impl Delta {
         for i in 0..commits {
             let slice = format!("{prefix}-{i}");
             let digest = Digest::of_bytes(slice.as_bytes());
-            let req = CommitRequest {
-                slice: &slice,
-                mode: &mode,
-                output_digest: &digest,
-                run_key: &digest,
-                manifest_digest: &digest,
-                output: Output::Staged(Vec::new()),
-                schema: None,
-                progress: None,
-            };
-            let props = self.props(&req, 1, None);
+            let props = self.props(&sample(&slice, &mode, &digest), 1, None);
             self.write_log(props, Vec::new(), replace::append()).await?;
         }
         Ok(())
+    }
+}
+
+/// A sample commit's request: its digests all `digest` (made up).
+fn sample<'a>(slice: &'a str, mode: &'a Mode, digest: &'a Digest) -> CommitRequest<'a> {
+    CommitRequest {
+        slice,
+        mode,
+        output_digest: digest,
+        run_key: digest,
+        manifest_digest: digest,
+        output: Output::Staged(Vec::new()),
+        schema: None,
+        progress: None,
     }
 }

@@ -124,6 +124,8 @@ impl Delta {
             Ok(txns) => {
                 let txns = Arc::new(txns);
                 if let Ok(mut c) = CHECKPOINTS.lock() {
+                    // The table's older checkpoints are not read again.
+                    c.retain(|(table, _), _| *table != key.0);
                     c.insert(key, txns.clone());
                 }
                 Some((hint.version + 1, txns))
