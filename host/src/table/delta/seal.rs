@@ -74,7 +74,7 @@ impl Delta {
         let Ok(through_v) = u64::try_from(through) else {
             return Ok(None);
         };
-        let carries = |c: &crate::table::LogCommit| {
+        let carries = |c: &crate::table::record::LogCommit| {
             let has = |app: &str, v: i64| c.txns.iter().any(|(a, x)| a == app && *x == v);
             has(SEAL_APP, through) && has(FOREIGN_APP, foreign)
         };
