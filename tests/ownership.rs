@@ -453,23 +453,8 @@ fn two_hosts_at_the_log_write_at_once_one_commits_one_recovers() {
         ));
         let barrier = dir.path().join("barrier");
         let spawn = || {
-            std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
-                .args(day_args(
-                    &module,
-                    &root,
-                    "2026-10-01",
-                    &table,
-                    &["--mode", mode],
-                ))
-                .env("IDEM_CACHE_DIR", common::test_cache())
-                .env(
-                    "IDEM_FAULT_BARRIER",
-                    format!("before-log-write:2:{}", s(&barrier)),
-                )
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
+            let args = day_args(&module, &root, "2026-10-01", &table, &["--mode", mode]);
+            common::idem_at_barrier(&args, "before-log-write", 2, &barrier)
         };
         let (a, b) = (spawn(), spawn());
         let outs: Vec<String> = [a, b]

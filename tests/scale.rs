@@ -154,17 +154,7 @@ fn a_commit_that_landed_far_past_the_version_it_was_made_for_is_found() {
     // version 2) while another writer commits versions 2..=21 (commitInfo
     // only: nothing to conflict with).
     let barrier = dir.path().join("barrier");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
-        .args(day("2026-10-02"))
-        .env("IDEM_CACHE_DIR", common::test_cache())
-        .env(
-            "IDEM_FAULT_BARRIER",
-            format!("before-log-write:2:{}", s(&barrier)),
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = common::idem_at_barrier(&day("2026-10-02"), "before-log-write", 2, &barrier);
     let t = std::time::Instant::now();
     while std::fs::read_dir(&barrier).map(|d| d.count()).unwrap_or(0) == 0 {
         assert!(

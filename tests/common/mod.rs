@@ -121,6 +121,23 @@ pub fn day_args(module: &str, root: &str, date: &str, table: &str, extra: &[&str
     args.iter().chain(extra).map(|a| a.to_string()).collect()
 }
 
+/// `idem args`, started in the background and held at fault point `point`
+/// until `n` processes have reached it (`IDEM_FAULT_BARRIER`, each
+/// announced by a file in `dir`); its output piped.
+pub fn idem_at_barrier(args: &[String], point: &str, n: usize, dir: &Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(args)
+        .env("IDEM_CACHE_DIR", test_cache())
+        .env(
+            "IDEM_FAULT_BARRIER",
+            format!("{point}:{n}:{}", dir.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Sample orders for `date`: `rows` rows in `files` files under `dir`.
 pub fn orders(dir: &Path, date: &str, rows: u64, files: usize) -> Vec<PathBuf> {
     idem::sample::write_day(dir, date, rows, files).unwrap()

@@ -111,6 +111,29 @@ impl Delta {
         Ok(None)
     }
 
+    /// The commit that made app id `app`'s value current and that `is_it`
+    /// recognises: the one from which the value holds, when that is after
+    /// the latest checkpoint; before it, the first from the version that
+    /// app id `at_app` records (set by the same commit) on that carries
+    /// that version. `None` when neither is (the caller asks the history).
+    pub(super) async fn setter(
+        &self,
+        app: &str,
+        at_app: &str,
+        is_it: impl Fn(&LogCommit) -> bool,
+    ) -> Result<Option<LogCommit>, TableError> {
+        if let Some(v) = self.txn_since(app).await? {
+            return Ok(self.commit_at(v).await?.filter(|c| is_it(c)));
+        }
+        match self.txn(at_app).await? {
+            Some(at) if self.txn_since(at_app).await?.is_none() => {
+                let carries = |c: &LogCommit| c.txns.iter().any(|(a, v)| a == at_app && *v == at);
+                self.landed(at, |c| carries(c) && is_it(c)).await
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// The key of the table's commits in [`HISTORY`].
     pub(super) fn history_key(&self) -> String {
         format!(

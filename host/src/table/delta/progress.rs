@@ -30,17 +30,7 @@ impl Delta {
                 && c.txns.iter().any(|(a, v)| *a == count_app && *v == count)
         };
         let at_app = progress_at_app(source);
-        let found = if let Some(v) = self.txn_since(&count_app).await? {
-            self.commit_at(v).await?.filter(advanced)
-        } else {
-            match self.txn(&at_app).await? {
-                Some(at) if self.txn_since(&at_app).await?.is_none() => {
-                    self.landed(at, advanced).await?
-                }
-                _ => None,
-            }
-        };
-        if let Some(c) = found {
+        if let Some(c) = self.setter(&count_app, &at_app, advanced).await? {
             return Ok(recorded(&c, source));
         }
         Ok(self

@@ -106,11 +106,7 @@ impl Delta {
                 && c.sets_slice().is_some_and(|(_, seq)| seq == pseq)
                 && c.txns.iter().any(|(a, v)| *a == at_app && *v == at)
         };
-        let latest = match self.txn_since(&at_app).await? {
-            Some(v) => self.commit_at(v).await?.filter(names),
-            None => self.landed(at, names).await?,
-        };
-        let Some(c) = latest else {
+        let Some(c) = self.setter(&at_app, &at_app, names).await? else {
             return self.partition_owner_in_history(slice, &partition).await;
         };
         let Some((owner, seq)) = c.sets_slice() else {

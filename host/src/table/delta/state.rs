@@ -117,21 +117,8 @@ impl Delta {
             return Ok(None);
         }
         let sets = |c: &LogCommit| c.sets_slice() == Some((slice, seq));
-        let (app, at_app) = (slice_app(slice), at_app(slice));
-        if let Some(v) = self.txn_since(&app).await? {
-            let c = self.commit_at(v).await?.filter(sets);
-            if c.is_some() {
-                return Ok(c);
-            }
-        } else if let Some(at) = self.txn(&at_app).await?
-            && self.txn_since(&at_app).await?.is_none()
-        {
-            let c = self
-                .landed(at, |c| sets(c) && c.made_for() == Some(at))
-                .await?;
-            if c.is_some() {
-                return Ok(c);
-            }
+        if let Some(c) = self.setter(&slice_app(slice), &at_app(slice), sets).await? {
+            return Ok(Some(c));
         }
         let history = self.idem_history().await?;
         let v = genuine::first_setting(&history, slice, seq);
