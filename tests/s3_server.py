@@ -24,7 +24,10 @@ Every request to the bucket is counted by method; `GET /_idem/requests`
 (unsigned, not counted) answers the counts since the last
 `POST /_idem/requests` (which answers them too, then resets them): {"GET": n, "PUT": n, ...,
 "keys": {"GET _delta_log/...": n}} with the paths of the bucket's keys
-grouped by folder, so a test can say which requests a run made.
+grouped by folder, so a test can say which requests a run made. A LIST
+(`GET /BUCKET?list-type=2`) also counts the keys it answered, as "LISTED"
+and "LISTED <prefix's folder>": how many entries of a listing a run read
+(a LIST page holds up to 1,000).
 `POST /_idem/in-flight` (likewise uncounted) answers {"max": n, "now": k}:
 the most requests the server held at once since the last such call (the
 delay included), then starts counting again from those in flight now; a
@@ -37,6 +40,7 @@ import json
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 
 import boto3
@@ -86,6 +90,18 @@ def most_in_flight(environ, start_response):
     return [data]
 
 
+def count_listed(environ, body):
+    """Count the keys a LIST answered, in all and by the listed folder."""
+    query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+    if environ["REQUEST_METHOD"] != "GET" or "list-type" not in query:
+        return
+    listed = sum(chunk.count(b"<Key>") for chunk in body)
+    prefix = query.get("prefix", [""])[0]
+    with counts_lock:
+        counts["LISTED"] += listed
+        counts[f"LISTED {prefix.rsplit('/', 1)[0]}/"] += listed
+
+
 def app(environ, start_response):
     path = environ.get("PATH_INFO", "")
     if path == "/_idem/requests":
@@ -104,7 +120,9 @@ def app(environ, start_response):
         if IGNORE:
             environ.pop("HTTP_IF_NONE_MATCH", None)
         with lock:
-            return list(inner(environ, start_response))
+            body = list(inner(environ, start_response))
+        count_listed(environ, body)
+        return body
     finally:
         with counts_lock:
             in_flight["now"] -= 1

@@ -22,24 +22,27 @@ fn count(counts: &serde_json::Value, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// What one command made of the server: GETs in all, GETs of the Delta
-/// log, and LISTs (listing is a GET of the bucket with a query, counted
-/// under the bucket's root folder).
+/// What one command made of the server: GETs in all (a LIST is a GET of
+/// the bucket with a query), GETs of the Delta log, PUTs, and the entries
+/// its LISTs answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Reads {
     gets: u64,
     log_gets: u64,
     puts: u64,
+    listed: u64,
 }
 
 fn reads_of(s3: &S3, table: &str, args: &[&str]) -> (Reads, String) {
     s3.take_requests();
     let out = ok(s3.idem(args, &[]));
     let c = s3.take_requests();
+    eprintln!("{args:?}: {c}");
     let reads = Reads {
         gets: count(&c, "GET"),
         log_gets: count(&c, &format!("GET {table}/_delta_log/")),
         puts: count(&c, "PUT"),
+        listed: count(&c, "LISTED"),
     };
     (reads, out)
 }
@@ -82,6 +85,7 @@ fn a_run_reads_as_much_of_a_long_history_as_of_a_short_one() {
             "1",
             "--dates",
             "2026-10-01",
+            "2026-10-02",
         ],
         &[],
     ));
@@ -103,9 +107,15 @@ fn a_run_reads_as_much_of_a_long_history_as_of_a_short_one() {
             &["audit", &table, "--slice", "date=2026-10-01"],
         );
         assert!(out.contains("proven"), "{out}");
-        seen.push((name, extra, memo, force, audit));
+        let next = common::day_args(module, &input, "2026-10-02", &table, &[]);
+        let next: Vec<&str> = next.iter().map(String::as_str).collect();
+        let (commit, out) = reads_of(&s3, &folder, &next);
+        assert!(field(&out, "result:").starts_with("committed"), "{out}");
+        seen.push((name, extra, memo, force, audit, commit));
     }
-    eprintln!("requests (table, commits added, memo, --force, audit --slice): {seen:?}");
+    eprintln!(
+        "requests (table, commits added, memo, --force, audit --slice, committing run): {seen:?}"
+    );
     let (short, long) = (&seen[0], &seen[1]);
     // 200 more versions of history: not one more read of the log, and
     // not more than a handful of other requests (a LIST page).
@@ -113,16 +123,23 @@ fn a_run_reads_as_much_of_a_long_history_as_of_a_short_one() {
         ("memo rerun", short.2, long.2),
         ("--force rerun", short.3, long.3),
         ("audit --slice", short.4, long.4),
+        ("committing run", short.5, long.5),
     ] {
+        // Not one more entry listed either: a listing starts at the latest
+        // checkpoint, and a commit does not list the log to clean it up
+        // (delta-rs' default, every commit; idem cleans up at checkpoints).
         assert!(
-            l.log_gets <= s.log_gets + 2 && l.gets <= s.gets + 4 && l.puts == s.puts,
+            l.log_gets <= s.log_gets + 2
+                && l.gets <= s.gets + 4
+                && l.puts == s.puts
+                && l.listed <= s.listed + 4,
             "{what} read more of the longer history: {s:?} on {} versions, {l:?} on {}",
             short.1 + 2,
             long.1 + 2
         );
         // And what it reads is bounded by the commits since the checkpoint
         // (22), not the history (122 or 322 versions).
-        assert!(l.log_gets < 100, "{what}: {l:?}");
+        assert!(l.log_gets < 100 && l.listed < 100, "{what}: {l:?}");
     }
 }
 
@@ -282,4 +299,32 @@ fn a_foreign_delete_in_a_merge_table_is_seen_through_the_seal() {
         "{out}"
     );
     assert!(out.contains("version 2 changed data"), "{out}");
+}
+
+/// Opening a table to read it finds out whether there is one from
+/// delta-rs' load (the latest checkpoint and the commits after it), not by
+/// listing the log (on S3 a page of up to 1,000 of its files): a missing
+/// folder, a `_delta_log/` without commits and a missing prefix on S3 are
+/// each named, for `idem audit` and `idem log` alike.
+#[test]
+fn reading_a_table_that_is_not_there_names_it() {
+    let s3 = S3::start("lake");
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(empty.join("_delta_log")).unwrap();
+    let tables = [
+        dir.path().join("absent").display().to_string(),
+        empty.display().to_string(),
+        s3.url("tables/absent"),
+    ];
+    for table in &tables {
+        for command in ["audit", "log"] {
+            let (code, out, err) = s3.idem(&[command, table], &[]);
+            assert_ne!(code, 0, "idem {command} {table}: {out}");
+            assert!(
+                err.contains(&format!("there is no Delta table at `{table}`")),
+                "idem {command} {table}: {err}"
+            );
+        }
+    }
 }

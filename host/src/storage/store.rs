@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::StreamExt;
 use object_store::path::Path as ObjPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use url::Url;
@@ -189,29 +188,6 @@ impl Store {
     pub(super) fn absent<T>(&self) -> Result<Option<T>, StorageError> {
         self.check_reachable()?;
         Ok(None)
-    }
-
-    /// Is there at least one object below `rel_dir`? Only "not found" or
-    /// an empty listing mean no; other failures are errors.
-    pub fn any_below(&self, rel_dir: &str) -> Result<bool, StorageError> {
-        if let Some(root) = self.local_dir() {
-            self.path(rel_dir)?;
-            return match std::fs::read_dir(root.join(rel_dir)) {
-                Ok(mut d) => Ok(d.next().is_some()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-                Err(e) => Err(StorageError::Io {
-                    what: "listing".into(),
-                    path: root.join(rel_dir).display().to_string(),
-                    source: e,
-                }),
-            };
-        }
-        let p = self.path(rel_dir)?;
-        let inner = self.inner.clone();
-        match block(async move { inner.list(Some(&p)).next().await.transpose() }) {
-            Ok(first) => Ok(first.is_some()),
-            Err(e) => Err(self.fail_list("listing", rel_dir, e)),
-        }
     }
 
     /// The size of `rel`, `None` when it does not exist.

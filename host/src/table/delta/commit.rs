@@ -212,9 +212,10 @@ impl Delta {
         if let Some(shape) = self.shape() {
             keys.push(("idem.shape".into(), shape.into()));
         }
-        CommitProperties::default()
+        let props = CommitProperties::default()
             .with_metadata(keys)
-            .with_application_transactions(apps::transactions(req, seq, at, nfiles))
+            .with_application_transactions(apps::transactions(req, seq, at, nfiles));
+        super::post_commit::no_cleanup(props)
     }
 }
 

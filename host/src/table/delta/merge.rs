@@ -39,17 +39,21 @@ impl Delta {
         self.delta = table;
         if self.delta.version() == before {
             self.commit_no_rows(props).await?;
+        } else if let Some(state) = self.delta.state.take() {
+            // The MERGE's post-commit state, unless it missed a checkpoint
+            // (see `post_commit`).
+            let version = state.version();
+            self.committed(state, version).await?;
         } else {
-            // Read again rather than keep the MERGE's post-commit snapshot
-            // (delta-rs brings it to the new version without re-basing it
-            // on checkpoints written since).
             self.refresh().await?;
         }
         lost_response()?;
-        self.delta.version().ok_or_else(|| TableError::Delta {
+        let version = self.delta.version().ok_or_else(|| TableError::Delta {
             what: "committing".into(),
             detail: "no version after commit".into(),
-        })
+        })?;
+        self.tidy_log(version).await;
+        Ok(version)
     }
 
     /// A key belongs to one slice: refuse keys another slice committed.

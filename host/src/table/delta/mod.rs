@@ -35,6 +35,7 @@ mod inputs;
 mod merge;
 pub(super) mod open;
 mod ownership;
+mod post_commit;
 mod progress;
 mod proof;
 mod replace;

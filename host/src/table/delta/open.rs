@@ -58,13 +58,11 @@ impl Delta {
         // An unreachable store, a missing bucket or refused credentials are
         // named here, before delta-rs wraps them.
         off_runtime(location, &store, |s| s.check_reachable()).await?;
-        if !create {
-            let found = off_runtime(location, &store, |s| s.any_below("_delta_log")).await?;
-            if !found {
-                return Err(TableError::NoTable {
-                    location: location.into(),
-                });
-            }
+        let local = url.to_file_path().ok().filter(|_| url.scheme() == "file");
+        if !create && local.is_some_and(|dir| !dir.join("_delta_log").is_dir()) {
+            return Err(TableError::NoTable {
+                location: location.into(),
+            });
         }
         if url.scheme() == "file" && create {
             let dir = url.to_file_path().map_err(|_| TableError::Location {
@@ -83,6 +81,14 @@ impl Delta {
                     location: location.into(),
                     detail: e.to_string(),
                 })?;
+        // To read, the log must hold a version (found by delta-rs from the
+        // checkpoint on: no listing of the whole log, which on an object
+        // store answers a page of up to 1,000 of its files).
+        if !create && delta.version().is_none() {
+            return Err(TableError::NoTable {
+                location: location.into(),
+            });
+        }
         let opened = Delta {
             url,
             delta,

@@ -177,7 +177,8 @@ impl Delta {
             .map_err(classify)?;
         let version = done.version();
         lost_response()?;
-        self.refresh().await?;
+        self.committed(done.snapshot, version).await?;
+        self.tidy_log(version).await;
         Ok(version as u64)
     }
 }
