@@ -328,3 +328,93 @@ fn reading_a_table_that_is_not_there_names_it() {
         }
     }
 }
+
+/// The commit files in `table`'s `_delta_log`, by version.
+fn commit_versions(table: &std::path::Path) -> Vec<u64> {
+    let mut v: Vec<u64> = std::fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".json")?.parse().ok()
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Log cleanup happens when a checkpoint is written, as in Delta Lake (and
+/// not, as delta-rs does on its own, after every commit): on a table whose
+/// log retention is one second, the commit that lands on version 199
+/// (where delta-rs writes a checkpoint) removes the expired commit files
+/// before the latest checkpoint that leaves every commit of the retention
+/// period readable (99: the commits of the last second are after it); with
+/// `delta.enableExpiredLogCleanup=false` every one is kept. Both tables
+/// read the same (the cleaned one by delta-rs' Python reader: the raw one
+/// replays JSON commits only).
+#[test]
+fn the_log_is_cleaned_up_when_a_checkpoint_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = |p: &std::path::Path| p.display().to_string();
+    let module = s(&common::guest("examples/daily_revenue"));
+    let input = s(&dir.path().join("orders"));
+    let sample = [
+        "sample",
+        "--out",
+        &input,
+        "--rows",
+        "50",
+        "--files",
+        "1",
+        "--dates",
+        "2026-10-01",
+    ];
+    ok(common::idem(&sample));
+    let mut views = Vec::new();
+    for (name, cleanup) in [("kept", "false"), ("cleaned", "true")] {
+        let table = dir.path().join(name);
+        let run = common::day_args(&module, &input, "2026-10-01", &s(&table), &[]);
+        ok(common::idem(
+            &run.iter().map(String::as_str).collect::<Vec<_>>(),
+        ));
+        let alter = format!(
+            "import deltalake, sys; deltalake.DeltaTable(sys.argv[1]).alter.set_table_properties({{'delta.logRetentionDuration': 'interval 1 second', 'delta.enableExpiredLogCleanup': '{cleanup}'}})"
+        );
+        let o = std::process::Command::new(common::python())
+            .args(["-c", &alter, &s(&table)])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let before = commit_versions(&table);
+        assert!(before.ends_with(&[2]), "{before:?}");
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        ok(common::idem_env(
+            &["sample-history", "--table", &s(&table), "--commits", "200"],
+            &[("IDEM_SAMPLE_HISTORY", "yes")],
+        ));
+        let after = commit_versions(&table);
+        assert!(
+            table
+                .join("_delta_log/00000000000000000099.checkpoint.parquet")
+                .exists(),
+            "{name}: no checkpoint at 99"
+        );
+        assert_eq!(after.last(), Some(&202), "{name}: {after:?}");
+        match cleanup {
+            "false" => assert_eq!(after, (0..=202).collect::<Vec<_>>(), "{name}"),
+            _ => assert_eq!(
+                after.first(),
+                Some(&99),
+                "{name}: the expired commits before the checkpoint are removed: {after:?}"
+            ),
+        }
+        views.push(match cleanup {
+            "false" => common::read_table(&table, None),
+            _ => common::read_table_from_checkpoint(&table),
+        });
+    }
+    assert_eq!(
+        views[0].rows, views[1].rows,
+        "both tables hold the same rows"
+    );
+    assert_eq!(views[1].version, 202);
+}

@@ -37,21 +37,17 @@ impl Delta {
             super::sql::merge_into(self.delta.clone(), source, keys, req.slice, props.clone())
                 .await?;
         self.delta = table;
-        if self.delta.version() == before {
-            self.commit_no_rows(props).await?;
-        } else if let Some(state) = self.delta.state.take() {
-            // The MERGE's post-commit state, unless it missed a checkpoint
-            // (see `post_commit`).
-            let version = state.version();
-            self.committed(state, version).await?;
-        } else {
-            self.refresh().await?;
-        }
+        let version = match self.delta.state.clone() {
+            Some(state) if Some(state.version()) != before => {
+                // The MERGE's post-commit state, unless it missed a
+                // checkpoint (see `post_commit`).
+                let version = state.version();
+                self.committed(state, version).await?;
+                version
+            }
+            _ => self.commit_no_rows(props).await?,
+        };
         lost_response()?;
-        let version = self.delta.version().ok_or_else(|| TableError::Delta {
-            what: "committing".into(),
-            detail: "no version after commit".into(),
-        })?;
         self.tidy_log(version).await;
         Ok(version)
     }
@@ -92,7 +88,7 @@ impl Delta {
     /// holds none, or rows the table holds already): delta-rs then
     /// commits nothing. The slice's commit (sequence number, output
     /// digest) must still be recorded: a commit of no data actions.
-    async fn commit_no_rows(&mut self, props: CommitProperties) -> Result<(), TableError> {
+    async fn commit_no_rows(&mut self, props: CommitProperties) -> Result<u64, TableError> {
         let snapshot = self
             .delta
             .snapshot()
@@ -102,12 +98,13 @@ impl Delta {
             partition_by: None,
             predicate: None,
         };
-        CommitBuilder::from(props)
+        let done = CommitBuilder::from(props)
             .with_actions(Vec::new())
             .build(Some(snapshot), self.delta.log_store(), operation)
             .await
             .map_err(classify)?;
-        self.refresh().await
+        self.committed(done.snapshot, done.version).await?;
+        Ok(done.version)
     }
 
     /// The output as a DataFusion plan for MERGE: the staged Parquet files,

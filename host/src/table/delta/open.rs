@@ -34,6 +34,24 @@ async fn off_runtime<T: Send + 'static>(
         })??)
 }
 
+/// A local table's `_delta_log` folder that is not there is no table;
+/// one that cannot be read (permissions) is named as such.
+fn no_local_log(location: &str, log: &std::path::Path) -> Result<(), TableError> {
+    match std::fs::metadata(log) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(TableError::NoTable {
+            location: location.into(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(TableError::NoTable {
+            location: location.into(),
+        }),
+        Err(e) => Err(TableError::Location {
+            location: location.into(),
+            detail: format!("cannot read {}: {e}", log.display()),
+        }),
+    }
+}
+
 impl Delta {
     /// Open the table at `location` to write it: it need not exist yet (the
     /// first commit creates it; a local directory is made now). A location
@@ -59,10 +77,8 @@ impl Delta {
         // named here, before delta-rs wraps them.
         off_runtime(location, &store, |s| s.check_reachable()).await?;
         let local = url.to_file_path().ok().filter(|_| url.scheme() == "file");
-        if !create && local.is_some_and(|dir| !dir.join("_delta_log").is_dir()) {
-            return Err(TableError::NoTable {
-                location: location.into(),
-            });
+        if !create && let Some(dir) = local {
+            no_local_log(location, &dir.join("_delta_log"))?;
         }
         if url.scheme() == "file" && create {
             let dir = url.to_file_path().map_err(|_| TableError::Location {
