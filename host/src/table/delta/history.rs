@@ -97,15 +97,20 @@ impl Delta {
         let (Ok(at), Some(latest)) = (u64::try_from(at), self.delta.version()) else {
             return Ok(None);
         };
-        let mut commits = futures::stream::iter(at..=latest)
+        // Commit `at` alone first: it is the one unless another writer won
+        // the race, and reading ahead for it would leave requests in
+        // flight that the answer no longer needs.
+        match self.commit_at(at).await? {
+            Some(c) if is_it(&c) => return Ok(Some(c)),
+            None => return Ok(None),
+            Some(_) => {}
+        }
+        let mut commits = futures::stream::iter(at + 1..=latest)
             .map(|v| self.commit_at(v))
             .buffered(READ_AHEAD);
-        let mut first = true;
         while let Some(c) = commits.try_next().await? {
-            match c {
-                Some(c) if is_it(&c) => return Ok(Some(c)),
-                None if first => return Ok(None),
-                _ => first = false,
+            if let Some(c) = c.filter(|c| is_it(c)) {
+                return Ok(Some(c));
             }
         }
         Ok(None)

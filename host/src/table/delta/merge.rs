@@ -48,7 +48,6 @@ impl Delta {
             _ => self.commit_no_rows(props).await?,
         };
         lost_response()?;
-        self.tidy_log(version).await;
         Ok(version)
     }
 

@@ -34,20 +34,37 @@ async fn off_runtime<T: Send + 'static>(
         })??)
 }
 
-/// A local table's `_delta_log` folder that is not there is no table;
-/// one that cannot be read (permissions) is named as such.
-fn no_local_log(location: &str, log: &std::path::Path) -> Result<(), TableError> {
-    match std::fs::metadata(log) {
+/// A local table's folder: made when writing (the first commit creates
+/// the table); to read, its `_delta_log` must be there (a missing one is
+/// no table, one that cannot be read is named as such). Other stores
+/// have no folders.
+fn local_folder(location: &str, url: &Url, create: bool) -> Result<(), TableError> {
+    if url.scheme() != "file" {
+        return Ok(());
+    }
+    let err = |detail: String| TableError::Location {
+        location: location.into(),
+        detail,
+    };
+    let Ok(dir) = url.to_file_path() else {
+        return if create {
+            Err(err("bad file URL".into()))
+        } else {
+            Ok(())
+        };
+    };
+    if create {
+        return std::fs::create_dir_all(&dir)
+            .map_err(|e| err(format!("cannot create {}: {e}", dir.display())));
+    }
+    let log = dir.join("_delta_log");
+    match std::fs::metadata(&log) {
         Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(TableError::NoTable {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(err(format!("cannot read {}: {e}", log.display())))
+        }
+        _ => Err(TableError::NoTable {
             location: location.into(),
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(TableError::NoTable {
-            location: location.into(),
-        }),
-        Err(e) => Err(TableError::Location {
-            location: location.into(),
-            detail: format!("cannot read {}: {e}", log.display()),
         }),
     }
 }
@@ -76,20 +93,7 @@ impl Delta {
         // An unreachable store, a missing bucket or refused credentials are
         // named here, before delta-rs wraps them.
         off_runtime(location, &store, |s| s.check_reachable()).await?;
-        let local = url.to_file_path().ok().filter(|_| url.scheme() == "file");
-        if !create && let Some(dir) = local {
-            no_local_log(location, &dir.join("_delta_log"))?;
-        }
-        if url.scheme() == "file" && create {
-            let dir = url.to_file_path().map_err(|_| TableError::Location {
-                location: location.into(),
-                detail: "bad file URL".into(),
-            })?;
-            std::fs::create_dir_all(&dir).map_err(|e| TableError::Location {
-                location: location.into(),
-                detail: format!("cannot create {}: {e}", dir.display()),
-            })?;
-        }
+        local_folder(location, &url, create)?;
         let delta =
             DeltaTable::try_from_url(url.clone())
                 .await

@@ -27,7 +27,7 @@ use deltalake::table::state::DeltaTableState;
 use super::Delta;
 use crate::table::error::TableError;
 
-/// `props` asking delta-rs for no log cleanup (see [`Delta::tidy_log`]).
+/// `props` asking delta-rs for no log cleanup (see [`Delta::committed`]).
 pub(super) fn no_cleanup(props: CommitProperties) -> CommitProperties {
     props.with_cleanup_expired_logs(Some(false))
 }
@@ -39,8 +39,9 @@ pub(super) fn checkpointed(version: u64, interval: u64) -> bool {
 }
 
 impl Delta {
-    /// Take `state`, delta-rs' state after this handle's commit of
-    /// `version`, as the handle's (see the module's note).
+    /// After this handle's commit of `version`: take `state`, delta-rs'
+    /// state after it, as the handle's, and clean up the log on a
+    /// checkpoint's version (see the module's note).
     pub(super) async fn committed(
         &mut self,
         state: DeltaTableState,
@@ -48,18 +49,19 @@ impl Delta {
     ) -> Result<(), TableError> {
         let interval = state.table_config().checkpoint_interval().get();
         if checkpointed(version, interval) || state.version() != version {
-            return self.refresh().await;
+            self.refresh().await?;
+        } else {
+            self.delta.state = Some(state);
         }
-        self.delta.state = Some(state);
+        self.tidy_log(version).await;
         Ok(())
     }
 
-    /// After this handle's commit of `version` (the handle refreshed to
-    /// it): on a checkpoint's version, remove the log entries past the
-    /// table's retention, as delta-rs' own post-commit cleanup does. Its
-    /// failure is not the commit's (the commit stands; the next
-    /// checkpoint cleans up): the log is only kept longer.
-    pub(super) async fn tidy_log(&self, version: u64) {
+    /// On a checkpoint's version, remove the log entries past the table's
+    /// retention, as delta-rs' own post-commit cleanup does. Its failure is
+    /// not the commit's (the commit stands; the next checkpoint cleans
+    /// up): the log is only kept longer.
+    async fn tidy_log(&self, version: u64) {
         let Ok(state) = self.delta.snapshot() else {
             return;
         };

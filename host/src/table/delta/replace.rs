@@ -178,7 +178,6 @@ impl Delta {
         let version = done.version();
         lost_response()?;
         self.committed(done.snapshot, version).await?;
-        self.tidy_log(version).await;
         Ok(version as u64)
     }
 }
