@@ -73,7 +73,7 @@ fn backfill_words(a: clap::Arg) -> clap::Arg {
 
 pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
     let dates = super::flags::dates(&a.from, &a.to, a.jobs)?;
-    let mode = a.flags.mode(None, None)?;
+    let mode = a.flags.mode(&Default::default())?;
     // The partition column and each date become directory names.
     idem::run::parse_partition(&format!("{}={}", a.column, a.from))?;
     let sandbox = a.limits.sandbox()?;

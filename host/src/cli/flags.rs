@@ -3,7 +3,6 @@
 //! commits and gives its transform, and the checks an output must pass
 //! before it is published.
 
-use std::convert::Infallible;
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
@@ -90,33 +89,10 @@ pub struct RunFlags {
 }
 
 impl RunFlags {
-    /// `--mode` (or `default` without it) and `--key` as a mode: see
-    /// [`parse_mode`].
-    pub fn mode(
-        &self,
-        default: Option<&str>,
-        partition: Option<(String, String)>,
-    ) -> Result<Option<Mode>> {
-        parse_mode(self.mode.as_deref().or(default), &self.key, partition)
-    }
-}
-
-/// `--mode` and `--key` as a mode. Without a partition, overwrite-partition
-/// takes the slice's own (a Delta or dated slice). A merge without keys is
-/// left to the run to refuse.
-pub fn parse_mode(
-    mode: Option<&str>,
-    keys: &[String],
-    partition: Option<(String, String)>,
-) -> Result<Option<Mode>> {
-    let Some(name) = mode else {
-        return Ok(None);
-    };
-    let partition = || Ok::<_, Infallible>(partition.unwrap_or_default());
-    let Ok(parsed) = Mode::parse(name, keys, partition);
-    match parsed {
-        Some(mode) => Ok(Some(mode)),
-        None => bail!("unknown --mode `{name}`: use {}", Mode::NAMES),
+    /// `--mode` and `--key` as a mode, for the slice `names` (see
+    /// [`idem::run::NamedSlice::mode`]).
+    pub fn mode(&self, names: &idem::run::NamedSlice) -> Result<Option<Mode>> {
+        Ok(names.mode(self.mode.as_deref(), &self.key)?)
     }
 }
 

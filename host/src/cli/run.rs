@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
-use idem::run::{Run, RunOutcome, SliceSpec, parse_partition};
+use idem::run::{NamedSlice, Run, RunOutcome};
 
 use super::Out;
 use super::flags::{LimitArgs, PublishArgs, RunFlags};
@@ -62,15 +62,28 @@ pub struct SliceArgs {
 }
 
 impl SliceArgs {
+    /// The slice these flags name.
+    pub fn names(&self) -> NamedSlice {
+        let a = self;
+        NamedSlice {
+            input: a.input.clone(),
+            partition: a.partition.clone(),
+            files: a.files.clone(),
+            slice_id: a.slice_id.clone(),
+            delta_version: a.delta_version,
+            delta_slice: a.delta_slice.clone(),
+            next: a.next,
+            max_objects: a.max_objects,
+            max_bytes: a.max_bytes,
+        }
+    }
+
     /// The run these flags describe.
     pub fn run(&self, module: &std::path::Path, table: &str) -> Result<Run> {
         let a = self;
-        let partition = a.partition.as_deref().map(parse_partition).transpose()?;
-        let slice = a.slice(&partition)?;
-        let default =
-            (a.delta_slice.is_some() && partition.is_some()).then_some("overwrite-partition");
-        let mode = a.flags.mode(default, partition)?;
-        let mut run = Run::new(module, slice, table)
+        let names = a.names();
+        let mode = a.flags.mode(&names)?;
+        let mut run = Run::new(module, names.spec()?, table)
             .params(a.flags.params.clone())
             .logical_date(a.logical_date.clone())
             .batch_rows(a.batch_rows);
@@ -79,41 +92,6 @@ impl SliceArgs {
             run = run.mode(m);
         }
         Ok(run)
-    }
-
-    /// The slice these flags name (`partition`: --partition, parsed).
-    fn slice(&self, partition: &Option<(String, String)>) -> Result<SliceSpec> {
-        let a = self;
-        let slice = match (&a.input, a.delta_version, partition, a.files.is_empty()) {
-            (Some(root), None, None, true) if a.next => SliceSpec::Next {
-                root: root.clone(),
-                max_objects: a.max_objects,
-                max_bytes: a.max_bytes,
-            },
-            (Some(table), Some(version), _, true) => SliceSpec::Delta {
-                table: table.clone(),
-                version,
-                // With --delta-slice, --partition names only the target's.
-                partition: partition.clone().filter(|_| a.delta_slice.is_none()),
-                slice: a.delta_slice.clone(),
-            },
-            (Some(root), None, Some((column, value)), true) => SliceSpec::Partition {
-                root: PathBuf::from(root),
-                column: column.clone(),
-                value: value.clone(),
-            },
-            (None, None, _, false) => SliceSpec::Files {
-                files: a.files.clone(),
-                id: a.slice_id.clone().or(a.partition.clone()),
-            },
-            (Some(_), None, None, true) => bail!(
-                "--input needs --partition column=value (a dataset partition) or --delta-version N (a Delta table)"
-            ),
-            _ => bail!(
-                "give one slice: --input ROOT --partition K=V, --input TABLE --delta-version N [--partition K=V], or --files F..."
-            ),
-        };
-        Ok(slice)
     }
 }
 

@@ -1,0 +1,128 @@
+//! A slice and a mode as a caller names them: the CLI's flags (`--input`,
+//! `--partition`, `--files`, `--delta-version`, `--mode`, `--key`) and the
+//! Python package's keywords (`input=`, `partition=`, ...) are the same
+//! names, turned into a [`SliceSpec`] and a [`Mode`] here, once.
+
+use std::path::PathBuf;
+
+use super::{RunError, SliceSpec, parse_partition};
+use crate::table::Mode;
+
+/// The names of a slice: one of `input` + `partition` (a dataset's hive
+/// partition), `input` + `delta_version` (a pinned Delta table, optionally
+/// one partition or one upstream slice of it), `input` + `next` (the next
+/// objects of an append-only prefix), or `files`.
+#[derive(Debug, Clone, Default)]
+pub struct NamedSlice {
+    /// A Parquet dataset root, a Delta table, or an append-only prefix.
+    pub input: Option<String>,
+    /// `column=value`: the dataset's partition, or the pinned table's;
+    /// also the target partition for overwrite-partition.
+    pub partition: Option<String>,
+    /// An explicit list of Parquet files.
+    pub files: Vec<PathBuf>,
+    /// The slice id of a file list (default: the partition, else derived
+    /// from the file names).
+    pub slice_id: Option<String>,
+    /// The input Delta table at this version.
+    pub delta_version: Option<u64>,
+    /// With `delta_version`: only the rows this upstream slice owns.
+    pub delta_slice: Option<String>,
+    /// The next objects of the append-only prefix `input`.
+    pub next: bool,
+    /// With `next`: most objects per run.
+    pub max_objects: usize,
+    /// With `next`: most bytes per run (at least one object is taken).
+    pub max_bytes: Option<u64>,
+}
+
+impl NamedSlice {
+    /// The partition, parsed (`column`, `value`).
+    pub fn partition(&self) -> Result<Option<(String, String)>, RunError> {
+        self.partition.as_deref().map(parse_partition).transpose()
+    }
+
+    /// The slice these names describe.
+    pub fn spec(&self) -> Result<SliceSpec, RunError> {
+        let a = self;
+        let partition = a.partition()?;
+        let usage = |m: &str| Err(RunError::Usage(m.into()));
+        if a.next && (partition.is_some() || a.delta_version.is_some() || !a.files.is_empty()) {
+            return usage(
+                "next takes an input prefix alone (no partition, Delta version or files)",
+            );
+        }
+        if a.delta_slice.is_some() && a.delta_version.is_none() {
+            return usage("a Delta slice needs the Delta version it is read at");
+        }
+        Ok(
+            match (&a.input, a.delta_version, partition, a.files.is_empty()) {
+                (Some(root), None, None, true) if a.next => SliceSpec::Next {
+                    root: root.clone(),
+                    max_objects: a.max_objects,
+                    max_bytes: a.max_bytes,
+                },
+                (Some(table), Some(version), partition, true) => SliceSpec::Delta {
+                    table: table.clone(),
+                    version,
+                    // With a Delta slice, the partition names only the target's.
+                    partition: partition.filter(|_| a.delta_slice.is_none()),
+                    slice: a.delta_slice.clone(),
+                },
+                (Some(root), None, Some((column, value)), true) => SliceSpec::Partition {
+                    root: PathBuf::from(root),
+                    column,
+                    value,
+                },
+                (None, None, _, false) => SliceSpec::Files {
+                    files: a.files.clone(),
+                    id: a.slice_id.clone().or(a.partition.clone()),
+                },
+                (Some(_), None, None, true) => {
+                    return usage(
+                        "an input needs a partition column=value (a dataset partition) or a Delta version (a Delta table)",
+                    );
+                }
+                _ => {
+                    return usage(
+                        "give one slice: an input ROOT with a partition K=V, an input TABLE with a Delta version [and a partition K=V], or a list of files",
+                    );
+                }
+            },
+        )
+    }
+
+    /// The mode `name` (with merge `keys`), or the default: a Delta slice
+    /// read into a named partition overwrites that partition; otherwise
+    /// the run decides ([`super::Run`] without a mode). Without a
+    /// partition, overwrite-partition takes the slice's own.
+    pub fn mode(&self, name: Option<&str>, keys: &[String]) -> Result<Option<Mode>, RunError> {
+        let partition = self.partition()?;
+        let default =
+            (self.delta_slice.is_some() && partition.is_some()).then_some("overwrite-partition");
+        parse_mode(name.or(default), keys, partition)
+    }
+}
+
+/// A mode's name and merge keys as a [`Mode`] (`None`: no name given).
+/// Without a partition, overwrite-partition takes the slice's own (a
+/// Delta or dated slice). A merge without keys is left to the run to
+/// refuse.
+pub fn parse_mode(
+    name: Option<&str>,
+    keys: &[String],
+    partition: Option<(String, String)>,
+) -> Result<Option<Mode>, RunError> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let partition = || Ok::<_, std::convert::Infallible>(partition.unwrap_or_default());
+    let Ok(parsed) = Mode::parse(name, keys, partition);
+    match parsed {
+        Some(mode) => Ok(Some(mode)),
+        None => Err(RunError::Usage(format!(
+            "unknown mode `{name}`: use {}",
+            Mode::NAMES
+        ))),
+    }
+}

@@ -1,0 +1,322 @@
+"""idem: run data transforms compiled to WebAssembly in a deterministic
+sandbox, and commit their output to a Delta Lake or Iceberg table only when
+it is new. Retries, reruns and backfills are harmless by construction.
+
+The same library as the ``idem`` command line, called in this process (no
+subprocess): ``idem.run(...)`` is ``idem run ...``, with the same run keys,
+manifests, commits and error messages. Every call releases the GIL while it
+works.
+
+Errors are exceptions of one class per kind of the CLI's exit codes, each
+with ``kind`` and ``exit_code``: :class:`CheckFailed` (1), :class:`InputError`
+(2), :class:`GuestError` (3), :class:`StorageError` (4, worth a retry); all
+derive from :class:`IdemError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+
+from . import _idem
+from ._idem import (
+    AuditReport,
+    AuditSlice,
+    BackfillResult,
+    BackfillSlice,
+    Change,
+    CheckFailed,
+    Explanation,
+    GuestError,
+    IdemError,
+    InputError,
+    Limits,
+    LogEntry,
+    PipelineResult,
+    RunResult,
+    StageResult,
+    StorageError,
+    StoredRun,
+    Verification,
+)
+
+__all__ = [
+    "run",
+    "backfill",
+    "explain",
+    "verify",
+    "audit",
+    "show",
+    "log",
+    "pipeline_run",
+    "Limits",
+    "PipelineResult",
+    "StageResult",
+    "RunResult",
+    "BackfillResult",
+    "BackfillSlice",
+    "Verification",
+    "AuditReport",
+    "AuditSlice",
+    "StoredRun",
+    "LogEntry",
+    "Explanation",
+    "Change",
+    "IdemError",
+    "CheckFailed",
+    "InputError",
+    "GuestError",
+    "StorageError",
+]
+
+__version__ = _idem.ENGINE_VERSION
+
+PathLike = Union[str, "os.PathLike[str]"]
+Params = Union[None, str, Mapping[str, Any]]
+
+
+def _params(params: Params, what: str = "params") -> str:
+    """Params as the JSON text the run spec hashes (a mapping, or JSON text)."""
+    if params is None:
+        return "{}"
+    if isinstance(params, str):
+        return params
+    if isinstance(params, Mapping):
+        return json.dumps(params)
+    raise InputError(f"{what} must be a mapping or JSON text, not {type(params).__name__}")
+
+
+def _strings(values: Union[None, str, Iterable[str]], what: str) -> list:
+    """A list of strings; one string alone is refused (a common slip)."""
+    if values is None:
+        return []
+    if isinstance(values, str):
+        raise InputError(f"{what} takes a list of strings, not one string: {what}=[{values!r}]")
+    return [str(v) for v in values]
+
+
+def _publish(
+    mode: Optional[str],
+    key: Union[None, str, Sequence[str]],
+    params: Params,
+    logical_date: Optional[str],
+    batch_rows: int,
+    expect: Optional[Sequence[str]],
+    audit_module: Optional[PathLike],
+    audit_params: Params,
+) -> dict:
+    keys = [key] if isinstance(key, str) else _strings(key, "key")
+    return {
+        "mode": mode,
+        "key": keys,
+        "params": _params(params),
+        "logical_date": logical_date,
+        "batch_rows": batch_rows,
+        "expect": _strings(expect, "expect"),
+        "audit_module": os.fspath(audit_module) if audit_module is not None else None,
+        "audit_params": _params(audit_params, "audit_params"),
+    }
+
+
+def _run_args(module: PathLike, table: str, slice_kw: dict, publish: dict, force: bool) -> dict:
+    files = slice_kw.pop("files")
+    return {
+        "module": os.fspath(module),
+        "table": str(table),
+        "files": [os.fspath(f) for f in _strings(files, "files")] if files is not None else [],
+        **slice_kw,
+        "publish": publish,
+        "force": force,
+    }
+
+
+def run(
+    module: PathLike,
+    table: str,
+    *,
+    input: Optional[str] = None,
+    partition: Optional[str] = None,
+    files: Optional[Sequence[PathLike]] = None,
+    slice_id: Optional[str] = None,
+    delta_version: Optional[int] = None,
+    delta_slice: Optional[str] = None,
+    next: bool = False,
+    max_objects: int = 100,
+    max_bytes: Optional[int] = None,
+    mode: Optional[str] = None,
+    key: Union[None, str, Sequence[str]] = None,
+    params: Params = None,
+    logical_date: Optional[str] = None,
+    batch_rows: int = 8192,
+    expect: Optional[Sequence[str]] = None,
+    audit_module: Optional[PathLike] = None,
+    audit_params: Params = None,
+    force: bool = False,
+    limits: Optional[Limits] = None,
+) -> RunResult:
+    """One idempotent run of a slice through ``module`` into ``table``
+    (``idem run``): executed only when no committed run has its run key,
+    committed only when its output is new for the slice.
+
+    The slice is one of: ``input`` (a Parquet dataset root) with
+    ``partition="date=2026-10-01"``; ``input`` (a Delta table) with
+    ``delta_version`` (and ``partition`` or ``delta_slice``); ``input`` (an
+    append-only prefix) with ``next=True``; or ``files=[...]``.
+
+    ``mode`` is ``overwrite-partition`` (the default with a partition),
+    ``merge`` (with ``key``) or ``append``. ``params`` is a mapping or JSON
+    text. ``expect`` holds checks such as ``"not_null(id)"`` or
+    ``"rows(1..)"`` that the output must pass before it is published.
+
+    Returns a :class:`RunResult`: ``outcome`` is ``committed``,
+    ``unchanged``, ``memo`` or ``up-to-date``. Raises :class:`IdemError`
+    subclasses, as the CLI exits.
+    """
+    slice_kw = dict(
+        input=input,
+        partition=partition,
+        files=files,
+        slice_id=slice_id,
+        delta_version=delta_version,
+        delta_slice=delta_slice,
+        next=next,
+        max_objects=max_objects,
+        max_bytes=max_bytes,
+    )
+    publish = _publish(mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params)
+    return _idem.run(_run_args(module, table, slice_kw, publish, force), limits)
+
+
+def explain(
+    module: Optional[PathLike] = None,
+    table: Optional[str] = None,
+    *,
+    runs: Optional[Sequence[str]] = None,
+    input: Optional[str] = None,
+    partition: Optional[str] = None,
+    files: Optional[Sequence[PathLike]] = None,
+    slice_id: Optional[str] = None,
+    delta_version: Optional[int] = None,
+    delta_slice: Optional[str] = None,
+    mode: Optional[str] = None,
+    key: Union[None, str, Sequence[str]] = None,
+    params: Params = None,
+    logical_date: Optional[str] = None,
+    batch_rows: int = 8192,
+    expect: Optional[Sequence[str]] = None,
+    audit_module: Optional[PathLike] = None,
+    audit_params: Params = None,
+    limits: Optional[Limits] = None,
+) -> Explanation:
+    """Why a run would (not) execute (``idem explain``): the run that
+    ``module``, ``table`` and the slice keywords describe is planned (inputs
+    hashed, module loaded, nothing executed or written) and compared with
+    its slice's current run, field by field. With ``runs=(a, b)``, two
+    stored runs (manifest files, ``TABLE#SLICE``, or run keys with
+    ``table``) are compared instead.
+    """
+    if runs is not None:
+        pair = _strings(runs, "runs")
+        if len(pair) != 2 or module is not None:
+            raise InputError("give runs=(a, b) to compare two stored runs, or a module and a slice, not both")
+        return _idem.compare(pair[0], pair[1], table)
+    if module is None or table is None:
+        raise InputError("give the planned run's module and table (and its slice), or runs=(a, b)")
+    slice_kw = dict(
+        input=input,
+        partition=partition,
+        files=files,
+        slice_id=slice_id,
+        delta_version=delta_version,
+        delta_slice=delta_slice,
+        next=False,
+        max_objects=100,
+        max_bytes=None,
+    )
+    publish = _publish(mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params)
+    return _idem.explain(_run_args(module, table, slice_kw, publish, False), limits)
+
+
+def backfill(
+    module: PathLike,
+    input: str,
+    table: str,
+    start: str,
+    end: str,
+    *,
+    column: str = "date",
+    jobs: int = 2,
+    skip_missing: bool = False,
+    mode: Optional[str] = None,
+    key: Union[None, str, Sequence[str]] = None,
+    params: Params = None,
+    batch_rows: int = 8192,
+    expect: Optional[Sequence[str]] = None,
+    audit_module: Optional[PathLike] = None,
+    audit_params: Params = None,
+    force: bool = False,
+    limits: Optional[Limits] = None,
+) -> BackfillResult:
+    """The daily partitions ``column=start`` to ``column=end`` (both
+    included, ``YYYY-MM-DD``) of the dataset ``input``, ``jobs`` at a time
+    (``idem backfill``). One failing slice does not stop the others: the
+    result lists every slice (``failed`` counts them, ``ok`` is True when
+    none failed; a date without input fails unless ``skip_missing``).
+    Ctrl-C lets the running slices finish, starts no more, and raises
+    KeyboardInterrupt; running the backfill again finds what committed.
+    """
+    publish = _publish(mode, key, params, None, batch_rows, expect, audit_module, audit_params)
+    args = {
+        "module": os.fspath(module),
+        "input": str(input),
+        "table": str(table),
+        "start": start,
+        "end": end,
+        "column": column,
+        "jobs": jobs,
+        "skip_missing": skip_missing,
+        "force": force,
+        "publish": publish,
+    }
+    return _idem.backfill(args, limits)
+
+
+def verify(manifest: str, *, limits: Optional[Limits] = None, allow_engine: bool = False) -> Verification:
+    """Re-run a stored manifest (path or URL) and compare its output digest
+    (``idem verify``). A mismatch is a result (``matched`` is False, with
+    ``reason``), not an exception."""
+    return _idem.verify(os.fspath(manifest), limits, allow_engine)
+
+
+def audit(
+    table: str, *, slice: Optional[str] = None, replay: bool = False, limits: Optional[Limits] = None
+) -> AuditReport:
+    """Prove ``table`` slice by slice, from its commits to the rows it holds
+    (``idem audit``); with ``replay``, re-run every manifest too. A failed
+    proof is a result (``proven`` is False), not an exception."""
+    return _idem.audit(str(table), slice, replay, limits)
+
+
+def show(run: str, *, table: Optional[str] = None) -> StoredRun:
+    """A stored run (``idem show``): a manifest file, ``TABLE#SLICE``, or a
+    run key or manifest digest (8+ hex digits) with ``table``.
+    ``json.loads(result.json)`` is the manifest exactly as stored."""
+    return _idem.show(str(run), table)
+
+
+def log(table: str) -> list:
+    """The runs recorded for ``table`` (``idem log``), as :class:`LogEntry`."""
+    return _idem.log(str(table))
+
+
+def pipeline_run(
+    file: PathLike, logical_date: str, *, stage: Optional[str] = None, limits: Optional[Limits] = None
+) -> PipelineResult:
+    """The stages of the pipeline file ``file`` (an ``idem.toml``) for
+    ``logical_date``, or only ``stage`` (``idem pipeline run``), each pinned
+    to what the stage before it committed. A stage that fails is a result
+    (``ok`` is False; ``result.raise_for_failure()`` raises its exception,
+    a :class:`StorageError` first, the failure a retry can fix); a
+    pipeline file that cannot be used raises at once."""
+    return _idem.pipeline_run(os.fspath(file), logical_date, stage, limits)

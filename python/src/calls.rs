@@ -1,0 +1,272 @@
+//! The calls that run transforms: `run`, `backfill` and `explain`. Each
+//! turns the package's keywords into the library's [`Run`] (the same the
+//! CLI builds from its flags, through [`NamedSlice`]) and executes it with
+//! the GIL released.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use idem::expect::Expectation;
+use idem::run::{NamedSlice, Run, RunError, SliceSpec};
+use idem::table::Mode;
+use pyo3::exceptions::PyKeyboardInterrupt;
+use pyo3::prelude::*;
+
+use crate::errors::run_error;
+use crate::limits::{self, Limits};
+use crate::results::{BackfillResult, BackfillSlice, RunResult};
+use crate::stored::Explanation;
+
+/// A run's keywords, as `idem.run` passes them (every key present).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct RunArgs {
+    module: PathBuf,
+    table: String,
+    input: Option<String>,
+    partition: Option<String>,
+    files: Vec<PathBuf>,
+    slice_id: Option<String>,
+    delta_version: Option<u64>,
+    delta_slice: Option<String>,
+    next: bool,
+    max_objects: usize,
+    max_bytes: Option<u64>,
+    #[pyo3(item("publish"))]
+    publish: Publish,
+    force: bool,
+}
+
+/// How a run commits and what its transform is given (the keywords
+/// `run`, `explain` and `backfill` share).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct Publish {
+    mode: Option<String>,
+    key: Vec<String>,
+    params: String,
+    logical_date: Option<String>,
+    batch_rows: u32,
+    expect: Vec<String>,
+    audit_module: Option<PathBuf>,
+    audit_params: String,
+}
+
+impl RunArgs {
+    fn names(&self) -> NamedSlice {
+        NamedSlice {
+            input: self.input.clone(),
+            partition: self.partition.clone(),
+            files: self.files.clone(),
+            slice_id: self.slice_id.clone(),
+            delta_version: self.delta_version,
+            delta_slice: self.delta_slice.clone(),
+            next: self.next,
+            max_objects: self.max_objects,
+            max_bytes: self.max_bytes,
+        }
+    }
+
+    /// The run these keywords describe.
+    fn build(&self) -> PyResult<Run> {
+        let names = self.names();
+        let mode = names
+            .mode(self.publish.mode.as_deref(), &self.publish.key)
+            .map_err(run_error)?;
+        let spec = names.spec().map_err(run_error)?;
+        let run = Run::new(&self.module, spec, self.table.clone()).force(self.force);
+        Ok(self
+            .publish
+            .apply(run, mode.as_ref(), &self.publish.expectations()?))
+    }
+}
+
+impl Publish {
+    /// The expectations, parsed.
+    fn expectations(&self) -> PyResult<Vec<Expectation>> {
+        self.expect
+            .iter()
+            .map(|e| e.parse::<Expectation>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| run_error(RunError::Usage(e.to_string())))
+    }
+
+    /// `run` with this mode, params, date, batch size and checks.
+    fn apply(&self, run: Run, mode: Option<&Mode>, expectations: &[Expectation]) -> Run {
+        let mut run = run
+            .params(self.params.clone())
+            .batch_rows(self.batch_rows)
+            .expect(expectations.to_vec())
+            .audit_module(self.audit_module.clone(), self.audit_params.clone());
+        if self.logical_date.is_some() {
+            run = run.logical_date(self.logical_date.clone());
+        }
+        if let Some(m) = mode {
+            run = run.mode(m.clone());
+        }
+        run
+    }
+}
+
+/// One idempotent run of a slice.
+#[pyfunction]
+#[pyo3(signature = (args, limits=None))]
+pub fn run(py: Python<'_>, args: RunArgs, limits: Option<Limits>) -> PyResult<RunResult> {
+    py.detach(move || {
+        let sandbox = limits::sandbox(limits.as_ref())?;
+        match args.build()?.execute(&sandbox) {
+            Ok(report) => Ok(RunResult::of(&report)),
+            // Nothing new in an append-only source ends a catch-up; not a failure.
+            Err(RunError::UpToDate { prefix, through }) => {
+                Ok(RunResult::up_to_date(prefix, through))
+            }
+            Err(e) => Err(run_error(e)),
+        }
+    })
+}
+
+/// Plan a run (inputs hashed, module loaded, nothing executed or written)
+/// and compare it with its slice's current run.
+#[pyfunction]
+#[pyo3(signature = (args, limits=None))]
+pub fn explain(py: Python<'_>, args: RunArgs, limits: Option<Limits>) -> PyResult<Explanation> {
+    py.detach(move || {
+        let sandbox = limits::sandbox(limits.as_ref())?;
+        let e = args.build()?.explain(&sandbox).map_err(run_error)?;
+        Ok(Explanation::planned(&e))
+    })
+}
+
+/// Two stored runs compared field by field.
+#[pyfunction]
+#[pyo3(signature = (a, b, table=None))]
+pub fn compare(
+    py: Python<'_>,
+    a: String,
+    b: String,
+    table: Option<String>,
+) -> PyResult<Explanation> {
+    py.detach(move || {
+        let fa = idem::catalog::find(&a, table.as_deref()).map_err(run_error)?;
+        let fb = idem::catalog::find(&b, table.as_deref()).map_err(run_error)?;
+        Ok(Explanation::compared(&fa, &fb))
+    })
+}
+
+/// A backfill's keywords, as `idem.backfill` passes them.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct BackfillArgs {
+    module: PathBuf,
+    input: String,
+    table: String,
+    start: String,
+    end: String,
+    column: String,
+    jobs: usize,
+    skip_missing: bool,
+    force: bool,
+    publish: Publish,
+}
+
+/// What every slice of a backfill shares, checked once.
+struct Shared {
+    dates: Vec<String>,
+    mode: Option<Mode>,
+    expectations: Vec<Expectation>,
+}
+
+impl BackfillArgs {
+    /// The run of the slice `date` (its logical date is the date).
+    fn slice_run(&self, shared: &Shared, date: &str) -> Run {
+        let slice = SliceSpec::Partition {
+            root: PathBuf::from(&self.input),
+            column: self.column.clone(),
+            value: date.to_string(),
+        };
+        let run = Run::new(&self.module, slice, self.table.clone()).force(self.force);
+        let run = self
+            .publish
+            .apply(run, shared.mode.as_ref(), &shared.expectations);
+        run.logical_date(Some(date.to_string()))
+    }
+
+    /// The dates, the mode and the checks, each checked once.
+    fn shared(&self) -> PyResult<Shared> {
+        let dates = idem::backfill::dates(&self.start, &self.end).map_err(run_error)?;
+        if !(1..=64).contains(&self.jobs) {
+            return Err(run_error(RunError::Usage(
+                "jobs must be from 1 to 64".into(),
+            )));
+        }
+        // The partition column and each date become directory names.
+        idem::run::parse_partition(&format!("{}={}", self.column, self.start))
+            .map_err(run_error)?;
+        let mode = idem::run::parse_mode(self.publish.mode.as_deref(), &self.publish.key, None)
+            .map_err(run_error)?;
+        let expectations = self.publish.expectations()?;
+        Ok(Shared {
+            dates,
+            mode,
+            expectations,
+        })
+    }
+}
+
+/// A date range of daily partitions, `jobs` at a time. Ctrl-C stops new
+/// slices from starting; the running ones finish, then KeyboardInterrupt
+/// is raised.
+#[pyfunction]
+#[pyo3(signature = (args, limits=None))]
+pub fn backfill(
+    py: Python<'_>,
+    args: BackfillArgs,
+    limits: Option<Limits>,
+) -> PyResult<BackfillResult> {
+    let stop = AtomicBool::new(false);
+    let results = py.detach(|| -> PyResult<_> {
+        let sandbox = limits::sandbox(limits.as_ref())?;
+        let shared = args.shared()?;
+        // Checked once, not once per slice: params, mode, and that the
+        // module loads (which fills the compiled-code cache first).
+        let first = args.slice_run(&shared, &shared.dates[0]);
+        first.preflight(&sandbox).map_err(run_error)?;
+        let make = |date: &str| args.slice_run(&shared, date);
+        Ok(until_interrupted(&stop, || {
+            idem::backfill::run(&shared.dates, args.jobs, &sandbox, &make, &stop, &|_| {})
+        }))
+    })?;
+    if stop.load(Ordering::SeqCst) {
+        return Err(PyKeyboardInterrupt::new_err(
+            "backfill interrupted: the slices that had started finished; the others did not start",
+        ));
+    }
+    let failed = results
+        .iter()
+        .filter(|r| r.failed(args.skip_missing))
+        .count();
+    Ok(BackfillResult {
+        slices: results.iter().map(BackfillSlice::of).collect(),
+        failed,
+        ok: failed == 0,
+    })
+}
+
+/// `work` on a thread of its own while this (Python's main) thread looks
+/// for Ctrl-C every 50 ms, setting `stop` when it comes: Python handles
+/// signals on its main thread only.
+fn until_interrupted<R: Send>(stop: &AtomicBool, work: impl FnOnce() -> R + Send) -> R {
+    std::thread::scope(|s| {
+        let worker = s.spawn(work);
+        while !worker.is_finished() {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            if Python::attach(|py| py.check_signals()).is_err() {
+                stop.store(true, Ordering::SeqCst);
+            }
+        }
+        match worker.join() {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}

@@ -1,0 +1,223 @@
+"""`import idem` against the `idem` CLI on the same slices: the same run
+keys, outcomes, commits, error kinds and messages. Run by tests/python.rs,
+which builds the guests and the sample data and says where they are."""
+
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+from urllib.parse import urlparse
+
+import pytest
+from deltalake import DeltaTable
+
+import idem
+
+MODULE = os.environ["IDEM_TEST_MODULE"]
+HOSTILE = os.environ["IDEM_TEST_HOSTILE"]
+DATA = os.environ["IDEM_TEST_DATA"]
+BIN = os.environ["IDEM_TEST_BIN"]
+DAY = "date=2026-10-01"
+
+
+def cli(*args, env=None):
+    """The CLI with --json: (exit code, parsed stdout or None, stderr)."""
+    p = subprocess.run(
+        [BIN, "--json", "-q", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    out = json.loads(p.stdout) if p.stdout.strip() else None
+    return p.returncode, out, p.stderr
+
+
+def cli_run(table, *extra, module=MODULE, partition=DAY, env=None):
+    return cli(
+        "run", "--module", module, "--input", DATA, "--partition", partition,
+        "--table", table, "--batch-rows", "1000", *extra, env=env,
+    )
+
+
+def rows(table):
+    return DeltaTable(table).to_pyarrow_table().num_rows
+
+
+def test_a_run_is_the_cli_run(tmp_path):
+    table = str(tmp_path / "t")
+    r = idem.run(MODULE, table, input=DATA, partition=DAY, batch_rows=1000)
+    assert (r.outcome, r.slice) == ("committed", DAY) and r.version >= 0
+    v = r.version
+    assert r.rows_out == rows(table) > 0
+    assert r.run_key.startswith("sha256:") and r.manifest.endswith(".json")
+    assert set(r.timings_ms) == {"resolve", "load", "exec", "commit"}
+
+    # The CLI plans the same run key and finds it committed.
+    code, out, err = cli_run(table)
+    assert code == 0, err
+    assert out["outcome"]["kind"] == "memo"
+    assert (out["runKey"], out["outputDigest"]) == (r.run_key, r.output_digest)
+
+    again = idem.run(MODULE, table, input=DATA, partition=DAY, batch_rows=1000)
+    assert (again.outcome, again.version, again.run_key) == ("memo", v, r.run_key)
+    forced = idem.run(MODULE, table, input=DATA, partition=DAY, batch_rows=1000, force=True)
+    assert (forced.outcome, forced.version) == ("unchanged", v)
+    assert DeltaTable(table).version() == v
+
+    # A run the CLI committed is a memo hit for the package.
+    code, out, err = cli_run(table, partition="date=2026-10-02")
+    assert code == 0 and out["outcome"]["kind"] == "committed", err
+    other = idem.run(MODULE, table, input=DATA, partition="date=2026-10-02", batch_rows=1000)
+    assert (other.outcome, other.run_key) == ("memo", out["runKey"])
+
+
+def test_params_change_the_run_key_and_explain_says_which(tmp_path):
+    table = str(tmp_path / "t")
+    first = idem.run(MODULE, table, input=DATA, partition=DAY, params={"min_amount": 0})
+    e = idem.explain(MODULE, table, input=DATA, partition=DAY, params={"min_amount": 0})
+    assert e.memo and e.same_run_key and e.run_key == first.run_key
+    assert e.current_version == first.version and e.changes == []
+    e = idem.explain(MODULE, table, input=DATA, partition=DAY, params='{"min_amount": 50}')
+    assert not e.memo and not e.same_run_key
+    assert [c.field for c in e.changes] == ["params.min_amount"]
+    assert (e.changes[0].before, e.changes[0].after) == ("0", "50")
+    second = idem.run(MODULE, table, input=DATA, partition=DAY, params={"min_amount": 50})
+    assert second.outcome == "committed" and second.version == first.version + 1
+    assert second.rows_out < first.rows_out and second.rows_in == first.rows_in
+    pair = idem.explain(runs=(first.run_key, second.run_key), table=table)
+    assert [c.field for c in pair.changes] == ["params.min_amount"]
+
+
+def test_verify_audit_show_and_log_read_what_the_run_committed(tmp_path):
+    table = str(tmp_path / "t")
+    r = idem.run(MODULE, table, input=DATA, partition=DAY)
+    v = idem.verify(r.manifest)
+    assert v.matched and v.output_digest == r.output_digest and v.notes
+    a = idem.audit(table)
+    assert a.proven and [(s.slice, s.version, s.proof) for s in a.slices] == [(DAY, r.version, "proven")]
+    assert idem.audit(table, slice=DAY, replay=True).proven
+    s = idem.show(f"{table}#{DAY}")
+    assert (s.run_key, s.held, s.held_version, s.rows_out) == (r.run_key, "current", r.version, r.rows_out)
+    assert json.loads(s.json)["subject"][0]["digest"]["sha256"] == r.output_digest.split(":")[1]
+    assert idem.show(r.run_key[7:19], table=table).digest == r.manifest_digest
+    entries = idem.log(table)
+    assert [(e.slice, e.outcome, e.version) for e in entries] == [(DAY, "committed", r.version)]
+    code, out, err = cli("audit", table)
+    assert code == 0 and out["proven"] and out["slices"][0]["proof"] == "proven", err
+
+    # A manifest whose output no longer matches: a result, not an exception.
+    with open(urlparse(r.manifest).path) as f:
+        doc = json.load(f)
+    doc["predicate"]["result"]["rowsOut"] += 1
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(doc))
+    v = idem.verify(str(forged))
+    assert not v.matched and v.reason
+
+
+def test_a_backfill_commits_each_day_once_and_reruns_as_memo(tmp_path):
+    table = str(tmp_path / "t")
+    b = idem.backfill(MODULE, DATA, table, "2026-10-01", "2026-10-03", jobs=2)
+    assert b.ok and b.failed == 0
+    assert [s.outcome for s in b.slices] == ["committed"] * 3
+    first = min(s.version for s in b.slices)
+    assert sorted(s.version for s in b.slices) == [first, first + 1, first + 2]
+    assert sum(s.rows_out for s in b.slices) == rows(table)
+    again = idem.backfill(MODULE, DATA, table, "2026-10-01", "2026-10-03")
+    assert [s.outcome for s in again.slices] == ["memo"] * 3
+    # A day with no input fails alone (unless skipped); the others hold.
+    gap = idem.backfill(MODULE, DATA, table, "2026-09-30", "2026-10-01")
+    assert not gap.ok and gap.failed == 1
+    assert (gap.slices[0].outcome, gap.slices[0].error_kind) == ("missing", "input")
+    assert "2026-09-30" in gap.slices[0].error and gap.slices[1].outcome == "memo"
+    assert idem.backfill(MODULE, DATA, table, "2026-09-30", "2026-10-01", skip_missing=True).ok
+    with pytest.raises(idem.InputError, match="jobs"):
+        idem.backfill(MODULE, DATA, table, "2026-10-01", "2026-10-03", jobs=0)
+
+
+def failure(call):
+    with pytest.raises(idem.IdemError) as info:
+        call()
+    return info.value
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["missing partition", "guest panics", "expectation fails", "unknown mode", "dead endpoint"],
+)
+def test_errors_are_the_cli_errors(tmp_path, case):
+    table = str(tmp_path / "t")
+    dead = {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+        "AWS_ACCESS_KEY_ID": "k",
+        "AWS_SECRET_ACCESS_KEY": "s",
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+    }
+    kw, flags, env, cls = {
+        "missing partition": (dict(partition="date=1999-01-01"), [], {}, idem.InputError),
+        "guest panics": (dict(module=HOSTILE, params='{"mode": "panic"}'), ["--params", '{"mode": "panic"}'], {}, idem.GuestError),
+        "expectation fails": (dict(expect=["rows(1000000..)"]), ["--expect", "rows(1000000..)"], {}, idem.CheckFailed),
+        "unknown mode": (dict(mode="upsert"), ["--mode", "upsert"], {}, idem.InputError),
+        "dead endpoint": (dict(table="s3://lake/t"), [], dead, idem.StorageError),
+    }[case]
+    args = dict(module=MODULE, table=table, input=DATA, partition=DAY, batch_rows=1000)
+    args.update(kw)
+    cmd = ["run", "--module", args["module"], "--input", DATA, "--partition", args["partition"]]
+    cmd += ["--table", args["table"], "--batch-rows", "1000", *flags]
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        e = failure(lambda: idem.run(args.pop("module"), args.pop("table"), **args))
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert type(e) is cls and isinstance(e, idem.IdemError)
+    p = subprocess.run([BIN, "-q", *cmd], capture_output=True, text=True, env={**os.environ, **env})
+    assert (e.exit_code, p.returncode) == (cls.exit_code, cls.exit_code)
+    assert e.kind == {1: "check", 2: "input", 3: "guest", 4: "storage"}[e.exit_code]
+    # The same message, but for the time a retrying store took.
+    timeless = lambda text: re.sub(r"[0-9.]+m?s\b", "T", text)
+    assert timeless(f"error: {e}\n") in timeless(p.stderr), (str(e), p.stderr)
+    assert not os.path.exists(os.path.join(table, "_delta_log", "00000000000000000000.json"))
+
+
+def test_bad_arguments_are_input_errors_before_anything_runs(tmp_path):
+    table = str(tmp_path / "t")
+    with pytest.raises(idem.InputError, match="give one slice"):
+        idem.run(MODULE, table)
+    with pytest.raises(idem.InputError, match="partition"):
+        idem.run(MODULE, table, input=DATA)
+    with pytest.raises(idem.InputError, match="list of strings"):
+        idem.run(MODULE, table, input=DATA, partition=DAY, expect="rows(1..)")
+    with pytest.raises(idem.InputError, match="expect"):
+        idem.run(MODULE, table, input=DATA, partition=DAY, expect=["nonsense(x)"])
+    with pytest.raises(idem.InputError):
+        idem.run(MODULE, table, input=DATA, partition=DAY, limits=idem.Limits(max_memory_mb=1 << 62))
+    assert not os.path.exists(table)
+
+
+def test_the_gil_is_released_while_a_run_works(tmp_path):
+    table = str(tmp_path / "t")
+    done = {}
+
+    def work():
+        done["r"] = idem.run(MODULE, table, input=DATA, partition="date=2026-10-04", batch_rows=8192)
+
+    t = threading.Thread(target=work)
+    ticks = 0
+    t.start()
+    start = time.monotonic()
+    while t.is_alive():
+        ticks += 1
+        time.sleep(0.001)
+    seconds = time.monotonic() - start
+    t.join()
+    assert done["r"].outcome == "committed" and done["r"].rows_in == 400_000
+    # Held GIL: this thread would not run until the call returned.
+    assert seconds > 0.2 and ticks > seconds * 100, (ticks, seconds)
