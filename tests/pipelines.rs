@@ -1202,13 +1202,15 @@ fn a_failing_stage_stops_its_date_only() {
 }
 
 /// The example DAG (examples/airflow/) with Airflow itself (`airflow dags
-/// test`, which runs a DAG run in-process with retries): the shipped
-/// idem.toml for two days; the gold stage of the second is
-/// SIGKILLed inside its commit on its first try, Airflow retries it (exit
-/// codes other than 1/2/3 retry), and the tables equal a clean
-/// `idem pipeline backfill` of the same dates, row by row.
+/// test`, which runs a DAG run in-process with retries), calling the
+/// `idem` Python package in process: the shipped idem.toml for two days;
+/// the gold stage of the second fails inside its commit on its first try
+/// with a storage error (tests/airflow_fault/, idem's own fault hook),
+/// Airflow retries it (StorageError retries, the other kinds fail), and
+/// the tables equal a clean `idem pipeline backfill` of the same dates,
+/// row by row.
 #[test]
-fn the_airflow_dag_runs_each_date_and_retries_a_killed_stage() {
+fn the_airflow_dag_runs_each_date_and_retries_a_failed_stage() {
     let Some(airflow) = common::airflow() else {
         return;
     };
@@ -1249,13 +1251,12 @@ fn the_airflow_dag_runs_each_date_and_retries_a_killed_stage() {
                 .to_string(),
         ),
         (
-            "IDEM_BIN",
+            "PYTHONPATH",
             common::root()
-                .join("tests/airflow_wrap.sh")
+                .join("tests/airflow_fault")
                 .display()
                 .to_string(),
         ),
-        ("REAL_IDEM", env!("CARGO_BIN_EXE_idem").into()),
         ("IDEM_CACHE_DIR", common::test_cache().display().to_string()),
         ("IDEM_PIPELINE", scheduled.display().to_string()),
         ("CALLS", calls.display().to_string()),
@@ -1283,25 +1284,28 @@ fn the_airflow_dag_runs_each_date_and_retries_a_killed_stage() {
     for (at, day) in [("2026-10-02", "2026-10-01"), ("2026-10-03", "2026-10-02")] {
         let log = run(&["dags", "test", "idem_pipeline", at]);
         assert!(log.contains("state=success"), "{at}:\n{log}");
-        assert!(
-            log.contains(&format!("\"date\": \"{day}\"")),
-            "{at}:\n{log}"
-        );
+        for stage in ["bronze", "silver", "gold"] {
+            assert!(
+                log.contains(&format!("{stage} date={day}: committed")),
+                "{at}:\n{log}"
+            );
+        }
         if day == "2026-10-02" {
-            assert!(log.contains("idem exit 137"), "{log}");
+            assert!(
+                log.contains("idem storage failure (exit 4), retrying is safe"),
+                "{log}"
+            );
+            assert!(log.contains("IDEM_FAULT_FAIL=commit-read"), "{log}");
             assert!(log.contains("up_for_retry"), "{log}");
         }
     }
-    // Each stage ran once per date, gold of 2026-10-02 twice (killed, retried).
+    // Each stage ran once per date, gold of 2026-10-02 twice (failed, retried).
     let calls = std::fs::read_to_string(&calls).unwrap();
     for date in ["2026-10-01", "2026-10-02"] {
         for stage in ["bronze", "silver", "gold"] {
             let n = calls
                 .lines()
-                .filter(|l| {
-                    l.contains(&format!("--logical-date {date} "))
-                        && l.ends_with(&format!("--stage {stage}"))
-                })
+                .filter(|l| *l == format!("{date} {stage}"))
                 .count();
             let want = if (date, stage) == ("2026-10-02", "gold") {
                 2
@@ -1311,7 +1315,7 @@ fn the_airflow_dag_runs_each_date_and_retries_a_killed_stage() {
             assert_eq!(n, want, "{date} {stage}:\n{calls}");
         }
     }
-    // The killed try left data files but no log entry; the tables equal
+    // The failed try left data files but no log entry; the tables equal
     // one clean run's.
     let (code, out, err) = common::idem(&[
         "pipeline",

@@ -1,36 +1,35 @@
 """Airflow DAG: the idem pipeline of an idem.toml, once per logical date.
 
-One task per stage, each after the stage it reads (`from`), running
+One task per stage, each after the stage it reads (`from`), each calling
 
-    idem pipeline run IDEM_TOML --logical-date DAY --stage STAGE --json
+    idem.pipeline_run(IDEM_TOML, DAY, stage=STAGE)
 
-DAY is the run's data interval start ({{ data_interval_start | ds }}): the
-day that has ended, with a daily data-interval timetable.
+in the task's own process through the `idem` Python package (the library
+the `idem` command is built on; no subprocess). DAY is the run's data
+interval start ({{ data_interval_start | ds }}): the day that has ended,
+with a daily data-interval timetable.
 
 Every stage is idempotent (its run key pins the module, the input slice and
 the upstream table version), so Airflow may retry or rerun any task, or
 clear a whole DAG run, without duplicating a row: a rerun that finds its
 work committed is a memo hit and commits nothing.
 
-idem's exit code decides between retry and fail:
-  0    ok (committed, unchanged or memo)
-  4    a store or commit failed: transient, retry
-  1    a check failed (expectation, audit module): fail, no retry
-  2    bad input or usage (malformed Parquet, a missing partition): fail
-  3    the sandbox refused the module or the guest failed: fail
-  else killed (SIGKILL, OOM) or interrupted: retry; nothing half-done
-       is ever visible, the retry finishes it
+idem's exception decides between retry and fail:
+  idem.StorageError   a store or commit failed: transient, retry
+  idem.CheckFailed    a check failed (expectation, audit module): fail, no retry
+  idem.InputError     bad input or pipeline file (malformed Parquet, a missing
+                      partition): fail, no retry
+  idem.GuestError     the sandbox refused the module or the guest failed: fail
+A worker killed mid-run (SIGKILL, OOM) fails the task as any crash does, and
+Airflow retries it: nothing half-done is ever visible, the retry finishes it.
 
-Configure with environment variables (or edit the constants):
-  IDEM_BIN       the idem binary (default: idem on PATH)
+Configure with an environment variable (or edit the constant):
   IDEM_PIPELINE  the pipeline file (default: idem.toml beside this file)
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import tomllib
 from datetime import datetime, timedelta
 
@@ -38,16 +37,9 @@ from airflow.sdk import DAG, task
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.timetables.interval import CronDataIntervalTimetable
 
-IDEM = os.environ.get("IDEM_BIN", "idem")
 PIPELINE = os.environ.get(
     "IDEM_PIPELINE", os.path.join(os.path.dirname(os.path.abspath(__file__)), "idem.toml")
 )
-# Exit codes that no retry can fix.
-NO_RETRY = {
-    1: "a check failed (expectation or audit module): nothing was published",
-    2: "bad input or usage: fix the input or the pipeline file",
-    3: "the sandbox refused the module or the guest failed: fix the transform",
-}
 
 
 # The task that stands for the whole pipeline when the file cannot be read
@@ -65,28 +57,28 @@ def stages(path: str) -> list[tuple[str, str | None]]:
 
 
 def run_stage(stage: str, day: str | None) -> dict:
-    """Run one stage for the day; raise as the exit code says."""
+    """Run one stage for the day; raise as idem's exception says."""
+    # Imported here: the scheduler parses this file without needing idem.
+    import idem
+
     if not day:
         raise AirflowFailException(
             "this DAG run has no data interval (a manual run without a logical date): "
             "trigger it with a logical date, the day to process"
         )
-    cmd = [IDEM, "pipeline", "run", PIPELINE, "--logical-date", day, "--json", "-q"]
-    if stage != WHOLE:
-        cmd += ["--stage", stage]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    print(p.stdout)
-    print(p.stderr)
-    if p.returncode == 0:
-        result = json.loads(p.stdout)
-        return {
-            s["stage"]: {"status": s["status"], "version": s["version"]}
-            for d in result["dates"]
-            for s in d["stages"]
-        }
-    if p.returncode in NO_RETRY:
-        raise AirflowFailException(f"idem exit {p.returncode}: {NO_RETRY[p.returncode]}")
-    raise AirflowException(f"idem exit {p.returncode}: transient or killed; retrying is safe")
+    try:
+        result = idem.pipeline_run(PIPELINE, day, stage=None if stage == WHOLE else stage)
+        for s in result.stages:
+            print(f"{s.stage} {s.slice}: {s.outcome} (version {s.version}, {s.rows_out} rows)")
+        result.raise_for_failure()
+    except idem.StorageError as e:
+        raise AirflowException(f"idem {e.kind} failure (exit {e.exit_code}), retrying is safe: {e}") from e
+    except idem.IdemError as e:
+        raise AirflowFailException(f"idem {e.kind} failure (exit {e.exit_code}): {e}") from e
+    return {
+        "date": day,
+        "stages": {s.stage: {"status": s.outcome, "version": s.version} for s in result.stages},
+    }
 
 
 with DAG(

@@ -26,6 +26,17 @@ pub enum Proof {
     Failed,
 }
 
+impl Proof {
+    /// Its name in `idem audit`'s output and the Python package.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Proof::Proven => "proven",
+            Proof::ChainOnly => "chain-proven",
+            Proof::Failed => "failed",
+        }
+    }
+}
+
 /// One slice's audit.
 #[derive(Debug, Clone)]
 pub struct SliceAudit {

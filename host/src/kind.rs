@@ -32,6 +32,13 @@ impl Kind {
         }
     }
 
+    /// The kind named `name` (see [`Kind::name`]).
+    pub fn from_name(name: &str) -> Option<Kind> {
+        [Kind::Check, Kind::Input, Kind::Guest, Kind::Storage]
+            .into_iter()
+            .find(|k| k.name() == name)
+    }
+
     /// The name used in `--json` errors.
     pub fn name(self) -> &'static str {
         match self {

@@ -127,6 +127,18 @@ impl Pipeline {
         self.stages.iter().position(|s| s.name == name)
     }
 
+    /// The stage called `name`, or why there is none (naming the stages
+    /// there are).
+    pub fn stage_named(&self, name: &str) -> Result<usize, String> {
+        self.stage(name).ok_or_else(|| {
+            let names: Vec<&str> = self.stages.iter().map(|s| s.name.as_str()).collect();
+            format!(
+                "the pipeline has no stage `{name}`: its stages are {}",
+                names.join(", ")
+            )
+        })
+    }
+
     /// The slice id of `date` (the same at every stage).
     pub fn slice_id(&self, date: &str) -> String {
         format!("{}={date}", self.column)

@@ -93,7 +93,39 @@ def _strings(values: Union[None, str, Iterable[str]], what: str) -> list:
         return []
     if isinstance(values, str):
         raise InputError(f"{what} takes a list of strings, not one string: {what}=[{values!r}]")
-    return [str(v) for v in values]
+    if not isinstance(values, Iterable):
+        raise InputError(f"{what} takes a list of strings, not {type(values).__name__}")
+    return [_text(v, what) for v in values]
+
+
+def _text(value: Any, what: str) -> str:
+    """A path or URL (str or os.PathLike) as text."""
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value)
+    raise InputError(f"{what} must be a path or URL, not {type(value).__name__}: {value!r}")
+
+
+def _maybe_text(value: Any, what: str) -> Optional[str]:
+    return None if value is None else _text(value, what)
+
+
+def _count(value: Any, what: str, high: int = 2**63 - 1, low: int = 0) -> int:
+    """An integer from `low` to `high` (a bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{what} must be an integer, not {type(value).__name__}: {value!r}")
+    if not low <= value <= high:
+        raise InputError(f"{what} must be from {low} to {high}, not {value}")
+    return value
+
+
+def _maybe_count(value: Any, what: str, high: int = 2**63 - 1) -> Optional[int]:
+    return None if value is None else _count(value, what, high)
+
+
+def _keys(key: Union[None, str, Sequence[str]]) -> list:
+    """Merge keys: comma-separated text or a list of them, as `--key`."""
+    parts = [key] if isinstance(key, str) else _strings(key, "key")
+    return [k for p in parts for k in p.split(",") if k]
 
 
 def _publish(
@@ -106,28 +138,53 @@ def _publish(
     audit_module: Optional[PathLike],
     audit_params: Params,
 ) -> dict:
-    keys = [key] if isinstance(key, str) else _strings(key, "key")
+    if audit_params is not None and audit_module is None:
+        raise InputError("audit_params needs audit_module (the audit transform they are for)")
     return {
         "mode": mode,
-        "key": keys,
+        "key": _keys(key),
         "params": _params(params),
         "logical_date": logical_date,
-        "batch_rows": batch_rows,
+        "batch_rows": _count(batch_rows, "batch_rows", 2**32 - 1),
         "expect": _strings(expect, "expect"),
-        "audit_module": os.fspath(audit_module) if audit_module is not None else None,
+        "audit_module": _maybe_text(audit_module, "audit_module"),
         "audit_params": _params(audit_params, "audit_params"),
     }
 
 
-def _run_args(module: PathLike, table: str, slice_kw: dict, publish: dict, force: bool) -> dict:
-    files = slice_kw.pop("files")
+def _slice(
+    input: Any,
+    partition: Optional[str],
+    files: Any,
+    slice_id: Optional[str],
+    delta_version: Any,
+    delta_slice: Optional[str],
+    next: bool,
+    max_objects: Any,
+    max_bytes: Any,
+) -> dict:
+    if not next and (max_objects != 100 or max_bytes is not None):
+        raise InputError("max_objects and max_bytes are for next=True (an append-only input)")
     return {
-        "module": os.fspath(module),
-        "table": str(table),
-        "files": [os.fspath(f) for f in _strings(files, "files")] if files is not None else [],
-        **slice_kw,
+        "input": _maybe_text(input, "input"),
+        "partition": partition,
+        "files": _strings(files, "files"),
+        "slice_id": slice_id,
+        "delta_version": _maybe_count(delta_version, "delta_version"),
+        "delta_slice": delta_slice,
+        "next": bool(next),
+        "max_objects": _count(max_objects, "max_objects"),
+        "max_bytes": _maybe_count(max_bytes, "max_bytes"),
+    }
+
+
+def _run_args(module: Any, table: Any, slice_args: dict, publish: dict, force: bool) -> dict:
+    return {
+        "module": _text(module, "module"),
+        "table": _text(table, "table"),
+        **slice_args,
         "publish": publish,
-        "force": force,
+        "force": bool(force),
     }
 
 
@@ -173,19 +230,9 @@ def run(
     ``unchanged``, ``memo`` or ``up-to-date``. Raises :class:`IdemError`
     subclasses, as the CLI exits.
     """
-    slice_kw = dict(
-        input=input,
-        partition=partition,
-        files=files,
-        slice_id=slice_id,
-        delta_version=delta_version,
-        delta_slice=delta_slice,
-        next=next,
-        max_objects=max_objects,
-        max_bytes=max_bytes,
-    )
+    slice_args = _slice(input, partition, files, slice_id, delta_version, delta_slice, next, max_objects, max_bytes)
     publish = _publish(mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params)
-    return _idem.run(_run_args(module, table, slice_kw, publish, force), limits)
+    return _idem.run(_run_args(module, table, slice_args, publish, force), limits)
 
 
 def explain(
@@ -199,6 +246,9 @@ def explain(
     slice_id: Optional[str] = None,
     delta_version: Optional[int] = None,
     delta_slice: Optional[str] = None,
+    next: bool = False,
+    max_objects: int = 100,
+    max_bytes: Optional[int] = None,
     mode: Optional[str] = None,
     key: Union[None, str, Sequence[str]] = None,
     params: Params = None,
@@ -220,22 +270,12 @@ def explain(
         pair = _strings(runs, "runs")
         if len(pair) != 2 or module is not None:
             raise InputError("give runs=(a, b) to compare two stored runs, or a module and a slice, not both")
-        return _idem.compare(pair[0], pair[1], table)
+        return _idem.compare(pair[0], pair[1], _maybe_text(table, "table"))
     if module is None or table is None:
         raise InputError("give the planned run's module and table (and its slice), or runs=(a, b)")
-    slice_kw = dict(
-        input=input,
-        partition=partition,
-        files=files,
-        slice_id=slice_id,
-        delta_version=delta_version,
-        delta_slice=delta_slice,
-        next=False,
-        max_objects=100,
-        max_bytes=None,
-    )
+    slice_args = _slice(input, partition, files, slice_id, delta_version, delta_slice, next, max_objects, max_bytes)
     publish = _publish(mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params)
-    return _idem.explain(_run_args(module, table, slice_kw, publish, False), limits)
+    return _idem.explain(_run_args(module, table, slice_args, publish, False), limits)
 
 
 def backfill(
@@ -268,15 +308,15 @@ def backfill(
     """
     publish = _publish(mode, key, params, None, batch_rows, expect, audit_module, audit_params)
     args = {
-        "module": os.fspath(module),
-        "input": str(input),
-        "table": str(table),
+        "module": _text(module, "module"),
+        "input": _text(input, "input"),
+        "table": _text(table, "table"),
         "start": start,
         "end": end,
         "column": column,
-        "jobs": jobs,
-        "skip_missing": skip_missing,
-        "force": force,
+        "jobs": _count(jobs, "jobs", 64, 1),
+        "skip_missing": bool(skip_missing),
+        "force": bool(force),
         "publish": publish,
     }
     return _idem.backfill(args, limits)
@@ -286,7 +326,7 @@ def verify(manifest: str, *, limits: Optional[Limits] = None, allow_engine: bool
     """Re-run a stored manifest (path or URL) and compare its output digest
     (``idem verify``). A mismatch is a result (``matched`` is False, with
     ``reason``), not an exception."""
-    return _idem.verify(os.fspath(manifest), limits, allow_engine)
+    return _idem.verify(_text(manifest, "manifest"), limits, bool(allow_engine))
 
 
 def audit(
@@ -295,19 +335,19 @@ def audit(
     """Prove ``table`` slice by slice, from its commits to the rows it holds
     (``idem audit``); with ``replay``, re-run every manifest too. A failed
     proof is a result (``proven`` is False), not an exception."""
-    return _idem.audit(str(table), slice, replay, limits)
+    return _idem.audit(_text(table, "table"), slice, bool(replay), limits)
 
 
 def show(run: str, *, table: Optional[str] = None) -> StoredRun:
     """A stored run (``idem show``): a manifest file, ``TABLE#SLICE``, or a
     run key or manifest digest (8+ hex digits) with ``table``.
     ``json.loads(result.json)`` is the manifest exactly as stored."""
-    return _idem.show(str(run), table)
+    return _idem.show(_text(run, "run"), _maybe_text(table, "table"))
 
 
 def log(table: str) -> list:
     """The runs recorded for ``table`` (``idem log``), as :class:`LogEntry`."""
-    return _idem.log(str(table))
+    return _idem.log(_text(table, "table"))
 
 
 def pipeline_run(
@@ -319,4 +359,4 @@ def pipeline_run(
     (``ok`` is False; ``result.raise_for_failure()`` raises its exception,
     a :class:`StorageError` first, the failure a retry can fix); a
     pipeline file that cannot be used raises at once."""
-    return _idem.pipeline_run(os.fspath(file), logical_date, stage, limits)
+    return _idem.pipeline_run(_text(file, "file"), logical_date, stage, limits)

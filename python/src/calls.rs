@@ -4,12 +4,12 @@
 //! the GIL released.
 
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use idem::expect::Expectation;
 use idem::run::{NamedSlice, Run, RunError, SliceSpec};
 use idem::table::Mode;
-use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
 
 use crate::errors::run_error;
@@ -112,6 +112,7 @@ impl Publish {
 #[pyfunction]
 #[pyo3(signature = (args, limits=None))]
 pub fn run(py: Python<'_>, args: RunArgs, limits: Option<Limits>) -> PyResult<RunResult> {
+    crate::process::enter()?;
     py.detach(move || {
         let sandbox = limits::sandbox(limits.as_ref())?;
         match args.build()?.execute(&sandbox) {
@@ -130,6 +131,7 @@ pub fn run(py: Python<'_>, args: RunArgs, limits: Option<Limits>) -> PyResult<Ru
 #[pyfunction]
 #[pyo3(signature = (args, limits=None))]
 pub fn explain(py: Python<'_>, args: RunArgs, limits: Option<Limits>) -> PyResult<Explanation> {
+    crate::process::enter()?;
     py.detach(move || {
         let sandbox = limits::sandbox(limits.as_ref())?;
         let e = args.build()?.explain(&sandbox).map_err(run_error)?;
@@ -146,6 +148,7 @@ pub fn compare(
     b: String,
     table: Option<String>,
 ) -> PyResult<Explanation> {
+    crate::process::enter()?;
     py.detach(move || {
         let fa = idem::catalog::find(&a, table.as_deref()).map_err(run_error)?;
         let fb = idem::catalog::find(&b, table.as_deref()).map_err(run_error)?;
@@ -194,11 +197,8 @@ impl BackfillArgs {
     /// The dates, the mode and the checks, each checked once.
     fn shared(&self) -> PyResult<Shared> {
         let dates = idem::backfill::dates(&self.start, &self.end).map_err(run_error)?;
-        if !(1..=64).contains(&self.jobs) {
-            return Err(run_error(RunError::Usage(
-                "jobs must be from 1 to 64".into(),
-            )));
-        }
+        idem::backfill::check_jobs(self.jobs).map_err(run_error)?;
+
         // The partition column and each date become directory names.
         idem::run::parse_partition(&format!("{}={}", self.column, self.start))
             .map_err(run_error)?;
@@ -213,9 +213,10 @@ impl BackfillArgs {
     }
 }
 
-/// A date range of daily partitions, `jobs` at a time. Ctrl-C stops new
-/// slices from starting; the running ones finish, then KeyboardInterrupt
-/// is raised.
+/// A date range of daily partitions, `jobs` at a time. A signal (Ctrl-C)
+/// stops new slices from starting; the running ones finish, then the
+/// signal handler's exception (KeyboardInterrupt) is raised: a rerun finds
+/// what committed.
 #[pyfunction]
 #[pyo3(signature = (args, limits=None))]
 pub fn backfill(
@@ -223,7 +224,9 @@ pub fn backfill(
     args: BackfillArgs,
     limits: Option<Limits>,
 ) -> PyResult<BackfillResult> {
+    crate::process::enter()?;
     let stop = AtomicBool::new(false);
+    let signal = Mutex::new(None);
     let results = py.detach(|| -> PyResult<_> {
         let sandbox = limits::sandbox(limits.as_ref())?;
         let shared = args.shared()?;
@@ -232,36 +235,41 @@ pub fn backfill(
         let first = args.slice_run(&shared, &shared.dates[0]);
         first.preflight(&sandbox).map_err(run_error)?;
         let make = |date: &str| args.slice_run(&shared, date);
-        Ok(until_interrupted(&stop, || {
+        Ok(until_signalled(&stop, &signal, || {
             idem::backfill::run(&shared.dates, args.jobs, &sandbox, &make, &stop, &|_| {})
         }))
     })?;
-    if stop.load(Ordering::SeqCst) {
-        return Err(PyKeyboardInterrupt::new_err(
-            "backfill interrupted: the slices that had started finished; the others did not start",
-        ));
+    if let Some(e) = signal.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
     }
-    let failed = results
-        .iter()
-        .filter(|r| r.failed(args.skip_missing))
-        .count();
+    let ended = idem::backfill::Ended::of(&results, args.skip_missing);
     Ok(BackfillResult {
         slices: results.iter().map(BackfillSlice::of).collect(),
-        failed,
-        ok: failed == 0,
+        failed: results
+            .iter()
+            .filter(|r| r.failed(args.skip_missing))
+            .count(),
+        ok: ended.ok(),
     })
 }
 
-/// `work` on a thread of its own while this (Python's main) thread looks
-/// for Ctrl-C every 50 ms, setting `stop` when it comes: Python handles
-/// signals on its main thread only.
-fn until_interrupted<R: Send>(stop: &AtomicBool, work: impl FnOnce() -> R + Send) -> R {
+/// `work` on a thread of its own while this thread (Python's main one,
+/// where signal handlers run) runs pending signal handlers every 50 ms; a
+/// handler's exception sets `stop` and is kept in `signal`.
+fn until_signalled<R: Send>(
+    stop: &AtomicBool,
+    signal: &Mutex<Option<PyErr>>,
+    work: impl FnOnce() -> R + Send,
+) -> R {
     std::thread::scope(|s| {
         let worker = s.spawn(work);
         while !worker.is_finished() {
             std::thread::sleep(std::time::Duration::from_millis(50));
-            if Python::attach(|py| py.check_signals()).is_err() {
+            if let Err(e) = Python::attach(|py| py.check_signals()) {
                 stop.store(true, Ordering::SeqCst);
+                if let Ok(mut kept) = signal.lock() {
+                    kept.get_or_insert(e);
+                }
             }
         }
         match worker.join() {

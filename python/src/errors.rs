@@ -53,6 +53,12 @@ pub fn of_kind(kind: Kind, message: String) -> PyErr {
     }
 }
 
+/// `e` as the exception of its kind, its message after `context: ` (as
+/// the CLI's `with_context` prints it).
+pub fn raise_in(kind: Kind, context: &str, e: &(dyn std::error::Error + 'static)) -> PyErr {
+    of_kind(kind, format!("{context}: {}", message(e)))
+}
+
 /// An error of the library's run API as its exception.
 pub fn run_error(e: idem::run::RunError) -> PyErr {
     raise(e.kind(), &e)

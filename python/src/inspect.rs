@@ -18,9 +18,10 @@ pub fn verify(
     limits: Option<Limits>,
     allow_engine: bool,
 ) -> PyResult<Verification> {
+    crate::process::enter()?;
     py.detach(move || {
-        let bytes =
-            idem::storage::read_location(&manifest).map_err(|e| errors::raise(e.kind(), &e))?;
+        let bytes = idem::storage::read_location(&manifest)
+            .map_err(|e| errors::raise_in(e.kind(), &format!("reading manifest {manifest}"), &e))?;
         let sandbox = limits::sandbox(limits.as_ref())?;
         let url = idem::storage::locate(&manifest).map_err(|e| errors::raise(e.kind(), &e))?;
         let (_, file_name) = idem::storage::split_last(&url);
@@ -54,6 +55,7 @@ pub fn audit(
     replay: bool,
     limits: Option<Limits>,
 ) -> PyResult<AuditReport> {
+    crate::process::enter()?;
     py.detach(move || {
         let sandbox = if replay {
             Some(limits::sandbox(limits.as_ref())?)
@@ -70,7 +72,7 @@ pub fn audit(
             .map(|s| AuditSlice {
                 slice: s.slice.clone(),
                 version: s.version,
-                proof: proof_name(&s.proof).into(),
+                proof: s.proof.name().into(),
                 detail: s.detail.clone(),
             })
             .collect();
@@ -82,21 +84,13 @@ pub fn audit(
     })
 }
 
-/// The CLI's word for a proof.
-fn proof_name(p: &idem::audit::Proof) -> &'static str {
-    match p {
-        idem::audit::Proof::Proven => "proven",
-        idem::audit::Proof::ChainOnly => "chain-proven",
-        idem::audit::Proof::Failed => "failed",
-    }
-}
-
 /// A stored run: a manifest file (path or URL), `TABLE#SLICE` (the
 /// slice's current run), or a run key or manifest digest (8+ hex digits
 /// will do) with `table`.
 #[pyfunction]
 #[pyo3(signature = (run, table=None))]
 pub fn show(py: Python<'_>, run: String, table: Option<String>) -> PyResult<StoredRun> {
+    crate::process::enter()?;
     py.detach(move || {
         let found = idem::catalog::find(&run, table.as_deref()).map_err(run_error)?;
         let holding = idem::catalog::holding(&found);
@@ -107,6 +101,7 @@ pub fn show(py: Python<'_>, run: String, table: Option<String>) -> PyResult<Stor
 /// The runs recorded for a table, oldest first.
 #[pyfunction]
 pub fn log(py: Python<'_>, table: String) -> PyResult<Vec<LogEntry>> {
+    crate::process::enter()?;
     py.detach(move || {
         let entries = idem::run::run_log(&table).map_err(run_error)?;
         Ok(entries.iter().map(LogEntry::of).collect())

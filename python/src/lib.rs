@@ -14,6 +14,7 @@ mod errors;
 mod inspect;
 mod limits;
 mod pipeline;
+mod process;
 mod results;
 mod stored;
 

@@ -52,7 +52,7 @@ impl PipelineResult {
         let worst = self
             .stages
             .iter()
-            .filter_map(|s| Some((kind_named(s.error_kind.as_deref()?)?, s)))
+            .filter_map(|s| Some((Kind::from_name(s.error_kind.as_deref()?)?, s)))
             .max_by_key(|(k, _)| k.exit_code());
         let Some((kind, s)) = worst else {
             return Ok(());
@@ -75,12 +75,6 @@ impl PipelineResult {
             self.stages.len()
         )
     }
-}
-
-fn kind_named(name: &str) -> Option<Kind> {
-    [Kind::Check, Kind::Input, Kind::Guest, Kind::Storage]
-        .into_iter()
-        .find(|k| k.name() == name)
 }
 
 impl StageResult {
@@ -120,22 +114,17 @@ pub fn pipeline_run(
     stage: Option<String>,
     limits: Option<Limits>,
 ) -> PyResult<PipelineResult> {
+    crate::process::enter()?;
     py.detach(move || {
         let fail = |e: &(dyn std::error::Error + 'static), k: Kind| errors::raise(k, e);
         idem::backfill::dates(&logical_date, &logical_date).map_err(errors::run_error)?;
         let p = Pipeline::load(&file).map_err(|e| fail(&e, e.kind()))?;
         let only = match &stage {
             None => None,
-            Some(s) => Some(p.stage(s).ok_or_else(|| {
-                let names: Vec<&str> = p.stages.iter().map(|s| s.name.as_str()).collect();
-                errors::of_kind(
-                    Kind::Input,
-                    format!(
-                        "the pipeline has no stage `{s}`: its stages are {}",
-                        names.join(", ")
-                    ),
-                )
-            })?),
+            Some(s) => Some(
+                p.stage_named(s)
+                    .map_err(|why| errors::of_kind(Kind::Input, why))?,
+            ),
         };
         let sandbox = limits::sandbox(limits.as_ref())?;
         p.preflight(&sandbox).map_err(|e| fail(&e, e.kind()))?;

@@ -51,12 +51,7 @@ impl RunResult {
 
 impl RunResult {
     pub fn of(r: &idem::run::RunReport) -> Self {
-        use idem::run::RunOutcome;
-        let (drift, raced) = match &r.outcome {
-            RunOutcome::Committed { drift, .. } => (drift.clone(), false),
-            RunOutcome::Unchanged { raced, .. } => (None, *raced),
-            RunOutcome::Memo { .. } => (None, false),
-        };
+        let (drift, raced) = (r.outcome.drift().map(String::from), r.outcome.raced());
         let t = &r.timings_ms;
         let m = &r.manifest;
         RunResult {

@@ -167,21 +167,14 @@ impl Explanation {
 impl Explanation {
     /// A planned run against its slice's current run.
     pub fn planned(e: &idem::run::Explanation) -> Self {
-        let changes = e
-            .current
-            .as_ref()
-            .map(|(_, m)| idem::explain::diff(&m.spec, &e.planned))
-            .unwrap_or_default();
+        let changes = e.changes();
         Explanation {
             run_key: e.run_key.as_str().into(),
             slice: e.planned.slice.id.clone(),
             memo: e.memo.is_some(),
             current_version: e.current.as_ref().map(|(v, _)| *v),
             current_run_key: e.current.as_ref().map(|(_, m)| m.run_key.as_str().into()),
-            same_run_key: e
-                .current
-                .as_ref()
-                .is_some_and(|(_, m)| m.run_key == e.run_key),
+            same_run_key: e.same_run_key(),
             changes: changes.iter().map(Change::of).collect(),
         }
     }

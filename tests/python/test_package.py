@@ -4,6 +4,7 @@ which builds the guests and the sample data and says where they are."""
 
 import json
 import os
+import pathlib
 import re
 import subprocess
 import threading
@@ -87,7 +88,26 @@ def test_params_change_the_run_key_and_explain_says_which(tmp_path):
     assert second.outcome == "committed" and second.version == first.version + 1
     assert second.rows_out < first.rows_out and second.rows_in == first.rows_in
     pair = idem.explain(runs=(first.run_key, second.run_key), table=table)
-    assert [c.field for c in pair.changes] == ["params.min_amount"]
+    assert [(c.field, c.before, c.after) for c in pair.changes] == [("params.min_amount", "0", "50")]
+    assert (pair.current_run_key, pair.run_key, pair.same_run_key) == (first.run_key, second.run_key, False)
+    # By manifest file and by TABLE#SLICE (the slice's current run: second).
+    same = idem.explain(runs=(urlparse(second.manifest).path, f"{table}#{DAY}"))
+    assert same.same_run_key and same.changes == [] and not same.memo
+    code, out, err = cli("explain", first.run_key, second.run_key, "--table", table)
+    assert code == 0, err
+    assert [(c["field"], c["before"], c["after"]) for c in out["changes"]] == [("params.min_amount", 0, 50)]
+
+
+def test_merge_keys_are_split_on_commas_as_the_cli_splits_them(tmp_path):
+    table = str(tmp_path / "t")
+    a = idem.explain(MODULE, table, input=DATA, partition=DAY, mode="merge", key="order_id,date")
+    b = idem.explain(MODULE, table, input=DATA, partition=DAY, mode="merge", key=["order_id", "date"])
+    code, out, err = cli(
+        "explain", "--module", MODULE, "--input", DATA, "--partition", DAY, "--table", table,
+        "--mode", "merge", "--key", "order_id,date",
+    )
+    assert code == 0, err
+    assert a.run_key == b.run_key == out["b"]["runKey"]
 
 
 def test_verify_audit_show_and_log_read_what_the_run_committed(tmp_path):
@@ -135,6 +155,79 @@ def test_a_backfill_commits_each_day_once_and_reruns_as_memo(tmp_path):
     assert idem.backfill(MODULE, DATA, table, "2026-09-30", "2026-10-01", skip_missing=True).ok
     with pytest.raises(idem.InputError, match="jobs"):
         idem.backfill(MODULE, DATA, table, "2026-10-01", "2026-10-03", jobs=0)
+    # A range with no input at all is not ok, even when missing days may be
+    # skipped (the CLI exits 2).
+    none = idem.backfill(MODULE, DATA, table, "2026-09-01", "2026-09-02", skip_missing=True)
+    assert not none.ok and none.failed == 0
+    code, out, _ = cli("backfill", "--module", MODULE, "--input", DATA, "--table", table,
+                       "--from", "2026-09-01", "--to", "2026-09-02", "--skip-missing")
+    assert (code, out["ok"]) == (2, False)
+
+
+def test_other_slices_files_a_pinned_delta_version_and_next(tmp_path):
+    table = str(tmp_path / "t")
+    day = os.path.join(DATA, DAY)
+    files = sorted(os.path.join(day, f) for f in os.listdir(day))
+    r = idem.run(MODULE, table, files=files, slice_id="by-files", mode="append")
+    assert (r.outcome, r.slice, r.rows_in) == ("committed", "by-files", 3000)
+    # The table just written, pinned at its version, as the next stage's input.
+    dedup = os.path.join(os.path.dirname(os.environ["IDEM_TEST_PIPELINE"]), "wasm", "dedup_events.wasm")
+    pinned = idem.run(dedup, str(tmp_path / "t2"), input=table, delta_version=r.version, mode="append")
+    assert pinned.outcome == "committed" and pinned.rows_in == r.rows_out
+    # An append-only prefix: the next objects after the last one consumed.
+    nxt = dict(input=day, next=True, max_objects=1, mode="append")
+    first = idem.run(MODULE, str(tmp_path / "t3"), **nxt)
+    second = idem.run(MODULE, str(tmp_path / "t3"), **nxt)
+    done = idem.run(MODULE, str(tmp_path / "t3"), **nxt)
+    assert (first.outcome, second.outcome, done.outcome) == ("committed", "committed", "up-to-date")
+    assert done.source and done.through and first.rows_in + second.rows_in == 3000
+    with pytest.raises(idem.InputError, match="next"):
+        idem.run(MODULE, table, input=DATA, partition=DAY, max_objects=5)
+
+
+def test_limits_are_the_sandbox_limits(tmp_path):
+    with pytest.raises(idem.GuestError) as e:
+        idem.run(MODULE, tmp_path / "t", input=DATA, partition=DAY, limits=idem.Limits(max_memory_mb=1))
+    assert "memory" in str(e.value)
+    assert idem.Limits(deadline_ms=5).deadline_ms == 5 and idem.Limits().fuel is None
+
+
+def test_a_pipeline_runs_its_stages_for_a_date():
+    toml = os.environ["IDEM_TEST_PIPELINE"]
+    p = idem.pipeline_run(toml, "2026-10-01")
+    assert p.ok and [s.stage for s in p.stages] == ["bronze", "silver", "gold"]
+    assert [s.outcome for s in p.stages] == ["committed"] * 3
+    assert p.stages[0].reads_table is None and p.stages[1].reads_version == p.stages[0].version
+    p.raise_for_failure()
+    again = idem.pipeline_run(toml, "2026-10-01", stage="gold")
+    assert [(s.stage, s.outcome) for s in again.stages] == [("gold", "memo")]
+    with pytest.raises(idem.InputError, match="its stages are bronze, silver, gold"):
+        idem.pipeline_run(toml, "2026-10-01", stage="platinum")
+    # A date without input: bronze fails (missing), the later stages skip.
+    gap = idem.pipeline_run(toml, "2026-10-09")
+    assert not gap.ok and [s.outcome for s in gap.stages] == ["missing", "skipped", "skipped"]
+    with pytest.raises(idem.InputError, match="stage bronze of date=2026-10-09 failed"):
+        gap.raise_for_failure()
+
+
+def test_a_process_forked_after_idem_ran_is_refused_not_hung(tmp_path):
+    import multiprocessing
+
+    idem.run(MODULE, str(tmp_path / "t"), input=DATA, partition=DAY)
+
+    def child(q):
+        try:
+            idem.log(str(tmp_path / "t"))
+            q.put("ran")
+        except idem.InputError as e:
+            q.put(str(e))
+
+    q = multiprocessing.get_context("fork").Queue()
+    proc = multiprocessing.get_context("fork").Process(target=child, args=(q,))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == 0, "the forked child hung or died"
+    assert "before it forked" in q.get(timeout=5)
 
 
 def failure(call):
@@ -199,7 +292,19 @@ def test_bad_arguments_are_input_errors_before_anything_runs(tmp_path):
         idem.run(MODULE, table, input=DATA, partition=DAY, expect=["nonsense(x)"])
     with pytest.raises(idem.InputError):
         idem.run(MODULE, table, input=DATA, partition=DAY, limits=idem.Limits(max_memory_mb=1 << 62))
-    assert not os.path.exists(table)
+    for bad in [dict(batch_rows=2**32), dict(batch_rows=-1), dict(batch_rows=True), dict(delta_version=-1)]:
+        with pytest.raises(idem.InputError):
+            idem.run(MODULE, table, input=DATA, partition=DAY, **bad)
+    with pytest.raises(idem.InputError, match="batch-rows must be from 1 to 1048576"):
+        idem.run(MODULE, table, input=DATA, partition=DAY, batch_rows=2**31)
+    with pytest.raises(idem.InputError, match="table must be a path"):
+        idem.run(MODULE, None, input=DATA, partition=DAY)
+    with pytest.raises(idem.InputError, match="audit_module"):
+        idem.run(MODULE, table, input=DATA, partition=DAY, audit_params={"x": 1})
+    assert not os.path.exists(table) and not os.path.exists("None")
+    # Paths may be os.PathLike.
+    r = idem.run(pathlib.Path(MODULE), tmp_path / "p", input=pathlib.Path(DATA), partition=DAY)
+    assert r.outcome == "committed"
 
 
 def test_the_gil_is_released_while_a_run_works(tmp_path):

@@ -35,11 +35,7 @@ pub fn audit(a: AuditArgs, out: Out) -> Result<ExitCode> {
         replay: sandbox.as_ref(),
     };
     let report = idem::audit::audit(&a.table, &opts)?;
-    let state = |p: &idem::audit::Proof| match p {
-        idem::audit::Proof::Proven => "proven",
-        idem::audit::Proof::ChainOnly => "chain-proven",
-        idem::audit::Proof::Failed => "failed",
-    };
+    let state = idem::audit::Proof::name;
     let failed = report
         .iter()
         .filter(|s| s.proof == idem::audit::Proof::Failed)

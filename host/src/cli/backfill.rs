@@ -166,40 +166,27 @@ struct Summary {
     rows: u64,
     rows_in: u64,
     counts: Vec<(&'static str, usize)>,
-    /// The most severe failure's exit code: 4 (storage, worth a retry)
-    /// over 3 (guest) over 2 (input) over 1 (a failed check).
-    worst: Option<u8>,
-    interrupted: bool,
-    all_missing: bool,
+    /// The worst failure (4, storage, worth a retry, over 3, guest, over
+    /// 2, input, over 1, a failed check), interrupted, all missing.
+    ended: idem::backfill::Ended,
 }
 
 impl Summary {
     fn of(results: &[SliceResult], skip_missing: bool, secs: f64) -> Summary {
-        let worst = results
-            .iter()
-            .filter(|r| r.failed(skip_missing))
-            .map(|r| match &r.status {
-                Status::Failed(_, kind) => kind.exit_code(),
-                _ => idem::kind::Kind::Input.exit_code(),
-            })
-            .max();
         Summary {
             secs,
             rows: results.iter().map(|r| r.rows).sum(),
             rows_in: batch::rows_in(results),
             counts: counts(results),
-            worst,
-            interrupted: results.iter().any(|r| r.status == Status::NotStarted),
-            all_missing: results
-                .iter()
-                .all(|r| matches!(r.status, Status::Missing(_))),
+            ended: idem::backfill::Ended::of(results, skip_missing),
         }
     }
 
     fn exit_code(&self) -> ExitCode {
-        match batch::exit_code(self.worst, self.interrupted) {
+        let e = &self.ended;
+        match batch::exit_code(e.worst.map(|k| k.exit_code()), e.interrupted) {
             Some(code) => code,
-            None if self.all_missing => ExitCode::from(idem::kind::Kind::Input.exit_code()),
+            None if e.all_missing => ExitCode::from(idem::kind::Kind::Input.exit_code()),
             None => ExitCode::SUCCESS,
         }
     }
@@ -232,7 +219,7 @@ fn summary_json(a: &BackfillArgs, results: &[SliceResult], s: &Summary) -> Value
         "rowsIn": s.rows_in,
         "rows": s.rows,
         "seconds": s.secs,
-        "ok": s.worst.is_none() && !s.interrupted && !s.all_missing,
+        "ok": s.ended.ok(),
     })
 }
 
@@ -258,10 +245,10 @@ fn print_summary(a: &BackfillArgs, results: &[SliceResult], s: &Summary) {
         tally(&s.counts),
         rows_in as f64 / secs.max(1e-3)
     );
-    if s.interrupted {
+    if s.ended.interrupted {
         println!("{}", batch::INTERRUPTED);
     }
-    if s.all_missing {
+    if s.ended.all_missing {
         println!("no date of the range has input: check --input and --column");
     }
 }

@@ -110,11 +110,7 @@ fn explain_planned(a: ExplainArgs, out: Out) -> Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
-    let changes = e
-        .current
-        .as_ref()
-        .map(|(_, m)| idem::explain::diff(&m.spec, &e.planned))
-        .unwrap_or_default();
+    let changes = e.changes();
     let memo = e.memo.is_some();
     let verdict = match (&e.memo, &e.current) {
         (Some(since), _) => format!(
@@ -144,7 +140,7 @@ fn explain_planned(a: ExplainArgs, out: Out) -> Result<ExitCode> {
         json!({
             "a": current_json,
             "b": {"runKey": e.run_key.as_str(), "slice": e.planned.slice.id, "outputDigest": Value::Null},
-            "sameRunKey": e.current.as_ref().is_some_and(|(_, m)| m.run_key == e.run_key),
+            "sameRunKey": e.same_run_key(),
             "memo": memo,
             "changes": changes,
         }),

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::Args;
 
 use idem::run::Run;
@@ -128,8 +128,6 @@ impl PublishArgs {
 /// what `backfill` and `pipeline backfill` run.
 pub fn dates(from: &str, to: &str, jobs: usize) -> Result<Vec<String>> {
     let dates = idem::backfill::dates(from, to)?;
-    if !(1..=64).contains(&jobs) {
-        bail!("--jobs must be from 1 to 64");
-    }
+    idem::backfill::check_jobs(jobs)?;
     Ok(dates)
 }

@@ -75,13 +75,7 @@ fn run(a: PipelineRunArgs, out: Out) -> Result<ExitCode> {
     let p = Pipeline::load(&a.file)?;
     let only = match &a.stage {
         None => None,
-        Some(s) => Some(p.stage(s).ok_or_else(|| {
-            let names: Vec<&str> = p.stages.iter().map(|s| s.name.as_str()).collect();
-            anyhow::anyhow!(
-                "the pipeline has no stage `{s}`: its stages are {}",
-                names.join(", ")
-            )
-        })?),
+        Some(s) => Some(p.stage_named(s).map_err(anyhow::Error::msg)?),
     };
     let sandbox = a.limits.sandbox()?;
     preflight(&p, &sandbox)?;

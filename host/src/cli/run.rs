@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
-use idem::run::{NamedSlice, Run, RunOutcome};
+use idem::run::{NamedSlice, Run};
 
 use super::Out;
 use super::flags::{LimitArgs, PublishArgs, RunFlags};
@@ -140,11 +140,7 @@ pub fn run(a: RunArgs, out: Out) -> Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
     let (kind, version) = (r.outcome.name(), r.outcome.version());
-    let (drift, raced) = match &r.outcome {
-        RunOutcome::Committed { drift, .. } => (drift.clone(), false),
-        RunOutcome::Unchanged { raced, .. } => (None, *raced),
-        RunOutcome::Memo { .. } => (None, false),
-    };
+    let (drift, raced) = (r.outcome.drift(), r.outcome.raced());
     out.emit(
         json!({
             "slice": r.manifest.spec.slice.id,

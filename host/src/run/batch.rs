@@ -53,6 +53,54 @@ impl SliceResult {
     }
 }
 
+/// How a batch of slices ended, as a whole: what the CLI's exit code and
+/// the Python package's `ok` are made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ended {
+    /// The worst kind among the failed slices (a missing partition is an
+    /// input failure unless it may be skipped): the highest exit code.
+    pub worst: Option<Kind>,
+    /// Some slice never started (the batch was stopped).
+    pub interrupted: bool,
+    /// No slice of the range had input (even with `skip_missing`).
+    pub all_missing: bool,
+}
+
+impl Ended {
+    /// How `results` ended.
+    pub fn of(results: &[SliceResult], skip_missing: bool) -> Self {
+        let worst = results
+            .iter()
+            .filter(|r| r.failed(skip_missing))
+            .map(|r| match &r.status {
+                Status::Failed(_, kind) => *kind,
+                _ => Kind::Input,
+            })
+            .max_by_key(|k| k.exit_code());
+        Ended {
+            worst,
+            interrupted: results.iter().any(|r| r.status == Status::NotStarted),
+            all_missing: results
+                .iter()
+                .all(|r| matches!(r.status, Status::Missing(_))),
+        }
+    }
+
+    /// Every slice ended well, none was left unstarted, and the range had
+    /// input.
+    pub fn ok(&self) -> bool {
+        self.worst.is_none() && !self.interrupted && !self.all_missing
+    }
+}
+
+/// Slices a batch may run at once: from 1 to 64.
+pub fn check_jobs(jobs: usize) -> Result<(), RunError> {
+    if !(1..=64).contains(&jobs) {
+        return Err(RunError::Usage("--jobs must be from 1 to 64".into()));
+    }
+    Ok(())
+}
+
 /// The dates from `from` to `to` inclusive, `YYYY-MM-DD`.
 pub fn dates(from: &str, to: &str) -> Result<Vec<String>, RunError> {
     let (a, b) = (day_number(from)?, day_number(to)?);

@@ -23,6 +23,24 @@ pub struct Explanation {
     pub current: Option<(u64, Manifest)>,
 }
 
+impl Explanation {
+    /// The run-spec fields that differ from the slice's current run (none
+    /// without one).
+    pub fn changes(&self) -> Vec<crate::explain::Change> {
+        self.current
+            .as_ref()
+            .map(|(_, m)| crate::explain::diff(&m.spec, &self.planned))
+            .unwrap_or_default()
+    }
+
+    /// The slice's current run has the planned run key.
+    pub fn same_run_key(&self) -> bool {
+        self.current
+            .as_ref()
+            .is_some_and(|(_, m)| m.run_key == self.run_key)
+    }
+}
+
 impl Run {
     /// Plan the run without executing or writing anything, and say what it
     /// would do: a memo hit (a committed run has its run key and is still

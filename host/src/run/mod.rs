@@ -54,6 +54,11 @@ use resolve::implied_date;
 pub use resolve::{SliceSpec, parse_partition};
 
 /// Builds the transformer that replaces the sandbox (benchmark baselines).
+/// The most rows an input batch may hold: the reader reserves a batch's
+/// buffers up front, so a larger size could ask for more memory than any
+/// machine has (and an allocation failure aborts the process).
+pub const MAX_BATCH_ROWS: u32 = 1 << 20;
+
 pub type TransformerFactory = Box<dyn FnOnce() -> Box<dyn Transformer>>;
 
 /// A run, built then executed (`Run::new(..).mode(..).execute()`).

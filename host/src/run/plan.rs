@@ -56,8 +56,11 @@ impl Run {
 
     /// The params and the mode, checked before anything is read or written.
     pub(super) fn check_args(&self) -> Result<(serde_json::Value, Mode), RunError> {
-        if self.batch_rows == 0 {
-            return Err(RunError::Usage("--batch-rows must be at least 1".into()));
+        if !(1..=super::MAX_BATCH_ROWS).contains(&self.batch_rows) {
+            return Err(RunError::Usage(format!(
+                "--batch-rows must be from 1 to {} (the reader reserves a batch's buffers up front)",
+                super::MAX_BATCH_ROWS
+            )));
         }
         let params = crate::schedule::parse_params(&self.params).map_err(RunError::Usage)?;
         if let Some(d) = &self.logical_date {

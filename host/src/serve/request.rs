@@ -13,9 +13,9 @@ use super::queue::RunRequest;
 use super::reply::Refusal;
 use super::tenant::Tenant;
 
-/// The largest `batchRows` a tenant may ask for (the host reserves a
-/// batch's buffers up front).
-pub const MAX_BATCH_ROWS: u32 = 1 << 20;
+/// The largest `batchRows` a tenant may ask for: every run's
+/// ([`crate::run::MAX_BATCH_ROWS`]), refused here before it is queued.
+pub use crate::run::MAX_BATCH_ROWS;
 
 /// Check a request against the tenant before it is queued: paths inside
 /// the root, the module uploaded, a known mode.

@@ -132,6 +132,19 @@ impl SliceOutcome {
             SliceOutcome::Unchanged { since, .. } | SliceOutcome::Memo { since } => *since,
         }
     }
+
+    /// Why an output that was already current was committed again.
+    pub fn drift(&self) -> Option<&str> {
+        match self {
+            SliceOutcome::Committed { drift, .. } => drift.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Another host committed the same output first.
+    pub fn raced(&self) -> bool {
+        matches!(self, SliceOutcome::Unchanged { raced: true, .. })
+    }
 }
 
 /// Whether a slice's output is current in the table.
