@@ -1,7 +1,6 @@
 //! `idem.pipeline_run`: the stages of an `idem.toml` for one logical date
 //! (`idem pipeline run`), each pinned to what the stage before committed.
 
-use idem::backfill::Status;
 use idem::kind::Kind;
 use idem::pipeline::{Pipeline, StageRun};
 use pyo3::prelude::*;
@@ -80,12 +79,7 @@ impl PipelineResult {
 impl StageResult {
     fn of(p: &Pipeline, date: &str, r: &StageRun) -> Self {
         let res = &r.result;
-        let (outcome, error_kind, error) = match &res.status {
-            Status::Done(o) => (o.name(), None, None),
-            Status::Missing(e) => ("missing", Some(Kind::Input.name()), Some(e.clone())),
-            Status::Failed(e, k) => ("failed", Some(k.name()), Some(e.clone())),
-            Status::NotStarted => ("skipped", None, None),
-        };
+        let (outcome, error_kind, error) = crate::results::status_fields(&res.status, "skipped");
         StageResult {
             stage: r.stage.clone(),
             slice: p.slice_id(date),
@@ -94,7 +88,7 @@ impl StageResult {
             rows_in: res.rows_in,
             rows_out: res.rows,
             seconds: res.ms as f64 / 1000.0,
-            error_kind: error_kind.map(Into::into),
+            error_kind,
             error,
             reads_table: r.input.as_ref().map(|(t, _)| t.clone()),
             reads_version: r.input.as_ref().map(|(_, v)| *v),

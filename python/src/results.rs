@@ -3,6 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use idem::backfill::Status;
+use idem::run::Timings;
+
 use pyo3::prelude::*;
 
 /// One run's result (`idem.run`).
@@ -66,12 +69,7 @@ impl RunResult {
             rows_out: Some(m.result.rows_out),
             drift,
             raced,
-            timings_ms: BTreeMap::from([
-                ("resolve".into(), t.resolve_ms),
-                ("load".into(), t.load_ms),
-                ("exec".into(), t.exec_ms),
-                ("commit".into(), t.commit_ms),
-            ]),
+            timings_ms: timings_map(t),
             source: None,
             through: None,
         }
@@ -130,21 +128,18 @@ impl BackfillSlice {
 
 impl BackfillSlice {
     pub fn of(r: &idem::backfill::SliceResult) -> Self {
-        use idem::backfill::Status;
-        let (outcome, version, error_kind, error) = match &r.status {
-            Status::Done(o) => (o.name(), o.version(), None, None),
-            Status::Missing(e) => ("missing", None, Some("input"), Some(e.clone())),
-            Status::Failed(e, k) => ("failed", None, Some(k.name()), Some(e.clone())),
-            Status::NotStarted => ("not-started", None, None, None),
-        };
+        let (outcome, error_kind, error) = status_fields(&r.status, "not-started");
         BackfillSlice {
             date: r.date.clone(),
             outcome: outcome.into(),
-            version,
+            version: match &r.status {
+                Status::Done(o) => o.version(),
+                _ => None,
+            },
             rows_in: r.rows_in,
             rows_out: r.rows,
             seconds: r.ms as f64 / 1000.0,
-            error_kind: error_kind.map(Into::into),
+            error_kind,
             error,
         }
     }
@@ -239,5 +234,35 @@ impl AuditReport {
             self.proven,
             self.slices.len()
         )
+    }
+}
+
+/// A step's milliseconds by name (resolve, load, exec, commit): what
+/// `RunResult` and `LogEntry` report.
+pub fn timings_map(t: &Timings) -> BTreeMap<String, u64> {
+    BTreeMap::from([
+        ("resolve".into(), t.resolve_ms),
+        ("load".into(), t.load_ms),
+        ("exec".into(), t.exec_ms),
+        ("commit".into(), t.commit_ms),
+    ])
+}
+
+/// How a slice of a batch ended, as a backfill slice and a pipeline stage
+/// report it: its outcome (`not_started`: the word for a slice that never
+/// ran), and for a failed or missing one its error's kind and message.
+pub fn status_fields(
+    s: &Status,
+    not_started: &'static str,
+) -> (&'static str, Option<String>, Option<String>) {
+    match s {
+        Status::Done(o) => (o.name(), None, None),
+        Status::Missing(e) => (
+            "missing",
+            Some(idem::kind::Kind::Input.name().into()),
+            Some(e.clone()),
+        ),
+        Status::Failed(e, k) => ("failed", Some(k.name().into()), Some(e.clone())),
+        Status::NotStarted => (not_started, None, None),
     }
 }

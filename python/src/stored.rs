@@ -105,12 +105,7 @@ impl LogEntry {
             outcome: e.outcome.clone(),
             version: e.version,
             rows: e.rows,
-            timings_ms: BTreeMap::from([
-                ("resolve".into(), t.resolve_ms),
-                ("load".into(), t.load_ms),
-                ("exec".into(), t.exec_ms),
-                ("commit".into(), t.commit_ms),
-            ]),
+            timings_ms: crate::results::timings_map(t),
         }
     }
 }
