@@ -3,7 +3,8 @@ the writer (delta-rs) or with the first reader (PyPI deltalake, which is
 delta-rs underneath): it replays the `_delta_log/*.json` commits itself
 (add/remove), reads the listed Parquet files with pyarrow, restores the
 partition columns from the log, and prints the same JSON shape as
-read_delta.py: {"version", "columns", "rows"} with rows as sorted JSON.
+read_delta.py: {"version", "columns", "rows"} with rows as sorted JSON,
+and "commits": the commits naming each idem slice.
 Local paths and s3:// URLs (pyarrow's own S3 client, settings from the
 standard AWS variables).
 
@@ -41,6 +42,7 @@ def replay(fs, table, version):
     if int(commits[0][:20]) != 0:
         raise SystemExit(f"{table}: log starts at a checkpoint; this reader replays JSON only")
     files, partitions, latest = {}, [], -1
+    commits_of = {}
     for name in commits:
         v = int(name[:20])
         if version is not None and v > version:
@@ -51,6 +53,9 @@ def replay(fs, table, version):
         with fs.open_input_stream(f"{table}/_delta_log/{name}") as f:
             for line in f.read().decode().splitlines():
                 action = json.loads(line)
+                if "commitInfo" in action and "idem.slice" in action["commitInfo"]:
+                    key = action["commitInfo"]["idem.slice"]
+                    commits_of[key] = commits_of.get(key, 0) + 1
                 if "metaData" in action:
                     partitions = action["metaData"].get("partitionColumns", [])
                 elif "add" in action:
@@ -58,7 +63,7 @@ def replay(fs, table, version):
                     files[unquote(a["path"])] = a.get("partitionValues") or {}
                 elif "remove" in action:
                     files.pop(unquote(action["remove"]["path"]), None)
-    return latest, files, partitions
+    return latest, files, partitions, commits_of
 
 
 def main():
@@ -66,10 +71,10 @@ def main():
     version = int(sys.argv[2]) if len(sys.argv) > 2 else None
     if fs.get_file_info(table).type == pafs.FileType.File:
         # One Parquet file (e.g. a transform's native output), same shape.
-        latest, files, partitions = -1, {os.path.basename(table): {}}, []
+        latest, files, partitions, commits_of = -1, {os.path.basename(table): {}}, [], {}
         table = os.path.dirname(table)
     else:
-        latest, files, partitions = replay(fs, table, version)
+        latest, files, partitions, commits_of = replay(fs, table, version)
     rows, cols = [], None
     for path, values in sorted(files.items()):
         data = pq.read_table(f"{table}/{path}", filesystem=fs).to_pylist()
@@ -80,7 +85,9 @@ def main():
             cols = cols or sorted(r)
     rows = [json.dumps({c: r.get(c) for c in cols}, sort_keys=True) for r in rows]
     rows.sort()
-    print(json.dumps({"version": latest, "columns": cols or [], "rows": rows}))
+    # "commits": how many commits name each idem slice (commitInfo's
+    # idem.slice), for the tests that count them.
+    print(json.dumps({"version": latest, "columns": cols or [], "rows": rows, "commits": commits_of}))
 
 
 if __name__ == "__main__":

@@ -657,3 +657,118 @@ fn a_pinned_delta_version_is_a_slice_and_log_lists_the_runs() {
         "{log}"
     );
 }
+
+/// `idem publish` stores a module beside the table; a run names it by its
+/// digest anywhere the table is reachable, reads it from `_idem/modules/`
+/// and refuses it unless it hashes to that digest. `--origin` is kept in
+/// the run log and hashed nowhere.
+#[test]
+fn a_published_module_runs_by_digest_and_a_swapped_one_is_refused() {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 2_000);
+    let module = common::guest("examples/clean_orders");
+    let table = fx.table("orders_clean");
+    let (code, out, err) = common::idem(&["publish", &s(&module), "--table", &s(&table), "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let published: serde_json::Value = serde_json::from_str(&out).unwrap();
+    common::check_schemas(&[("publish", &out)]).unwrap_or_else(|e| panic!("{e}"));
+    let digest = published["module"].as_str().unwrap().to_string();
+    let stored = table
+        .join("_idem/modules")
+        .join(format!("{}.wasm", &digest[7..]));
+    assert_eq!(
+        std::fs::read(&stored).unwrap(),
+        std::fs::read(&module).unwrap()
+    );
+
+    // By digest and by path: the same run key (a memo hit the other way).
+    let by_digest = ok(run(
+        &fx,
+        Path::new(&digest),
+        "2026-10-01",
+        &table,
+        &["--origin", "pod-a"],
+    ));
+    assert_eq!(field(&by_digest, "result:"), "committed version 1");
+    let by_path = ok(run(
+        &fx,
+        &module,
+        "2026-10-01",
+        &table,
+        &["--origin", "pod-b"],
+    ));
+    assert!(field(&by_path, "result:").contains("(memo"), "{by_path}");
+    assert_eq!(field(&by_digest, "run key:"), field(&by_path, "run key:"));
+    let (_, log, _) = common::idem(&["log", &s(&table), "--json"]);
+    common::check_schemas(&[("log", &log)]).unwrap_or_else(|e| panic!("{e}"));
+    let log: serde_json::Value = serde_json::from_str(&log).unwrap();
+    let origins: Vec<&str> = log["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["origin"].as_str().unwrap())
+        .collect();
+    assert_eq!(origins, ["pod-a", "pod-b"]);
+
+    // A digest nothing was published under names the fix.
+    let unknown = format!("sha256:{}", "0".repeat(64));
+    let (code, _, err) = run(&fx, Path::new(&unknown), "2026-10-02", &table, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("is not stored at") && err.contains("idem publish"),
+        "{err}"
+    );
+    // Nor on a table that does not exist yet.
+    let (code, _, err) = run(&fx, Path::new(&digest), "2026-10-02", &fx.table("new"), &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is not stored at"), "{err}");
+    // A malformed digest.
+    let (code, _, err) = run(&fx, Path::new("sha256:abc"), "2026-10-02", &table, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("64 lowercase hex"), "{err}");
+
+    // Someone who can write `_idem/` swaps the stored module for another
+    // (valid) one: the run refuses it, naming both digests.
+    let other = common::guest("examples/daily_revenue");
+    std::fs::copy(&other, &stored).unwrap();
+    let (code, _, err) = run(&fx, Path::new(&digest), "2026-10-02", &table, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("was swapped or corrupted") && err.contains(&digest),
+        "{err}"
+    );
+    // Junk, WAT text and an object over the module limit are the same
+    // finding, found before anything parses them.
+    for (junk, what) in [
+        (b"not a module at all".to_vec(), "it hashes to"),
+        (b"(component)".to_vec(), "it hashes to"),
+        (vec![0u8; 65 << 20], "over the 64 MiB module limit"),
+    ] {
+        std::fs::write(&stored, &junk).unwrap();
+        let (code, _, err) = run(&fx, Path::new(&digest), "2026-10-02", &table, &[]);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("was swapped or corrupted") && err.contains(what),
+            "{err}"
+        );
+    }
+    // An origin label that would size a log line unchecked is refused.
+    let long = "o".repeat(513);
+    let (code, _, err) = run(&fx, &module, "2026-10-02", &table, &["--origin", &long]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("origin label is 513 bytes"), "{err}");
+    // Publishing again puts the right bytes back.
+    let (code, out, err) = common::idem(&["publish", &s(&module), "--table", &s(&table)]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&digest), "{out}");
+    let again = ok(run(&fx, Path::new(&digest), "2026-10-02", &table, &[]));
+    assert_eq!(field(&again, "result:"), "committed version 2");
+    // A module that cannot run is refused before anything is stored.
+    let clock = common::root().join("tests/wat/import-wall-clock.wat");
+    let (code, _, err) = common::idem(&["publish", &s(&clock), "--table", &s(&table)]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("module rejected"), "{err}");
+    let kept = std::fs::read_dir(table.join("_idem/modules"))
+        .unwrap()
+        .count();
+    assert_eq!(kept, 1, "only the published module is stored");
+}

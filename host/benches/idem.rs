@@ -1343,5 +1343,10 @@ fn main() {
         let slices = arg(&args, "--slices", 1_000);
         figures::history::run(versions, slices, samples, &mut out);
     }
+    // Opt-in: a Spark cluster and its environment.
+    if only.as_deref() == Some("spark") {
+        let slices = arg(&args, "--slices", 40);
+        figures::spark::run(slices, samples, &mut out);
+    }
     print(&out);
 }

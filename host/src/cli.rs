@@ -22,6 +22,7 @@ pub mod inspect;
 pub mod log;
 pub mod new;
 pub mod pipeline;
+pub mod publish;
 pub mod run;
 pub mod sample;
 pub mod serve;

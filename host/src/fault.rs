@@ -25,12 +25,50 @@ pub fn point(name: &str) {
     if std::env::var("IDEM_FAULT_PANIC").is_ok_and(|p| p == name) {
         panic!("IDEM_FAULT_PANIC at {name}");
     }
-    if let Ok(v) = std::env::var("IDEM_FAULT_SLEEP_MS")
-        && let Some((p, ms)) = v.split_once(':')
-        && p == name
-        && let Ok(ms) = ms.parse::<u64>()
-    {
+    if let Some(ms) = sleep_at(name) {
         std::thread::sleep(Duration::from_millis(ms));
+    }
+}
+
+/// The same point of one slice: `<name>@<slice>` (e.g.
+/// `execute@date=2026-10-03`) as well as `<name>`.
+pub fn point_of(name: &str, slice: &str) {
+    point(name);
+    if [
+        "IDEM_FAULT_SLEEP_MS",
+        "IDEM_FAULT_BARRIER",
+        "IDEM_FAULT_PANIC",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some())
+    {
+        point(&format!("{name}@{slice}"));
+    }
+}
+
+/// How long to sleep at `name`: `IDEM_FAULT_SLEEP_MS` holds
+/// `<point>:<ms>[,<point>:<ms>...]`. With `IDEM_FAULT_ONCE=<dir>` a sleep
+/// happens in one process only, the first to claim `<dir>/<point>` (a
+/// straggler that a retried or speculative copy of the same work must not
+/// meet again).
+fn sleep_at(name: &str) -> Option<u64> {
+    let v = std::env::var("IDEM_FAULT_SLEEP_MS").ok()?;
+    let ms = v
+        .split(',')
+        .filter_map(|spec| spec.rsplit_once(':'))
+        .find(|(p, _)| *p == name)
+        .and_then(|(_, ms)| ms.parse::<u64>().ok())?;
+    match std::env::var_os("IDEM_FAULT_ONCE") {
+        None => Some(ms),
+        Some(dir) => {
+            let dir = std::path::Path::new(&dir);
+            let _ = std::fs::create_dir_all(dir);
+            let claim = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(dir.join(name.replace('/', "%2F")));
+            claim.is_ok().then_some(ms)
+        }
     }
 }
 

@@ -58,6 +58,12 @@ enum Command {
         /// The .wasm (component or wit-bindgen core module) or .wat file.
         module: PathBuf,
     },
+    /// Store a module beside a table (under _idem/modules/) and print its
+    /// digest: runs anywhere then name it `--module sha256:<hex>`.
+    #[command(
+        after_help = "Example:\n  idem publish daily_revenue.wasm --table s3://lake/daily_revenue\n  idem run --module sha256:<hex> --table s3://lake/daily_revenue ..."
+    )]
+    Publish(cli::publish::PublishArgs),
     /// Run a transform over Parquet files into a Parquet file (no table).
     #[command(
         after_help = "Example:\n  idem exec --module clean_orders.wasm --input orders/date=2026-10-01/part-00000.parquet --output clean.parquet --params '{\"min_amount\": 10}'"
@@ -248,6 +254,7 @@ fn try_main(args: Args) -> Result<ExitCode> {
                 .with_context(|| format!("reading {}", module.display()))?;
             cli::inspect::inspect(&bytes, out)
         }
+        Command::Publish(a) => cli::publish::publish(a, out),
         Command::Exec(a) => cli::exec::exec(a, out),
         Command::Run(a) => cli::run::run(a, out),
         Command::Verify {

@@ -10,7 +10,8 @@ works.
 Errors are exceptions of one class per kind of the CLI's exit codes, each
 with ``kind`` and ``exit_code``: :class:`CheckFailed` (1), :class:`InputError`
 (2), :class:`GuestError` (3), :class:`StorageError` (4, worth a retry); all
-derive from :class:`IdemError`.
+derive from :class:`IdemError`. :class:`PartitionMissing` is the
+:class:`InputError` of a slice whose partition does not exist.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ._idem import (
     InputError,
     Limits,
     LogEntry,
+    PartitionMissing,
     PipelineResult,
     RunResult,
     StageResult,
@@ -50,6 +52,7 @@ __all__ = [
     "show",
     "log",
     "pipeline_run",
+    "publish_module",
     "Limits",
     "PipelineResult",
     "StageResult",
@@ -66,6 +69,7 @@ __all__ = [
     "IdemError",
     "CheckFailed",
     "InputError",
+    "PartitionMissing",
     "GuestError",
     "StorageError",
 ]
@@ -178,13 +182,18 @@ def _slice(
     }
 
 
-def _run_args(module: Any, table: Any, slice_args: dict, publish: dict, force: bool) -> dict:
+def _run_args(
+    module: Any, table: Any, slice_args: dict, publish: dict, force: bool, origin: Optional[str] = None
+) -> dict:
+    if origin is not None and not isinstance(origin, str):
+        raise InputError(f"origin must be text, not {type(origin).__name__}")
     return {
         "module": _text(module, "module"),
         "table": _text(table, "table"),
         **slice_args,
         "publish": publish,
         "force": bool(force),
+        "origin": origin,
     }
 
 
@@ -210,6 +219,7 @@ def run(
     audit_module: Optional[PathLike] = None,
     audit_params: Params = None,
     force: bool = False,
+    origin: Optional[str] = None,
     limits: Optional[Limits] = None,
 ) -> RunResult:
     """One idempotent run of a slice through ``module`` into ``table``
@@ -226,13 +236,27 @@ def run(
     text. ``expect`` holds checks such as ``"not_null(id)"`` or
     ``"rows(1..)"`` that the output must pass before it is published.
 
+    ``module`` is a path or URL, or ``"sha256:<hex>"``: the module
+    :func:`publish_module` stored beside ``table``, read from there and
+    refused unless it hashes to that digest. ``origin`` labels who runs it
+    (a task attempt, say) in the run log (:func:`log`); it is never hashed.
+
     Returns a :class:`RunResult`: ``outcome`` is ``committed``,
     ``unchanged``, ``memo`` or ``up-to-date``. Raises :class:`IdemError`
     subclasses, as the CLI exits.
     """
     slice_args = _slice(input, partition, files, slice_id, delta_version, delta_slice, next, max_objects, max_bytes)
     publish = _publish(mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params)
-    return _idem.run(_run_args(module, table, slice_args, publish, force), limits)
+    return _idem.run(_run_args(module, table, slice_args, publish, force, origin), limits)
+
+
+def publish_module(module: PathLike, table: str, *, limits: Optional[Limits] = None) -> str:
+    """Store ``module`` (a path or URL) beside ``table`` under
+    ``_idem/modules/`` once (``idem publish``), after checking that it
+    loads, and return its digest ``"sha256:<hex>"``: runs on any machine
+    that reaches the table then take ``module="sha256:<hex>"`` and read it
+    from there (the bytes never travel with the task)."""
+    return _idem.publish_module(_text(module, "module"), _text(table, "table"), limits)
 
 
 def explain(
@@ -345,9 +369,11 @@ def show(run: str, *, table: Optional[str] = None) -> StoredRun:
     return _idem.show(_text(run, "run"), _maybe_text(table, "table"))
 
 
-def log(table: str) -> list:
-    """The runs recorded for ``table`` (``idem log``), as :class:`LogEntry`."""
-    return _idem.log(_text(table, "table"))
+def log(table: str, *, since_ms: int = 0) -> list:
+    """The runs recorded for ``table`` (``idem log``), as :class:`LogEntry`,
+    oldest first; with ``since_ms`` (Unix milliseconds) only those that
+    ended then or later (older entries are listed, never read)."""
+    return _idem.log(_text(table, "table"), _count(since_ms, "since_ms"))
 
 
 def pipeline_run(

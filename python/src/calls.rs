@@ -35,6 +35,7 @@ pub struct RunArgs {
     #[pyo3(item("publish"))]
     publish: Publish,
     force: bool,
+    origin: Option<String>,
 }
 
 /// How a run commits and what its transform is given (the keywords
@@ -74,7 +75,9 @@ impl RunArgs {
             .mode(self.publish.mode.as_deref(), &self.publish.key)
             .map_err(run_error)?;
         let spec = names.spec().map_err(run_error)?;
-        let run = Run::new(&self.module, spec, self.table.clone()).force(self.force);
+        let run = Run::new(&self.module, spec, self.table.clone())
+            .force(self.force)
+            .origin(self.origin.clone());
         Ok(self
             .publish
             .apply(run, mode.as_ref(), &self.publish.expectations()?))
@@ -123,6 +126,24 @@ pub fn run(py: Python<'_>, args: RunArgs, limits: Option<Limits>) -> PyResult<Ru
             }
             Err(e) => Err(run_error(e)),
         }
+    })
+}
+
+/// Store a module beside a table (`_idem/modules/`) once, checked to
+/// load; its digest (`sha256:<hex>`) then names it in runs anywhere.
+#[pyfunction]
+#[pyo3(signature = (module, table, limits=None))]
+pub fn publish_module(
+    py: Python<'_>,
+    module: PathBuf,
+    table: String,
+    limits: Option<Limits>,
+) -> PyResult<String> {
+    crate::process::enter()?;
+    py.detach(move || {
+        let sandbox = limits::sandbox(limits.as_ref())?;
+        let digest = idem::run::publish_module(&sandbox, &module, &table).map_err(run_error)?;
+        Ok(digest.as_str().to_string())
     })
 }
 

@@ -27,6 +27,12 @@ create_exception!(
 );
 create_exception!(
     idem,
+    PartitionMissing,
+    InputError,
+    "The dataset has no partition for the slice (a date without input): `idem backfill --skip-missing` skips such a slice (exit 2)."
+);
+create_exception!(
+    idem,
     GuestError,
     IdemError,
     "The sandbox refused the module, or the guest failed: a trap, a limit, an error it returned, unusable output (exit 3)."
@@ -61,7 +67,12 @@ pub fn raise_in(kind: Kind, context: &str, e: &(dyn std::error::Error + 'static)
 
 /// An error of the library's run API as its exception.
 pub fn run_error(e: idem::run::RunError) -> PyErr {
-    raise(e.kind(), &e)
+    use idem::run::RunError;
+    use idem::slice::SliceError;
+    match e {
+        RunError::Slice(SliceError::NoPartition { .. }) => PartitionMissing::new_err(message(&e)),
+        e => raise(e.kind(), &e),
+    }
 }
 
 /// What the CLI prints after `error: ` for `e`: the error and its causes.
@@ -92,5 +103,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         class.setattr("exit_code", kind.exit_code())?;
         m.add(name, class)?;
     }
+    // A kind of InputError: its class attributes are InputError's.
+    m.add("PartitionMissing", py.get_type::<PartitionMissing>())?;
     Ok(())
 }

@@ -98,12 +98,14 @@ pub fn show(py: Python<'_>, run: String, table: Option<String>) -> PyResult<Stor
     })
 }
 
-/// The runs recorded for a table, oldest first.
+/// The runs recorded for a table, oldest first (those that ended at or
+/// after `since_ms`, Unix milliseconds).
 #[pyfunction]
-pub fn log(py: Python<'_>, table: String) -> PyResult<Vec<LogEntry>> {
+#[pyo3(signature = (table, since_ms=0))]
+pub fn log(py: Python<'_>, table: String, since_ms: u64) -> PyResult<Vec<LogEntry>> {
     crate::process::enter()?;
     py.detach(move || {
-        let entries = idem::run::run_log(&table).map_err(run_error)?;
+        let entries = idem::run::run_log_since(&table, since_ms).map_err(run_error)?;
         Ok(entries.iter().map(LogEntry::of).collect())
     })
 }

@@ -38,6 +38,7 @@ fn _idem(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(calls::backfill, m)?)?;
     m.add_function(wrap_pyfunction!(calls::explain, m)?)?;
     m.add_function(wrap_pyfunction!(calls::compare, m)?)?;
+    m.add_function(wrap_pyfunction!(calls::publish_module, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::verify, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::audit, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::show, m)?)?;

@@ -81,6 +81,8 @@ pub struct LogEntry {
     pub rows: u64,
     /// Milliseconds per step: resolve, load, exec, commit.
     pub timings_ms: BTreeMap<String, u64>,
+    /// Who ran it (`idem.run(origin=...)`; idem.spark's task attempts).
+    pub origin: Option<String>,
 }
 
 #[pymethods]
@@ -106,6 +108,7 @@ impl LogEntry {
             version: e.version,
             rows: e.rows,
             timings_ms: crate::results::timings_map(t),
+            origin: e.origin.clone(),
         }
     }
 }

@@ -164,6 +164,36 @@ def test_a_backfill_commits_each_day_once_and_reruns_as_memo(tmp_path):
     assert (code, out["ok"]) == (2, False)
 
 
+def test_a_published_module_runs_by_digest_with_its_origin_logged(tmp_path):
+    table = str(tmp_path / "t")
+    digest = idem.publish_module(MODULE, table)
+    code, out, err = cli("publish", MODULE, "--table", table)
+    assert code == 0 and out["module"] == digest, err
+    r = idem.run(digest, table, input=DATA, partition=DAY, origin="task 7 attempt 0")
+    assert r.outcome == "committed"
+    # The same run as by path: a memo hit, whose log line has its own origin.
+    again = idem.run(MODULE, table, input=DATA, partition=DAY, origin="task 7 attempt 1")
+    assert (again.outcome, again.run_key) == ("memo", r.run_key)
+    log = idem.log(table)
+    assert [(e.origin, e.outcome) for e in log] == [
+        ("task 7 attempt 0", "committed"), ("task 7 attempt 1", "memo")]
+    # since_ms skips the older entries (by their names: never read).
+    since = log[-1].at_ms
+    assert [e.origin for e in idem.log(table, since_ms=since)] == [
+        e.origin for e in log if e.at_ms >= since]
+    assert idem.log(table, since_ms=log[-1].at_ms + 1) == []
+    with pytest.raises(idem.InputError, match="is not stored at"):
+        idem.run("sha256:" + "1" * 64, table, input=DATA, partition=DAY)
+    with pytest.raises(idem.InputError, match="origin must be text"):
+        idem.run(digest, table, input=DATA, partition=DAY, origin=7)
+    # A date without input is a PartitionMissing (an InputError, exit 2).
+    with pytest.raises(idem.PartitionMissing) as e:
+        idem.run(digest, table, input=DATA, partition="date=2026-09-30")
+    assert isinstance(e.value, idem.InputError) and e.value.exit_code == 2
+    with pytest.raises(idem.GuestError, match="module rejected"):
+        idem.publish_module(pathlib.Path("tests/wat/import-wall-clock.wat").resolve(), table)
+
+
 def test_other_slices_files_a_pinned_delta_version_and_next(tmp_path):
     table = str(tmp_path / "t")
     day = os.path.join(DATA, DAY)
@@ -250,7 +280,7 @@ def test_errors_are_the_cli_errors(tmp_path, case):
         "AWS_ALLOW_HTTP": "true",
     }
     kw, flags, env, cls = {
-        "missing partition": (dict(partition="date=1999-01-01"), [], {}, idem.InputError),
+        "missing partition": (dict(partition="date=1999-01-01"), [], {}, idem.PartitionMissing),
         "guest panics": (dict(module=HOSTILE, params='{"mode": "panic"}'), ["--params", '{"mode": "panic"}'], {}, idem.GuestError),
         "expectation fails": (dict(expect=["rows(1000000..)"]), ["--expect", "rows(1000000..)"], {}, idem.CheckFailed),
         "unknown mode": (dict(mode="upsert"), ["--mode", "upsert"], {}, idem.InputError),
@@ -326,3 +356,44 @@ def test_the_gil_is_released_while_a_run_works(tmp_path):
     assert done["r"].outcome == "committed" and done["r"].rows_in == 400_000
     # Held GIL: this thread would not run until the call returned.
     assert seconds > 0.2 and ticks > seconds * 100, (ticks, seconds)
+
+
+def test_spark_slices_are_checked_on_the_driver_before_any_job():
+    # idem.spark imports pyspark only inside its tasks: the checks run
+    # without a SparkSession (none is touched before they pass).
+    import idem.spark
+
+    with pytest.raises(idem.InputError, match="do not take"):
+        idem.spark.run_slices(None, MODULE, "t", [{"input": DATA, "partiton": DAY}])
+    with pytest.raises(idem.InputError, match="slices is empty"):
+        idem.spark.run_slices(None, MODULE, "t", [])
+    with pytest.raises(idem.InputError, match="list of slice specs"):
+        idem.spark.run_slices(None, MODULE, "t", "date=2026-10-01")
+    with pytest.raises(idem.InputError, match="not a dict"):
+        idem.spark.run_slices(None, MODULE, "t", ["date=2026-10-01"])
+    with pytest.raises(idem.InputError, match="before start"):
+        idem.spark.backfill(None, MODULE, DATA, "t", "2026-10-02", "2026-10-01")
+    with pytest.raises(idem.InputError, match="does not take"):
+        idem.spark.backfill(None, MODULE, DATA, "t", "2026-10-01", "2026-10-02", jobs=2)
+    with pytest.raises(idem.InputError, match="next=True"):
+        idem.spark.run_slices(None, MODULE, "t", [{"input": DATA, "next": True}])
+    with pytest.raises(idem.InputError, match="job_name"):
+        idem.spark.run_slices(None, MODULE, "t", [{"input": DATA, "partition": DAY}], job_name="a:b")
+    with pytest.raises(idem.InputError, match="64 lowercase hex"):
+        idem.spark.run_slices(None, "sha256:abc", "t", [{"input": DATA, "partition": DAY}])
+    with pytest.raises(idem.InputError, match="classic SparkSession"):
+        idem.spark.run_slices(object(), MODULE, "t", [{"input": DATA, "partition": DAY}])
+    with pytest.raises(idem.InputError, match="batch_rows"):
+        idem.spark.run_slices(None, MODULE, "t", [{"input": DATA, "partition": DAY}], batch_rows=-1)
+
+    class Ctx:
+        def __init__(self, master):
+            self.master = master
+
+        def getConf(self):
+            return {"spark.task.maxFailures": "7"}
+
+    assert [idem.spark._max_failures(Ctx(m)) for m in ("local[2]", "local[*,3]", "local", "spark://h:7077")] == [1, 3, 1, 7]
+    assert idem.spark._absolute("rel/t") == os.path.abspath("rel/t")
+    assert idem.spark._absolute("s3://b/t") == "s3://b/t"
+    assert idem.spark._dates("2026-02-27", "2026-03-01") == ["2026-02-27", "2026-02-28", "2026-03-01"]

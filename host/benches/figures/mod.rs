@@ -1,2 +1,3 @@
 pub mod history;
 pub mod inputs;
+pub mod spark;

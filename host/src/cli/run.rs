@@ -97,7 +97,8 @@ impl SliceArgs {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The transform (.wasm from `idem build`).
+    /// The transform (.wasm from `idem build`, a path or URL), or
+    /// `sha256:<hex>`: the module `idem publish` stored beside the table.
     #[arg(long)]
     pub module: PathBuf,
     /// The target Delta table (path or URL); created by the first commit.
@@ -109,12 +110,20 @@ pub struct RunArgs {
     /// only a new output digest).
     #[arg(long)]
     pub force: bool,
+    /// Who runs it (a pod or task attempt, say): kept in the run log
+    /// (`idem log --json`), never hashed.
+    #[arg(long)]
+    pub origin: Option<String>,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
 
 pub fn run(a: RunArgs, out: Out) -> Result<ExitCode> {
-    let run = a.slice.run(&a.module, &a.table)?.force(a.force);
+    let run = a
+        .slice
+        .run(&a.module, &a.table)?
+        .force(a.force)
+        .origin(a.origin.clone());
     let sandbox = a.limits.sandbox()?;
     let r = match run.execute(&sandbox) {
         Ok(r) => r,

@@ -24,6 +24,7 @@ pub mod drive;
 mod error;
 mod explain;
 mod land;
+mod module_ref;
 mod named;
 mod next;
 mod plan;
@@ -46,8 +47,9 @@ use crate::table::{Mode, Table};
 pub use crate::table::SliceOutcome as RunOutcome;
 pub use error::{EXECUTING, RunError};
 pub use explain::Explanation;
+pub use module_ref::publish_module;
 pub use named::{NamedSlice, parse_mode};
-pub use record::{LogEntry, run_log};
+pub use record::{LogEntry, run_log, run_log_since};
 pub(crate) use replay::check_input_paths;
 pub use replay::{Verdict, replay};
 use resolve::implied_date;
@@ -75,6 +77,7 @@ pub struct Run {
     audit: Option<(PathBuf, String)>,
     native: Option<TransformerFactory>,
     time_limit: Option<std::time::Duration>,
+    origin: Option<String>,
 }
 
 /// The result of [`Run::execute`].
@@ -159,6 +162,7 @@ impl Run {
             audit: None,
             native: None,
             time_limit: None,
+            origin: None,
         }
     }
 
@@ -213,6 +217,14 @@ impl Run {
         self
     }
 
+    /// Who runs it (a scheduler's task attempt, say): a label kept in the
+    /// run log beside what the run did, never hashed into the run key or
+    /// the manifest (two attempts of one run are the same run).
+    pub fn origin(mut self, origin: Option<String>) -> Self {
+        self.origin = origin;
+        self
+    }
+
     /// An audit module (a transform that reads the staged output and
     /// returns rows `pass: bool, reason: text`) and its params (JSON): the
     /// output is published only when it passes.
@@ -238,11 +250,11 @@ impl Run {
         let mut table = open_for_writing(rt, &self.table)?;
         let p = self.plan(rt, sandbox, (table.url(), Some(&table)), params, mode)?;
         if !self.force
-            && let Some(report) = rt.block_on(memo(&table, &p))?
+            && let Some(report) = rt.block_on(memo(&table, &p, self.origin.as_deref()))?
         {
             return Ok(report);
         }
-        crate::fault::point("execute");
+        crate::fault::point_of("execute", &p.slice.id);
         clock.check("reading and hashing the inputs")?;
         let mut timings = p.timings.clone();
         let mut executed = self.land(rt, sandbox, &table, &p, &mut timings)?;
@@ -253,7 +265,10 @@ impl Run {
         // Committed, but the memo index and run log are not written yet.
         crate::fault::point("after-log-write");
         let report = record::report(&table, manifest, digest, outcome, timings);
-        rt.block_on(record::record(&table, &report))?;
+        rt.block_on(record::record(&table, &report, self.origin.as_deref()))?;
+        // Recorded: a caller that stalls now (a task that never reports
+        // back) leaves nothing undone.
+        crate::fault::point_of("after-record", &report.manifest.spec.slice.id);
         Ok(report)
     }
 }
@@ -271,7 +286,11 @@ fn open_for_writing(rt: &tokio::runtime::Runtime, location: &str) -> Result<Tabl
 
 /// Step 3: a memo hit (this exact run committed, still current, and the
 /// table still holds its rows) is the run's report, logged.
-async fn memo(table: &Table, p: &plan::Planned) -> Result<Option<RunReport>, RunError> {
+async fn memo(
+    table: &Table,
+    p: &plan::Planned,
+    origin: Option<&str>,
+) -> Result<Option<RunReport>, RunError> {
     let Some((m, since)) = record::memo_hit(table, &p.run_key, &p.slice.id, &p.mode).await? else {
         return Ok(None);
     };
@@ -283,6 +302,6 @@ async fn memo(table: &Table, p: &plan::Planned) -> Result<Option<RunReport>, Run
         RunOutcome::Memo { since },
         p.timings.clone(),
     );
-    record::log(table, &report).await?;
+    record::log(table, &report, origin).await?;
     Ok(Some(report))
 }

@@ -62,6 +62,15 @@ impl Run {
                 super::MAX_BATCH_ROWS
             )));
         }
+        if let Some(o) = &self.origin
+            && o.len() > super::record::MAX_ORIGIN
+        {
+            return Err(RunError::Usage(format!(
+                "the origin label is {} bytes, over {}: give a shorter one (it names who ran the run, e.g. a task attempt)",
+                o.len(),
+                super::record::MAX_ORIGIN
+            )));
+        }
         let params = crate::schedule::parse_params(&self.params).map_err(RunError::Usage)?;
         if let Some(d) = &self.logical_date {
             crate::schedule::check_logical_date(d).map_err(RunError::Usage)?;
@@ -75,8 +84,14 @@ impl Run {
     /// module) load, which also fills the compiled-code cache.
     pub fn preflight(&self, sandbox: &Sandbox) -> Result<(), RunError> {
         self.check_args()?;
-        sandbox.load(&sandbox.read_module(&self.module)?)?;
-        if let Some((path, _)) = &self.audit {
+        // A module stored beside the table (`sha256:<hex>`) is read and
+        // checked by each run, which opens the table.
+        if super::module_ref::stored(&self.module)?.is_none() {
+            sandbox.load(&sandbox.read_module(&self.module)?)?;
+        }
+        if let Some((path, _)) = &self.audit
+            && super::module_ref::stored(path)?.is_none()
+        {
             sandbox.load(&sandbox.read_module(path)?)?;
         }
         Ok(())
@@ -118,7 +133,7 @@ impl Run {
         };
         // 2. Identify the module (and the audit module).
         let t = Instant::now();
-        let (module, audit) = self.identify(sandbox)?;
+        let (module, audit) = self.identify(rt, sandbox, (table, opened))?;
         timings.load_ms = ms(t);
         let spec = self.spec(sandbox, table, &slice, kind, &module, &audit, params, &mode)?;
         let run_key = crate::manifest::run_key(&spec);
@@ -141,10 +156,11 @@ impl Run {
     #[allow(clippy::type_complexity)]
     fn identify(
         &self,
+        rt: &tokio::runtime::Runtime,
         sandbox: &Sandbox,
+        table: (&url::Url, Option<&Table>),
     ) -> Result<(ModuleId, Option<(ModuleId, serde_json::Value)>), RunError> {
-        let bytes = sandbox.read_module(&self.module)?;
-        let module = sandbox.identify(&bytes)?;
+        let module = super::module_ref::identify(rt, sandbox, &self.module, table)?;
         let audit = match &self.audit {
             None => None,
             Some((path, text)) => {
@@ -153,8 +169,10 @@ impl Run {
                 })?;
                 // The text as given: a too-long integer is only visible there.
                 crate::manifest::check_params_text(text, &params)?;
-                let bytes = sandbox.read_module(path)?;
-                Some((sandbox.identify(&bytes)?, params))
+                Some((
+                    super::module_ref::identify(rt, sandbox, path, table)?,
+                    params,
+                ))
             }
         };
         Ok((module, audit))

@@ -32,7 +32,23 @@ pub struct LogEntry {
     pub rows: u64,
     /// Timings.
     pub timings: Timings,
+    /// Who ran it ([`super::Run::origin`]), when the caller said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
+
+/// An origin label as kept: at most [`MAX_ORIGIN`] bytes (a caller's label
+/// sizes a log line, so it is cut at a character boundary).
+fn bounded_origin(origin: &str) -> String {
+    let mut end = origin.len().min(MAX_ORIGIN);
+    while !origin.is_char_boundary(end) {
+        end -= 1;
+    }
+    origin[..end].to_string()
+}
+
+/// The longest origin label a log line keeps.
+pub const MAX_ORIGIN: usize = 512;
 
 /// `_idem/runs/<run key>.json`: the memo index, run key -> manifest.
 #[derive(Serialize, Deserialize)]
@@ -128,7 +144,11 @@ async fn memo(table: &Table, run_key: &Digest, slice: &str) -> Result<Option<Man
 
 /// Step 6: after the commit, the memo index entry (run key -> manifest)
 /// and the run log line.
-pub(super) async fn record(table: &Table, report: &RunReport) -> Result<(), RunError> {
+pub(super) async fn record(
+    table: &Table,
+    report: &RunReport,
+    origin: Option<&str>,
+) -> Result<(), RunError> {
     let index = serde_json::to_vec(&RunIndex {
         manifest: report.manifest_digest.clone(),
     })
@@ -136,10 +156,14 @@ pub(super) async fn record(table: &Table, report: &RunReport) -> Result<(), RunE
     table
         .put_sidecar(&run_index_path(&report.manifest.run_key), index)
         .await?;
-    log(table, report).await
+    log(table, report, origin).await
 }
 
-pub(super) async fn log(table: &Table, r: &RunReport) -> Result<(), RunError> {
+pub(super) async fn log(
+    table: &Table,
+    r: &RunReport,
+    origin: Option<&str>,
+) -> Result<(), RunError> {
     let at_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -154,11 +178,17 @@ pub(super) async fn log(table: &Table, r: &RunReport) -> Result<(), RunError> {
         version: r.outcome.version(),
         rows: r.manifest.result.rows_out,
         timings: r.timings_ms.clone(),
+        origin: origin.map(bounded_origin),
     };
+    // Twins of one run (same run key) may end in the same millisecond in
+    // processes with the same pid (containers): their origins tell them
+    // apart, so neither entry overwrites the other.
+    let who = origin.map(|o| format!("-{}", &Digest::of_bytes(o.as_bytes()).hex()[..8]));
     let name = format!(
-        "log/{at_ms:015}-{}-{}.json",
+        "log/{at_ms:015}-{}-{}{}.json",
         &r.manifest.run_key.hex()[..12],
-        std::process::id()
+        std::process::id(),
+        who.unwrap_or_default()
     );
     table
         .put_sidecar(&name, serde_json::to_vec(&entry).unwrap_or_default())
@@ -168,20 +198,39 @@ pub(super) async fn log(table: &Table, r: &RunReport) -> Result<(), RunError> {
 
 /// Every run logged under the table's `_idem/log/`, oldest first.
 pub fn run_log(table: &str) -> Result<Vec<LogEntry>, RunError> {
+    run_log_since(table, 0)
+}
+
+/// The runs logged under the table's `_idem/log/` that ended at or after
+/// `since_ms` (Unix milliseconds), oldest first: one listing, and a read
+/// of only the entries whose names (`log/<ms>-...`) are that recent.
+pub fn run_log_since(table: &str, since_ms: u64) -> Result<Vec<LogEntry>, RunError> {
     let rt = super::runtime()?;
     rt.block_on(async {
         let t = Table::open_existing(table).await?;
         let mut out = Vec::new();
         for name in t.list_sidecar("log").await? {
+            if logged_at(&name).is_some_and(|at| at < since_ms) {
+                continue;
+            }
             let rel = name.trim_start_matches("_idem/");
             if let Some(bytes) = t.get_sidecar(rel).await?
-                && let Ok(e) = serde_json::from_slice::<LogEntry>(&bytes)
+                && let Ok(mut e) = serde_json::from_slice::<LogEntry>(&bytes)
+                && e.at_ms >= since_ms
             {
+                // A planted entry's label is cut as a written one is.
+                e.origin = e.origin.as_deref().map(bounded_origin);
                 out.push(e);
             }
         }
         Ok(out)
     })
+}
+
+/// When a log entry's run ended, from its name (`.../log/<ms>-...`).
+fn logged_at(name: &str) -> Option<u64> {
+    let (_, file) = name.rsplit_once("log/")?;
+    file.split('-').next()?.parse().ok()
 }
 
 /// The slice's current committed run: the commit that made its output

@@ -39,7 +39,8 @@
 //! With `"columns": [...]` its `open` declares those input columns, and
 //! with `"dictionaries": [...]` its `dictionary-columns` names those (any
 //! names: the host must check them); `"dictionaries_panic": true` makes
-//! `dictionary-columns` panic.
+//! `dictionary-columns` panic. With `"panic_on_slice": "<slice id>"` the
+//! mode is `panic` for that slice alone (a bug only one day's data meets).
 
 #[cfg(target_arch = "wasm32")]
 mod guest {
@@ -81,7 +82,10 @@ mod guest {
             idem_guest::install_panic_hook();
             let params: idem_guest::serde_json::Value =
                 idem_guest::serde_json::from_str(&ctx.params).map_err(|e| e.to_string())?;
-            let mode = params["mode"].as_str().unwrap_or("echo").to_string();
+            let mut mode = params["mode"].as_str().unwrap_or("echo").to_string();
+            if params["panic_on_slice"].as_str() == Some(ctx.slice_id.as_str()) {
+                mode = "panic".into();
+            }
             let bytes = params["bytes"].as_u64().unwrap_or(64 << 20);
             MODE.with(|m| *m.borrow_mut() = (mode, bytes, 0));
             let views = params["views"].as_u64().unwrap_or(20_000);
