@@ -25,7 +25,6 @@ variables, e.g. through ``spark.executorEnv.*``).
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import socket
 import time
@@ -276,7 +275,7 @@ def run_slices(
     table = _absolute(idem._text(table, "table"))
     # Checked on the driver, as idem.run checks them, before any task runs.
     idem._publish(mode, key, params, None, batch_rows, expect, audit_module, audit_params)
-    _limit_fields(limits)
+    limit_fields = _limit_fields(limits)
     if job_name is not None and (not isinstance(job_name, str) or ":" in job_name or len(job_name) > 128):
         raise InputError(f"job_name must be text without ':' of at most 128 characters, not {job_name!r}")
     _is_digest(module), _is_digest(audit_module)
@@ -299,7 +298,7 @@ def run_slices(
     # named by job_name) and its task.
     origin = f"spark:{sc.applicationId}:{job_name or 'job'}-{uuid.uuid4().hex[:12]}"
     since_ms = int(time.time() * 1000) - 600_000
-    task = _task(ref, table, options, _limit_fields(limits), origin, _max_failures(sc))
+    task = _task(ref, table, options, limit_fields, origin, _max_failures(sc))
     sc.setJobDescription(f"idem: {len(specs)} slices of {table}")
     # One element per partition (parallelize cuts n elements into n
     # consecutive ranges of one), and so one slice per task.
