@@ -339,7 +339,11 @@ fn two_hosts_committing_the_same_slice_at_once_commit_once() {
             assert_eq!(
                 std::fs::read_dir(gate.path()).unwrap().count(),
                 2,
-                "{mode}: both must reach the swap"
+                "{mode}: both must reach the swap\n[a: exit {}] {}\n[b: exit {}] {}",
+                ra.0,
+                ra.2,
+                rb.0,
+                rb.2
             );
             assert_eq!(ra.0, 0, "{mode}: {}", ra.2);
             assert_eq!(rb.0, 0, "{mode}: {}", rb.2);

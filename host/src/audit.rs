@@ -5,6 +5,7 @@
 //! for one manifest. Nothing here takes a `_idem/` file's word: manifests
 //! and sidecars can be edited by anyone with write access to the table.
 
+use crate::attest::{self, PublicKey};
 use crate::digest::Digest;
 use crate::manifest::Manifest;
 use crate::run::record::manifest_path;
@@ -57,6 +58,8 @@ pub struct AuditOptions<'a> {
     pub slice: Option<String>,
     /// Re-run each manifest in this sandbox and compare.
     pub replay: Option<&'a Sandbox>,
+    /// When given, every manifest must be signed by one of these keys.
+    pub keys: &'a [PublicKey],
 }
 
 /// Audit every slice of `table` (or one).
@@ -76,7 +79,7 @@ pub fn audit(table: &str, opts: &AuditOptions<'_>) -> Result<Vec<SliceAudit>, Ru
         .iter()
         .filter(|c| opts.slice.as_ref().is_none_or(|s| s == &c.slice))
     {
-        let (proof, detail) = match rt.block_on(prove(&t, c)) {
+        let (proof, detail) = match rt.block_on(prove(&t, c, opts.keys)) {
             Ok((proof, detail, bytes)) => match (&proof, opts.replay) {
                 (Proof::Failed, _) | (_, None) => (proof, detail),
                 // A replay that fails (a guest that now traps, inputs that
@@ -145,9 +148,14 @@ fn unowned(
         .collect())
 }
 
-/// Commit -> manifest -> rows for one slice. `Err` is the first
-/// disagreement; `Ok` carries the manifest bytes for a replay.
-async fn prove(t: &Table, c: &SliceCommit) -> Result<(Proof, String, Vec<u8>), String> {
+/// Commit -> manifest (-> its signature, with `keys`) -> rows for one
+/// slice. `Err` is the first disagreement; `Ok` carries the manifest
+/// bytes for a replay.
+async fn prove(
+    t: &Table,
+    c: &SliceCommit,
+    keys: &[PublicKey],
+) -> Result<(Proof, String, Vec<u8>), String> {
     let fail = |s: String| Err::<(Proof, String, Vec<u8>), String>(s);
     if !c.current {
         return fail(format!(
@@ -187,6 +195,13 @@ async fn prove(t: &Table, c: &SliceCommit) -> Result<(Proof, String, Vec<u8>), S
             c.version, m.result.output_digest, m.spec.slice.id, c.slice
         ));
     }
+    let signed = match keys {
+        [] => String::new(),
+        _ => format!(
+            ", signed by key {}",
+            attest::short(&signed_by(t, md, c.envelope_digest.as_ref(), &bytes, keys).await?)
+        ),
+    };
     if let Some(why) = drift(t, c).await? {
         return fail(why);
     }
@@ -194,7 +209,7 @@ async fn prove(t: &Table, c: &SliceCommit) -> Result<(Proof, String, Vec<u8>), S
         return Ok((
             Proof::ChainOnly,
             format!(
-                "commit v{} -> manifest {md} agree; no other writer since (merge: rows are shared by key, not digested per slice)",
+                "commit v{} -> manifest {md}{signed} agree; no other writer since (merge: rows are shared by key, not digested per slice)",
                 c.version
             ),
             bytes,
@@ -210,11 +225,53 @@ async fn prove(t: &Table, c: &SliceCommit) -> Result<(Proof, String, Vec<u8>), S
     Ok((
         Proof::Proven,
         format!(
-            "commit v{} -> manifest {md} -> {rows} rows in the table digest to {od}",
+            "commit v{} -> manifest {md}{signed} -> {rows} rows in the table digest to {od}",
             c.version
         ),
         bytes,
     ))
+}
+
+/// The key id that signed manifest `md` (its `bytes`): the envelope the
+/// commit `named` first, then any other stored for the manifest (a key
+/// that signed it after the commit: a memo hit with a new key, a
+/// rotation). `Err`: why none of them is by one of `keys`.
+async fn signed_by(
+    t: &Table,
+    md: &Digest,
+    named: Option<&Digest>,
+    bytes: &[u8],
+    keys: &[PublicKey],
+) -> Result<String, String> {
+    let dir = attest::envelopes_of(md);
+    let mut paths: Vec<String> = named
+        .map(|e| attest::envelope_path(md, e))
+        .into_iter()
+        .collect();
+    let listed = t.list_sidecar(&dir).await.map_err(|e| e.to_string())?;
+    for name in listed.iter().filter_map(|n| n.rsplit('/').next()) {
+        let path = format!("{dir}{name}");
+        if name.ends_with(".json") && !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+    let mut why = Vec::new();
+    for path in paths.iter().take(attest::MAX_ENVELOPES) {
+        match t.get_sidecar(path).await {
+            Ok(Some(envelope)) => match attest::check(&envelope, bytes, keys) {
+                Ok(keyid) => return Ok(keyid),
+                Err(w) => why.push(w),
+            },
+            Ok(None) => why.push(format!("the envelope the commit names ({path}) is missing")),
+            Err(e) => why.push(e.to_string()),
+        }
+    }
+    Err(match why.is_empty() {
+        true => format!(
+            "manifest {md} is not signed (no envelope under _idem/{dir}): the run had no --sign-key; rerun the slice with one"
+        ),
+        false => format!("manifest {md}: {}", why.join("; ")),
+    })
 }
 
 /// Why the table no longer holds what slice `c`'s commit made (`None`
@@ -243,23 +300,31 @@ pub struct ManifestCheck {
     pub notes: Vec<String>,
 }
 
-/// `idem verify`: one manifest file, checked against its own name, the
-/// table that it claims to describe, and a replay. A manifest from another
-/// engine is refused unless `allow_engine`.
+/// `idem verify`: one manifest file (or its DSSE envelope), checked
+/// against its own name, its signature (with `keys`), the table that it
+/// claims to describe, and a replay. A manifest from another engine is
+/// refused unless `allow_engine`.
 pub fn verify_manifest(
     file_name: Option<&str>,
     bytes: &[u8],
     sandbox: &Sandbox,
     allow_engine: bool,
+    keys: &[PublicKey],
 ) -> Result<ManifestCheck, RunError> {
     let mut notes = Vec::new();
-    let digest = Digest::of_bytes(bytes);
     let mismatch = |why: String, notes: Vec<String>| {
         Ok(ManifestCheck {
             verdict: Verdict::Mismatch(why),
             notes,
         })
     };
+    let given = match unwrap_envelope(file_name, bytes, keys) {
+        Ok(u) => u,
+        Err(why) => return mismatch(why, notes),
+    };
+    notes.extend(given.note);
+    let (bytes, file_name, signed) = (&given.manifest[..], given.file_name, given.signed);
+    let digest = Digest::of_bytes(bytes);
     let m = match read_manifest(file_name, bytes, &digest)? {
         Ok(m) => m,
         Err(why) => return mismatch(why, notes),
@@ -282,8 +347,56 @@ pub fn verify_manifest(
         Ok(note) => notes.push(note),
         Err(why) => return mismatch(why, notes),
     }
+    if !keys.is_empty() && !signed {
+        let rt = crate::run::runtime()?;
+        let t = rt.block_on(Table::open_existing(&m.spec.target.table))?;
+        match rt.block_on(signed_by(&t, &digest, None, bytes, keys)) {
+            Ok(k) => notes.push(format!("signature: signed by key {}", attest::short(&k))),
+            Err(why) => return mismatch(format!("signature: {why}"), notes),
+        }
+    }
     let verdict = replay(bytes, sandbox)?;
     Ok(ManifestCheck { verdict, notes })
+}
+
+/// What `idem verify` was given: a manifest, or the envelope of one.
+struct Given<'a> {
+    manifest: Vec<u8>,
+    /// The file name to check against the manifest's digest (none for an
+    /// envelope).
+    file_name: Option<&'a str>,
+    /// Whether a key's signature was checked already.
+    signed: bool,
+    note: Option<String>,
+}
+
+/// The manifest to verify: `bytes` themselves, or the payload of the DSSE
+/// envelope they are (checked against `keys` when given); `Err` why the
+/// envelope fails.
+fn unwrap_envelope<'a>(
+    file_name: Option<&'a str>,
+    bytes: &[u8],
+    keys: &[PublicKey],
+) -> Result<Given<'a>, String> {
+    if !attest::is_envelope(bytes) {
+        return Ok(Given {
+            manifest: bytes.to_vec(),
+            file_name,
+            signed: false,
+            note: None,
+        });
+    }
+    let opened = attest::open(bytes, keys).map_err(|why| format!("envelope: {why}"))?;
+    let note = match &opened.keyid {
+        Some(k) => format!("envelope: signed by key {}", attest::short(k)),
+        None => "envelope: its signature was not checked (pass --key PUB.pem)".into(),
+    };
+    Ok(Given {
+        signed: opened.keyid.is_some(),
+        manifest: opened.payload,
+        file_name: None,
+        note: Some(note),
+    })
 }
 
 /// The manifest, when its bytes are the ones its file is named for, it
@@ -325,7 +438,7 @@ fn against_table(m: &Manifest, digest: &Digest) -> Result<Result<String, String>
     if let Some(c) = rt.block_on(t.slice_commit(&m.spec.slice.id))?
         && c.manifest_digest.as_ref() == Some(digest)
     {
-        return Ok(match rt.block_on(prove(&t, &c)) {
+        return Ok(match rt.block_on(prove(&t, &c, &[])) {
             Ok((_, detail, _)) => Ok(format!("table: {detail}")),
             Err(why) => Err(format!("table: {why}")),
         });
@@ -355,7 +468,7 @@ fn against_table(m: &Manifest, digest: &Digest) -> Result<Result<String, String>
             } else {
                 ""
             };
-            match rt.block_on(prove(&t, c)) {
+            match rt.block_on(prove(&t, c, &[])) {
                 Ok((_, detail, _)) => Ok(format!("table: {how}{detail}")),
                 Err(why) => Err(format!("table: {why}")),
             }

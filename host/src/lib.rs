@@ -9,6 +9,7 @@
 //! names the kinds of failure (the CLI's exit codes), [`runtime`] is the
 //! process's one async runtime, [`progress`] draws bars.
 
+pub mod attest;
 pub mod audit;
 pub mod build;
 pub mod catalog;

@@ -64,6 +64,12 @@ enum Command {
         after_help = "Example:\n  idem publish daily_revenue.wasm --table s3://lake/daily_revenue\n  idem run --module sha256:<hex> --table s3://lake/daily_revenue ..."
     )]
     Publish(cli::publish::PublishArgs),
+    /// Make an Ed25519 key pair for signing manifests (`--sign-key`) and
+    /// checking them (`verify --key`, `audit --key`).
+    #[command(
+        after_help = "Example:\n  idem keygen --out team-signing.pem\n  idem run ... --sign-key team-signing.pem\n  idem audit TABLE --key team-signing.pub.pem"
+    )]
+    Keygen(cli::keygen::KeygenArgs),
     /// Run a transform over Parquet files into a Parquet file (no table).
     #[command(
         after_help = "Example:\n  idem exec --module clean_orders.wasm --input orders/date=2026-10-01/part-00000.parquet --output clean.parquet --params '{\"min_amount\": 10}'"
@@ -82,12 +88,15 @@ enum Command {
         after_help = "Example:\n  idem verify lake/daily_revenue/_idem/manifests/<sha256>.json"
     )]
     Verify {
-        /// The manifest file (e.g. TABLE/_idem/manifests/<hex>.json).
+        /// The manifest file (e.g. TABLE/_idem/manifests/<hex>.json), or
+        /// its DSSE envelope (TABLE/_idem/attestations/<hex>/<hex>.json).
         manifest: PathBuf,
         /// Re-run a manifest made by another engine (idem, wasmtime or crate
         /// versions) and report whether the output still matches.
         #[arg(long)]
         allow_engine: bool,
+        #[command(flatten)]
+        keys: cli::flags::KeyArgs,
         #[command(flatten)]
         limits: cli::flags::LimitArgs,
     },
@@ -260,8 +269,10 @@ fn try_main(args: Args) -> Result<ExitCode> {
         Command::Verify {
             manifest,
             allow_engine,
+            keys,
             limits,
-        } => cli::verify::verify(&manifest, &limits, allow_engine, out),
+        } => cli::verify::verify(&manifest, &limits, &keys, allow_engine, out),
+        Command::Keygen(a) => cli::keygen::keygen(a, out),
         Command::Audit(a) => cli::audit::audit(a, out),
         Command::Log { table } => cli::log::log(&table, out),
         Command::Sample(a) => cli::sample::sample(a, out),

@@ -106,6 +106,8 @@ pub struct Pipeline {
     pub stages: Vec<Stage>,
     /// The slice column (the first stage's partition column).
     pub column: String,
+    /// The key every stage's manifests are signed with (`--sign-key`).
+    pub signer: Option<std::sync::Arc<crate::attest::SigningKey>>,
 }
 
 /// How one stage of one date ended.

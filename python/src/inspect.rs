@@ -26,7 +26,7 @@ pub fn verify(
         let url = idem::storage::locate(&manifest).map_err(|e| errors::raise(e.kind(), &e))?;
         let (_, file_name) = idem::storage::split_last(&url);
         let name = Some(file_name.as_str()).filter(|n| !n.is_empty());
-        let check = idem::audit::verify_manifest(name, &bytes, &sandbox, allow_engine)
+        let check = idem::audit::verify_manifest(name, &bytes, &sandbox, allow_engine, &[])
             .map_err(run_error)?;
         let (matched, output_digest, reason) = match &check.verdict {
             idem::run::Verdict::Match { output_digest } => {
@@ -65,6 +65,7 @@ pub fn audit(
         let opts = idem::audit::AuditOptions {
             slice,
             replay: sandbox.as_ref(),
+            keys: &[],
         };
         let report = idem::audit::audit(&table, &opts).map_err(run_error)?;
         let slices: Vec<AuditSlice> = report

@@ -8,7 +8,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::Out;
-use super::flags::LimitArgs;
+use super::flags::{KeyArgs, LimitArgs};
 
 #[derive(Args, Debug)]
 pub struct AuditArgs {
@@ -21,6 +21,8 @@ pub struct AuditArgs {
     #[arg(long)]
     pub replay: bool,
     #[command(flatten)]
+    pub keys: KeyArgs,
+    #[command(flatten)]
     pub limits: LimitArgs,
 }
 
@@ -30,9 +32,11 @@ pub fn audit(a: AuditArgs, out: Out) -> Result<ExitCode> {
     } else {
         None
     };
+    let keys = a.keys.keys()?;
     let opts = idem::audit::AuditOptions {
         slice: a.slice.clone(),
         replay: sandbox.as_ref(),
+        keys: &keys,
     };
     let report = idem::audit::audit(&a.table, &opts)?;
     let state = idem::audit::Proof::name;

@@ -17,7 +17,7 @@ use idem::table::Mode;
 
 use super::Out;
 use super::batch::{self, counts, status_kind, status_text, tally};
-use super::flags::{LimitArgs, PublishArgs, RunFlags};
+use super::flags::{LimitArgs, PublishArgs, RunFlags, SignArgs};
 
 #[derive(Args, Debug)]
 #[command(mut_args(backfill_words))]
@@ -57,6 +57,8 @@ pub struct BackfillArgs {
     #[command(flatten)]
     pub publish: PublishArgs,
     #[command(flatten)]
+    pub sign: SignArgs,
+    #[command(flatten)]
     pub limits: LimitArgs,
 }
 
@@ -77,7 +79,8 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
     // The partition column and each date become directory names.
     idem::run::parse_partition(&format!("{}={}", a.column, a.from))?;
     let sandbox = a.limits.sandbox()?;
-    let make = |date: &str| slice_run(&a, mode.as_ref(), date);
+    let signer = a.sign.signer()?;
+    let make = |date: &str| slice_run(&a, mode.as_ref(), date).sign_with(signer.clone());
 
     // Checked once, not once per slice: params, mode, and that the module
     // loads (which fills the compiled-code cache before N slices start).

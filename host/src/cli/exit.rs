@@ -34,6 +34,7 @@ fn kind_of(e: &(dyn std::error::Error + 'static)) -> Option<Kind> {
         idem::scaffold::ScaffoldError,
         idem::digest::DigestError,
         idem::manifest::ManifestError,
+        idem::attest::KeyError,
     );
     // What is left of plain I/O in the CLI writes local outputs (exec's
     // Parquet file, sample files, a scaffold): inputs and modules are

@@ -124,6 +124,45 @@ impl PublishArgs {
     }
 }
 
+/// Signing a run's manifests (`run`, `backfill`, `pipeline run|backfill`).
+#[derive(Args, Debug, Clone)]
+pub struct SignArgs {
+    /// Sign each manifest with this Ed25519 private key (PKCS#8 PEM, from
+    /// `idem keygen` or `openssl genpkey -algorithm ed25519`): a DSSE
+    /// envelope stored beside it and named by the commit.
+    #[arg(long, value_name = "FILE")]
+    pub sign_key: Option<PathBuf>,
+}
+
+impl SignArgs {
+    /// The key, read once.
+    pub fn signer(&self) -> Result<Option<std::sync::Arc<idem::attest::SigningKey>>> {
+        Ok(match &self.sign_key {
+            Some(p) => Some(std::sync::Arc::new(idem::attest::SigningKey::from_file(p)?)),
+            None => None,
+        })
+    }
+}
+
+/// Public keys a verifier trusts (`verify`, `audit`).
+#[derive(Args, Debug, Clone)]
+pub struct KeyArgs {
+    /// Require every manifest relied on to be signed by one of these
+    /// Ed25519 public keys (SPKI PEM; repeatable).
+    #[arg(long = "key", value_name = "PUB.pem")]
+    pub keys: Vec<PathBuf>,
+}
+
+impl KeyArgs {
+    /// The keys, read.
+    pub fn keys(&self) -> Result<Vec<idem::attest::PublicKey>> {
+        self.keys
+            .iter()
+            .map(|p| Ok(idem::attest::PublicKey::from_file(p)?))
+            .collect()
+    }
+}
+
 /// The dates `--from` to `--to` (both included), with `--jobs` checked:
 /// what `backfill` and `pipeline backfill` run.
 pub fn dates(from: &str, to: &str, jobs: usize) -> Result<Vec<String>> {

@@ -15,7 +15,7 @@ use idem::pipeline::{Pipeline, StageRun};
 
 use super::Out;
 use super::batch::{self, executed, status_kind, status_text};
-use super::flags::LimitArgs;
+use super::flags::{LimitArgs, SignArgs};
 
 #[derive(Subcommand, Debug)]
 pub enum PipelineCommand {
@@ -42,6 +42,8 @@ pub struct PipelineRunArgs {
     #[arg(long)]
     pub stage: Option<String>,
     #[command(flatten)]
+    pub sign: SignArgs,
+    #[command(flatten)]
     pub limits: LimitArgs,
 }
 
@@ -59,6 +61,8 @@ pub struct PipelineBackfillArgs {
     #[arg(long, short, default_value_t = 2)]
     pub jobs: usize,
     #[command(flatten)]
+    pub sign: SignArgs,
+    #[command(flatten)]
     pub limits: LimitArgs,
 }
 
@@ -72,7 +76,8 @@ pub fn pipeline(c: PipelineCommand, out: Out) -> Result<ExitCode> {
 /// `idem pipeline run`: one date.
 fn run(a: PipelineRunArgs, out: Out) -> Result<ExitCode> {
     let dates = idem::backfill::dates(&a.logical_date, &a.logical_date)?;
-    let p = Pipeline::load(&a.file)?;
+    let mut p = Pipeline::load(&a.file)?;
+    p.signer = a.sign.signer()?;
     let only = match &a.stage {
         None => None,
         Some(s) => Some(p.stage_named(s).map_err(anyhow::Error::msg)?),
@@ -92,7 +97,8 @@ fn run(a: PipelineRunArgs, out: Out) -> Result<ExitCode> {
 /// `idem pipeline backfill`: every date of a range, --jobs at a time.
 fn backfill(a: PipelineBackfillArgs, out: Out) -> Result<ExitCode> {
     let dates = super::flags::dates(&a.from, &a.to, a.jobs)?;
-    let p = Pipeline::load(&a.file)?;
+    let mut p = Pipeline::load(&a.file)?;
+    p.signer = a.sign.signer()?;
     let sandbox = a.limits.sandbox()?;
     preflight(&p, &sandbox)?;
     let bar = batch::bar(dates.len());

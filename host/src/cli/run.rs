@@ -11,7 +11,7 @@ use serde_json::json;
 use idem::run::{NamedSlice, Run};
 
 use super::Out;
-use super::flags::{LimitArgs, PublishArgs, RunFlags};
+use super::flags::{LimitArgs, PublishArgs, RunFlags, SignArgs};
 
 /// What a run reads, how it commits, and what the guest is given: the
 /// flags `idem run` and `idem explain` share.
@@ -115,6 +115,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub origin: Option<String>,
     #[command(flatten)]
+    pub sign: SignArgs,
+    #[command(flatten)]
     pub limits: LimitArgs,
 }
 
@@ -123,7 +125,8 @@ pub fn run(a: RunArgs, out: Out) -> Result<ExitCode> {
         .slice
         .run(&a.module, &a.table)?
         .force(a.force)
-        .origin(a.origin.clone());
+        .origin(a.origin.clone())
+        .sign_with(a.sign.signer()?);
     let sandbox = a.limits.sandbox()?;
     let r = match run.execute(&sandbox) {
         Ok(r) => r,
@@ -159,6 +162,7 @@ pub fn run(a: RunArgs, out: Out) -> Result<ExitCode> {
             "rowsOut": r.manifest.result.rows_out,
             "manifest": r.manifest_url,
             "manifestDigest": r.manifest_digest.as_str(),
+            "envelope": r.envelope.as_ref().map(|(d, url)| json!({"digest": d.as_str(), "url": url})),
             "outcome": {"kind": kind, "version": version, "drift": drift, "raced": raced},
             "timingsMs": r.timings_ms,
         }),
@@ -170,6 +174,9 @@ pub fn run(a: RunArgs, out: Out) -> Result<ExitCode> {
                 r.manifest.result.output_digest, r.manifest.result.rows_out
             );
             println!("manifest: {}", r.manifest_url);
+            if let Some((_, url)) = &r.envelope {
+                println!("signed:   {url}");
+            }
             println!("result:   {}", r.outcome);
         },
     );

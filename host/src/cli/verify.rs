@@ -8,14 +8,16 @@ use serde_json::json;
 use idem::run::Verdict;
 
 use super::Out;
-use super::flags::LimitArgs;
+use super::flags::{KeyArgs, LimitArgs};
 
 pub fn verify(
     manifest: &std::path::Path,
     limits: &LimitArgs,
+    keys: &KeyArgs,
     allow_engine: bool,
     out: Out,
 ) -> Result<ExitCode> {
+    let keys = keys.keys()?;
     let location = manifest.to_string_lossy();
     let bytes = idem::storage::read_location(&location)
         .with_context(|| format!("reading manifest {location}"))?;
@@ -23,7 +25,7 @@ pub fn verify(
     let url = idem::storage::locate(&location)?;
     let (_, file_name) = idem::storage::split_last(&url);
     let name = Some(file_name.as_str()).filter(|n| !n.is_empty());
-    let check = idem::audit::verify_manifest(name, &bytes, &sandbox, allow_engine)?;
+    let check = idem::audit::verify_manifest(name, &bytes, &sandbox, allow_engine, &keys)?;
     let (matched, digest, reason) = match &check.verdict {
         Verdict::Match { output_digest } => (true, Some(output_digest.as_str()), None),
         Verdict::Mismatch(why) => (false, None, Some(why.as_str())),

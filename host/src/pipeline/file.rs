@@ -150,6 +150,7 @@ impl Pipeline {
             name,
             stages,
             column,
+            signer: None,
         })
     }
 }

@@ -47,6 +47,7 @@ impl Pipeline {
             .batch_rows(s.batch_rows)
             .expect(s.expect.clone())
             .audit_module(audit, audit_params)
+            .sign_with(self.signer.clone())
     }
 
     /// Check every stage's params and mode and load its modules, once,

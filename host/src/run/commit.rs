@@ -31,8 +31,24 @@ pub(super) fn manifest_of(p: &Planned, ex: &mut Executed) -> Manifest {
     }
 }
 
-/// Store the manifest and its modules, then commit the output. Runs of
-/// one process commit to a table one at a time (a backfill's slices): a
+/// What [`commit`] did: the manifest's digest, its envelope's (when
+/// signed), and the commit's outcome.
+pub(super) struct Committed {
+    pub(super) manifest_digest: Digest,
+    pub(super) envelope: Option<Digest>,
+    pub(super) outcome: RunOutcome,
+}
+
+/// The manifest as it is stored: its bytes, and the signed envelope of
+/// them when the run has a key ([`super::sign::seal`]).
+pub(super) struct Sealed {
+    pub(super) bytes: Vec<u8>,
+    pub(super) digest: Digest,
+    pub(super) envelope: Option<Digest>,
+}
+
+/// Store the manifest and its modules (its envelope is stored already),
+/// then commit the output. Runs of one process commit to a table one at a time (a backfill's slices): a
 /// MERGE reads the whole table, so a neighbour's commit landing during it
 /// would make it retry; other processes and hosts still race safely.
 pub(super) fn commit(
@@ -40,14 +56,18 @@ pub(super) fn commit(
     table: &mut Table,
     p: Planned,
     ex: Executed,
-    manifest: &Manifest,
+    sealed: Sealed,
     clock: &Clock,
     timings: &mut Timings,
-) -> Result<(Digest, RunOutcome), RunError> {
-    let manifest_digest = manifest.digest();
+) -> Result<Committed, RunError> {
+    let Sealed {
+        bytes,
+        digest: manifest_digest,
+        envelope,
+    } = sealed;
     let t = Instant::now();
     let progress = crate::progress::step("committing");
-    rt.block_on(store(table, &p, manifest, &manifest_digest))?;
+    rt.block_on(store(table, &p, bytes, &manifest_digest))?;
     crate::fault::point("before-commit");
     let lock = crate::table::commit_lock(table.url());
     let one_at_a_time = lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -56,8 +76,9 @@ pub(super) fn commit(
         slice: &p.slice.id,
         mode: &p.mode,
         output_digest: &ex.outcome.output_digest,
-        run_key: &manifest.run_key,
+        run_key: &p.run_key,
         manifest_digest: &manifest_digest,
+        envelope_digest: envelope.as_ref(),
         output: ex.landed.into_output(),
         schema: ex.outcome.output_schema.clone(),
         progress: p.progress,
@@ -65,7 +86,11 @@ pub(super) fn commit(
     drop(one_at_a_time);
     timings.commit_ms = ms(t);
     progress.finish();
-    Ok((manifest_digest, commit))
+    Ok(Committed {
+        manifest_digest,
+        envelope,
+        outcome: commit,
+    })
 }
 
 /// The modules the manifest names, kept beside the table (the audit
@@ -73,7 +98,7 @@ pub(super) fn commit(
 async fn store(
     table: &Table,
     p: &Planned,
-    manifest: &Manifest,
+    manifest: Vec<u8>,
     manifest_digest: &Digest,
 ) -> Result<(), RunError> {
     let audit_module = p.audit.as_ref().map(|(m, _)| m);
@@ -84,7 +109,7 @@ async fn store(
         }
     }
     table
-        .put_sidecar(&manifest_path(manifest_digest), manifest.to_bytes())
+        .put_sidecar(&manifest_path(manifest_digest), manifest)
         .await?;
     Ok(())
 }

@@ -10,8 +10,9 @@
 //! 4. `land`: executed in the sandbox ([`drive`]), digested, checked,
 //!    landed in the table's data files or staged (`staged`: an audit
 //!    module reads it);
-//! 5. `commit`: manifest and modules stored, the output committed only
-//!    when new;
+//! 5. `sign` (with a key): the manifest sealed in a signed envelope,
+//!    stored; `commit`: manifest and modules stored, the output committed
+//!    only when new (naming manifest and envelope);
 //! 6. [`record`]: the memo index entry and the run log.
 //!
 //! Beside them: `explain` plans without executing, [`replay`] re-runs a
@@ -31,13 +32,16 @@ mod plan;
 pub mod record;
 mod replay;
 mod resolve;
+mod sign;
 mod staged;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::attest::SigningKey;
 use crate::digest::Digest;
 use crate::execute::Transformer;
 use crate::manifest::{Manifest, canonical_json};
@@ -78,6 +82,7 @@ pub struct Run {
     native: Option<TransformerFactory>,
     time_limit: Option<std::time::Duration>,
     origin: Option<String>,
+    signer: Option<Arc<SigningKey>>,
 }
 
 /// The result of [`Run::execute`].
@@ -89,6 +94,9 @@ pub struct RunReport {
     pub manifest_digest: Digest,
     /// Where the manifest is.
     pub manifest_url: String,
+    /// The manifest's DSSE envelope, when the run signed it: its digest
+    /// and where it is (`_idem/attestations/<manifest hex>/<hex>.json`).
+    pub envelope: Option<(Digest, String)>,
     /// What happened.
     pub outcome: RunOutcome,
     /// Milliseconds spent resolving, executing and committing.
@@ -163,6 +171,7 @@ impl Run {
             native: None,
             time_limit: None,
             origin: None,
+            signer: None,
         }
     }
 
@@ -225,6 +234,13 @@ impl Run {
         self
     }
 
+    /// Sign the run's manifest with `key` (a DSSE envelope stored beside
+    /// it and named by the commit). A memo hit signs the manifest it found.
+    pub fn sign_with(mut self, key: Option<Arc<SigningKey>>) -> Self {
+        self.signer = key;
+        self
+    }
+
     /// An audit module (a transform that reads the staged output and
     /// returns rows `pass: bool, reason: text`) and its params (JSON): the
     /// output is published only when it passes.
@@ -250,7 +266,12 @@ impl Run {
         let mut table = open_for_writing(rt, &self.table)?;
         let p = self.plan(rt, sandbox, (table.url(), Some(&table)), params, mode)?;
         if !self.force
-            && let Some(report) = rt.block_on(memo(&table, &p, self.origin.as_deref()))?
+            && let Some(report) = rt.block_on(memo(
+                &table,
+                &p,
+                self.origin.as_deref(),
+                self.signer.as_ref(),
+            ))?
         {
             return Ok(report);
         }
@@ -260,11 +281,18 @@ impl Run {
         let mut executed = self.land(rt, sandbox, &table, &p, &mut timings)?;
         clock.check(EXECUTING)?;
         let manifest = commit::manifest_of(&p, &mut executed);
-        let (digest, outcome) =
-            commit::commit(rt, &mut table, p, executed, &manifest, &clock, &mut timings)?;
+        let sealed = sign::seal(rt, &table, &manifest, self.signer.as_ref())?;
+        let done = commit::commit(rt, &mut table, p, executed, sealed, &clock, &mut timings)?;
         // Committed, but the memo index and run log are not written yet.
         crate::fault::point("after-log-write");
-        let report = record::report(&table, manifest, digest, outcome, timings);
+        let mut report = record::report(
+            &table,
+            manifest,
+            done.manifest_digest,
+            done.outcome,
+            timings,
+        );
+        report.envelope = record::envelope(&table, &report.manifest_digest, done.envelope);
         rt.block_on(record::record(&table, &report, self.origin.as_deref()))?;
         // Recorded: a caller that stalls now (a task that never reports
         // back) leaves nothing undone.
@@ -290,18 +318,24 @@ async fn memo(
     table: &Table,
     p: &plan::Planned,
     origin: Option<&str>,
+    signer: Option<&Arc<SigningKey>>,
 ) -> Result<Option<RunReport>, RunError> {
     let Some((m, since)) = record::memo_hit(table, &p.run_key, &p.slice.id, &p.mode).await? else {
         return Ok(None);
     };
     let digest = m.digest();
-    let report = record::report(
+    let envelope = match signer {
+        Some(key) => Some(sign::sign(table, key, &m.to_bytes(), &digest).await?),
+        None => None,
+    };
+    let mut report = record::report(
         table,
         m,
         digest,
         RunOutcome::Memo { since },
         p.timings.clone(),
     );
+    report.envelope = record::envelope(table, &report.manifest_digest, envelope);
     record::log(table, &report, origin).await?;
     Ok(Some(report))
 }

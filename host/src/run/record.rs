@@ -85,9 +85,26 @@ pub(super) fn report(
         manifest,
         manifest_digest,
         manifest_url,
+        envelope: None,
         outcome,
         timings_ms: timings,
     }
+}
+
+/// The envelope `digest` of `manifest` and where it is kept.
+pub(super) fn envelope(
+    table: &Table,
+    manifest: &Digest,
+    digest: Option<Digest>,
+) -> Option<(Digest, String)> {
+    digest.map(|d| {
+        let url = format!(
+            "{}_idem/{}",
+            table.url(),
+            crate::attest::envelope_path(manifest, &d)
+        );
+        (d, url)
+    })
 }
 
 /// A memo hit: a committed run with this run key whose output the

@@ -270,6 +270,7 @@ async fn audit(t: Caller, Path(table): Path<String>) -> Answer {
     let opts = crate::audit::AuditOptions {
         slice: None,
         replay: None,
+        keys: &[],
     };
     let report = t
         .heavy(move |_| crate::audit::audit(&full, &opts))

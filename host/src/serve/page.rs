@@ -216,6 +216,7 @@ async fn read_tables(
                 let opts = crate::audit::AuditOptions {
                     slice: None,
                     replay: None,
+                    keys: &[],
                 };
                 let log = crate::run::run_log(&full).unwrap_or_default();
                 let audit = crate::audit::audit(&full, &opts).unwrap_or_default();

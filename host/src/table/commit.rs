@@ -177,6 +177,9 @@ pub struct CommitRequest<'a> {
     pub run_key: &'a Digest,
     /// Its manifest (stored under `_idem/manifests/`).
     pub manifest_digest: &'a Digest,
+    /// The manifest's signed envelope, when the run signs (stored under
+    /// `_idem/attestations/`).
+    pub envelope_digest: Option<&'a Digest>,
     /// The output rows.
     pub output: Output,
     /// Output schema (creates the table; needed when there are no rows).

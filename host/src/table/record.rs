@@ -39,6 +39,9 @@ pub(super) fn keys(
         // tell its own commit from a twin host's identical one.
         ("idem.attempt".into(), attempt.into()),
     ];
+    if let Some(e) = req.envelope_digest {
+        keys.push(("idem.envelopeDigest".into(), e.as_str().into()));
+    }
     if let Some(p) = &req.progress {
         keys.push((
             "idem.progress".into(),
@@ -133,6 +136,9 @@ pub struct SliceCommit {
     pub manifest_digest: Option<Digest>,
     /// The output digest the commit names.
     pub output_digest: Option<Digest>,
+    /// The signed envelope of the manifest the commit names, when the run
+    /// signed it.
+    pub envelope_digest: Option<Digest>,
     /// The run key the commit names.
     pub run_key: Option<Digest>,
     /// The output's column names in order (to rebuild partition columns).

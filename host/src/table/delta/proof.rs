@@ -74,6 +74,7 @@ impl Delta {
             partition: commit.get_str("idem.partition").map(str::to_string),
             manifest_digest: digest_field(info, "idem.manifestDigest"),
             output_digest,
+            envelope_digest: digest_field(info, "idem.envelopeDigest"),
             run_key: digest_field(info, "idem.runKey"),
             output_columns: info.get("idem.outputColumns").and_then(|v| {
                 v.as_array().map(|a| {

@@ -93,6 +93,7 @@ fn sample<'a>(slice: &'a str, mode: &'a Mode, digest: &'a Digest) -> CommitReque
         output_digest: digest,
         run_key: digest,
         manifest_digest: digest,
+        envelope_digest: None,
         output: Output::Staged(Vec::new()),
         schema: None,
         progress: None,

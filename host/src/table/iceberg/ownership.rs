@@ -188,6 +188,7 @@ mod tests {
                 columns: None,
                 snapshot: 0,
                 schema: None,
+                envelope: None,
             }
         };
         let live = |extra: Vec<(DataFile, i64)>| {

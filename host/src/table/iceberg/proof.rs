@@ -40,6 +40,7 @@ impl Iceberg {
                 partition: rec.partition.clone(),
                 manifest_digest: Digest::parse(&rec.manifest).ok(),
                 output_digest: Digest::parse(&rec.output).ok(),
+                envelope_digest: rec.envelope.as_deref().and_then(|e| Digest::parse(e).ok()),
                 run_key: Digest::parse(&rec.run_key).ok(),
                 output_columns: rec.columns.clone(),
                 current: true,

@@ -46,6 +46,9 @@ pub(super) struct SliceRecord {
     /// snapshot expiry removes the snapshot).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) schema: Option<i32>,
+    /// The signed envelope of its manifest, when the run signed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) envelope: Option<String>,
 }
 
 impl Iceberg {

@@ -223,6 +223,7 @@ fn slice_record(
         },
         run_key: req.run_key.as_str().to_string(),
         manifest: req.manifest_digest.as_str().to_string(),
+        envelope: req.envelope_digest.map(|d| d.as_str().to_string()),
         columns: req
             .schema
             .as_ref()
