@@ -1905,3 +1905,94 @@ fn error_messages_name_paths_relative_to_the_root() {
         assert!(m.contains(&table), "{table}: {m}");
     }
 }
+
+/// `python tests/dsse_check.py args` (securesystemslib, no idem code):
+/// stdout, or stderr on failure.
+fn dsse_check(args: &[&str]) -> Result<String, String> {
+    let out = Command::new(common::python())
+        .arg(common::root().join("tests/dsse_check.py"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    match out.status.success() {
+        true => Ok(text(&out.stdout)),
+        false => Err(text(&out.stderr)),
+    }
+}
+
+#[test]
+fn the_service_signs_each_tenants_runs_with_its_key_and_serves_the_attestation() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = |name: &str| dir.path().join(name).display().to_string();
+    let (code, _, err) = common::idem(&["keygen", "--out", &key("service.pem")]);
+    assert_eq!(code, 0, "{err}");
+    dsse_check(&["keygen", &key("b.pem"), &key("b.pub.pem")]).unwrap();
+    // The service's key for every tenant; tenant b has its own.
+    let cfg = config(dir.path(), "");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("root = \"b\"", "root = \"b\"\nsign-key = \"b.pem\"");
+    std::fs::write(&cfg, format!("sign-key = \"service.pem\"\n{text}")).unwrap();
+    common::orders(&dir.path().join("a/orders"), "2026-10-01", 500, 1);
+    common::orders(&dir.path().join("b/orders"), "2026-10-01", 500, 1);
+    let s = start(&cfg, &[]);
+
+    let revenue = common::guest("examples/daily_revenue");
+    let mut envelopes = Vec::new();
+    for (token, public) in [
+        (TOKEN_A, key("service.pub.pem")),
+        (TOKEN_B, key("b.pub.pem")),
+    ] {
+        let (_, up) = upload(&s, token, &revenue);
+        let req = day_request(
+            up["module"].as_str().unwrap(),
+            "tables/revenue",
+            "2026-10-01",
+        );
+        let (code, v) = submit(&s, token, &req);
+        assert_eq!(code, 202, "{v}");
+        let id = v["id"].as_str().unwrap().to_string();
+        let done = wait(&s, token, &id);
+        assert_eq!(done["state"], "succeeded", "{done}");
+        assert!(done["result"]["envelope"].is_string(), "{done}");
+        let url = format!("{}/v1/runs/{id}/attestation", s.url);
+        let (code, body) = curl("GET", &url, Some(token), None);
+        assert_eq!(code, 200, "{body}");
+        let file = dir.path().join(format!("{id}.dsse.json"));
+        std::fs::write(&file, &body).unwrap();
+        // Checked by securesystemslib with the key the tenant was given:
+        // the payload is the run's manifest.
+        let (code, pem) = curl(
+            "GET",
+            &format!("{}/v1/attestation-key", s.url),
+            Some(token),
+            None,
+        );
+        assert_eq!(code, 200);
+        assert_eq!(pem, std::fs::read_to_string(&public).unwrap());
+        let v: Value =
+            serde_json::from_str(&dsse_check(&["verify", &s_(&file), &public]).unwrap()).unwrap();
+        assert_eq!(
+            format!("sha256:{}", v["payloadSha256"].as_str().unwrap()),
+            done["result"]["manifest"].as_str().unwrap()
+        );
+        envelopes.push((id, file));
+    }
+    // Each tenant's runs are signed by its own key only, and neither sees
+    // the other's attestation.
+    let (b_id, b_file) = &envelopes[1];
+    assert!(dsse_check(&["verify", &s_(b_file), &key("service.pub.pem")]).is_err());
+    let url = format!("{}/v1/runs/{b_id}/attestation", s.url);
+    assert_eq!(curl("GET", &url, Some(TOKEN_A), None).0, 404);
+    // The table proves it too.
+    let table = dir.path().join("a/tables/revenue").display().to_string();
+    let (code, out, err) = common::idem(&["audit", &table, "--key", &key("service.pub.pem")]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, ..) = common::idem(&["audit", &table, "--key", &key("b.pub.pem")]);
+    assert_eq!(code, 1);
+}
+
+fn s_(p: &Path) -> String {
+    p.display().to_string()
+}

@@ -480,8 +480,15 @@ fn slices_run_as_spark_tasks_commit_exactly_once_whatever_spark_retries() {
 /// and Iceberg, in one application.
 fn plain_trap_and_iceberg(fx: &Fixture, cluster: &Cluster) {
     let plain = fx.s3.url("plain");
+    // The plain job's tasks sign their manifests (a key file every
+    // executor reads).
+    let key = fx.local("team.pem");
+    let (code, _, err) = common::idem(&["keygen", "--out", &key]);
+    assert_eq!(code, 0, "{err}");
+    let mut signed = fx.job("plain", &plain, DAYS);
+    signed["args"]["sign_key"] = json!(key);
     let plan = json!({"app": "idem-plain", "jobs": [
-        fx.job("plain", &plain, DAYS), fx.trap_job(), fx.job("iceberg", &fx.iceberg("spark"), 5),
+        signed, fx.trap_job(), fx.job("iceberg", &fx.iceberg("spark"), 5),
     ]});
     let jobs = cluster.run(&fx.py, &fx.env, &plan);
     let rows = &jobs["plain"];
@@ -491,6 +498,11 @@ fn plain_trap_and_iceberg(fx: &Fixture, cluster: &Cluster) {
         "{rows:?}"
     );
     fx.assert_equals_reference(&plain, DAYS, "the cluster's table");
+    let env: Vec<(&str, &str)> = fx.env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let public = fx.local("team.pub.pem");
+    let (code, out, err) = common::idem_env(&["audit", &plain, "--key", &public], &env);
+    assert_eq!(code, 0, "every slice signed by the tasks' key: {out}{err}");
+    assert_eq!(out.matches("signed by key").count(), DAYS, "{out}");
     for r in rows {
         let a = r["attempts"].as_array().unwrap();
         assert_eq!(a.len(), 1, "one attempt logged per slice: {r}");

@@ -141,10 +141,12 @@ def _publish(
     expect: Optional[Sequence[str]],
     audit_module: Optional[PathLike],
     audit_params: Params,
+    sign_key: Optional[PathLike] = None,
 ) -> dict:
     if audit_params is not None and audit_module is None:
         raise InputError("audit_params needs audit_module (the audit transform they are for)")
     return {
+        "sign_key": _maybe_text(sign_key, "sign_key"),
         "mode": mode,
         "key": _keys(key),
         "params": _params(params),
@@ -220,6 +222,7 @@ def run(
     audit_params: Params = None,
     force: bool = False,
     origin: Optional[str] = None,
+    sign_key: Optional[PathLike] = None,
     limits: Optional[Limits] = None,
 ) -> RunResult:
     """One idempotent run of a slice through ``module`` into ``table``
@@ -240,13 +243,17 @@ def run(
     :func:`publish_module` stored beside ``table``, read from there and
     refused unless it hashes to that digest. ``origin`` labels who runs it
     (a task attempt, say) in the run log (:func:`log`); it is never hashed.
+    ``sign_key`` (an Ed25519 PKCS#8 PEM file, ``idem keygen``) signs the
+    manifest: its DSSE envelope is stored beside it and named by the commit
+    (``RunResult.envelope``); :func:`audit` and :func:`verify` check it
+    with ``keys``.
 
     Returns a :class:`RunResult`: ``outcome`` is ``committed``,
     ``unchanged``, ``memo`` or ``up-to-date``. Raises :class:`IdemError`
     subclasses, as the CLI exits.
     """
     slice_args = _slice(input, partition, files, slice_id, delta_version, delta_slice, next, max_objects, max_bytes)
-    publish = _publish(mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params)
+    publish = _publish(mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params, sign_key)
     return _idem.run(_run_args(module, table, slice_args, publish, force, origin), limits)
 
 
@@ -320,6 +327,7 @@ def backfill(
     audit_module: Optional[PathLike] = None,
     audit_params: Params = None,
     force: bool = False,
+    sign_key: Optional[PathLike] = None,
     limits: Optional[Limits] = None,
 ) -> BackfillResult:
     """The daily partitions ``column=start`` to ``column=end`` (both
@@ -330,7 +338,7 @@ def backfill(
     Ctrl-C lets the running slices finish, starts no more, and raises
     KeyboardInterrupt; running the backfill again finds what committed.
     """
-    publish = _publish(mode, key, params, None, batch_rows, expect, audit_module, audit_params)
+    publish = _publish(mode, key, params, None, batch_rows, expect, audit_module, audit_params, sign_key)
     args = {
         "module": _text(module, "module"),
         "input": _text(input, "input"),
@@ -346,20 +354,35 @@ def backfill(
     return _idem.backfill(args, limits)
 
 
-def verify(manifest: str, *, limits: Optional[Limits] = None, allow_engine: bool = False) -> Verification:
-    """Re-run a stored manifest (path or URL) and compare its output digest
-    (``idem verify``). A mismatch is a result (``matched`` is False, with
-    ``reason``), not an exception."""
-    return _idem.verify(_text(manifest, "manifest"), limits, bool(allow_engine))
+def verify(
+    manifest: str,
+    *,
+    limits: Optional[Limits] = None,
+    allow_engine: bool = False,
+    keys: Optional[Sequence[PathLike]] = None,
+) -> Verification:
+    """Re-run a stored manifest (path or URL, or its signed envelope) and
+    compare its output digest (``idem verify``); with ``keys`` (Ed25519
+    public key PEM files) a signature by one of them is required. A
+    mismatch is a result (``matched`` is False, with ``reason``), not an
+    exception."""
+    return _idem.verify(_text(manifest, "manifest"), limits, bool(allow_engine), _strings(keys, "keys"))
 
 
 def audit(
-    table: str, *, slice: Optional[str] = None, replay: bool = False, limits: Optional[Limits] = None
+    table: str,
+    *,
+    slice: Optional[str] = None,
+    replay: bool = False,
+    limits: Optional[Limits] = None,
+    keys: Optional[Sequence[PathLike]] = None,
 ) -> AuditReport:
     """Prove ``table`` slice by slice, from its commits to the rows it holds
-    (``idem audit``); with ``replay``, re-run every manifest too. A failed
-    proof is a result (``proven`` is False), not an exception."""
-    return _idem.audit(_text(table, "table"), slice, bool(replay), limits)
+    (``idem audit``); with ``replay``, re-run every manifest too; with
+    ``keys`` (Ed25519 public key PEM files), every manifest must be signed
+    by one of them. A failed proof is a result (``proven`` is False), not
+    an exception."""
+    return _idem.audit(_text(table, "table"), slice, bool(replay), limits, _strings(keys, "keys"))
 
 
 def show(run: str, *, table: Optional[str] = None) -> StoredRun:

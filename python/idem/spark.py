@@ -58,6 +58,7 @@ _RUN_KEYS = (
     "audit_module",
     "audit_params",
     "force",
+    "sign_key",
 )
 
 OUTCOME_SCHEMA = (
@@ -255,6 +256,7 @@ def run_slices(
     audit_module: Any = None,
     audit_params: Any = None,
     force: bool = False,
+    sign_key: Any = None,
     limits: Optional[Limits] = None,
     job_name: Optional[str] = None,
 ) -> Any:
@@ -274,7 +276,7 @@ def run_slices(
     specs = [_absolute_paths(spec) for spec in _check_specs(slices)]
     table = _absolute(idem._text(table, "table"))
     # Checked on the driver, as idem.run checks them, before any task runs.
-    idem._publish(mode, key, params, None, batch_rows, expect, audit_module, audit_params)
+    idem._publish(mode, key, params, None, batch_rows, expect, audit_module, audit_params, sign_key)
     limit_fields = _limit_fields(limits)
     if job_name is not None and (not isinstance(job_name, str) or ":" in job_name or len(job_name) > 128):
         raise InputError(f"job_name must be text without ':' of at most 128 characters, not {job_name!r}")
@@ -293,6 +295,8 @@ def run_slices(
         "audit_module": audit_module,
         "audit_params": audit_params,
         "force": force,
+        # A path every executor reads (a secret mounted on each).
+        "sign_key": None if sign_key is None else _absolute(idem._text(sign_key, "sign_key")),
     }
     # Every attempt labels its run-log entry with the job (unique per call,
     # named by job_name) and its task.

@@ -4,9 +4,10 @@
 //! the GIL released.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
+use idem::attest::SigningKey;
 use idem::expect::Expectation;
 use idem::run::{NamedSlice, Run, RunError, SliceSpec};
 use idem::table::Mode;
@@ -51,6 +52,7 @@ pub struct Publish {
     expect: Vec<String>,
     audit_module: Option<PathBuf>,
     audit_params: String,
+    sign_key: Option<PathBuf>,
 }
 
 impl RunArgs {
@@ -77,7 +79,8 @@ impl RunArgs {
         let spec = names.spec().map_err(run_error)?;
         let run = Run::new(&self.module, spec, self.table.clone())
             .force(self.force)
-            .origin(self.origin.clone());
+            .origin(self.origin.clone())
+            .sign_with(self.publish.signer()?);
         Ok(self
             .publish
             .apply(run, mode.as_ref(), &self.publish.expectations()?))
@@ -85,6 +88,18 @@ impl RunArgs {
 }
 
 impl Publish {
+    /// The signing key (`sign_key`), read.
+    fn signer(&self) -> PyResult<Option<Arc<SigningKey>>> {
+        self.sign_key
+            .as_deref()
+            .map(|p| {
+                SigningKey::from_file(p)
+                    .map(Arc::new)
+                    .map_err(|e| crate::errors::raise(e.kind(), &e))
+            })
+            .transpose()
+    }
+
     /// The expectations, parsed.
     fn expectations(&self) -> PyResult<Vec<Expectation>> {
         self.expect
@@ -198,6 +213,7 @@ struct Shared {
     dates: Vec<String>,
     mode: Option<Mode>,
     expectations: Vec<Expectation>,
+    signer: Option<Arc<SigningKey>>,
 }
 
 impl BackfillArgs {
@@ -213,6 +229,7 @@ impl BackfillArgs {
             .publish
             .apply(run, shared.mode.as_ref(), &shared.expectations);
         run.logical_date(Some(date.to_string()))
+            .sign_with(shared.signer.clone())
     }
 
     /// The dates, the mode and the checks, each checked once.
@@ -230,6 +247,7 @@ impl BackfillArgs {
             dates,
             mode,
             expectations,
+            signer: self.publish.signer()?,
         })
     }
 }

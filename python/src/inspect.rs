@@ -11,22 +11,24 @@ use crate::stored::{LogEntry, StoredRun};
 
 /// Re-run a stored manifest (path or URL) and compare its output digest.
 #[pyfunction]
-#[pyo3(signature = (manifest, limits=None, allow_engine=false))]
+#[pyo3(signature = (manifest, limits=None, allow_engine=false, keys=Vec::new()))]
 pub fn verify(
     py: Python<'_>,
     manifest: String,
     limits: Option<Limits>,
     allow_engine: bool,
+    keys: Vec<std::path::PathBuf>,
 ) -> PyResult<Verification> {
     crate::process::enter()?;
     py.detach(move || {
+        let keys = public_keys(&keys)?;
         let bytes = idem::storage::read_location(&manifest)
             .map_err(|e| errors::raise_in(e.kind(), &format!("reading manifest {manifest}"), &e))?;
         let sandbox = limits::sandbox(limits.as_ref())?;
         let url = idem::storage::locate(&manifest).map_err(|e| errors::raise(e.kind(), &e))?;
         let (_, file_name) = idem::storage::split_last(&url);
         let name = Some(file_name.as_str()).filter(|n| !n.is_empty());
-        let check = idem::audit::verify_manifest(name, &bytes, &sandbox, allow_engine, &[])
+        let check = idem::audit::verify_manifest(name, &bytes, &sandbox, allow_engine, &keys)
             .map_err(run_error)?;
         let (matched, output_digest, reason) = match &check.verdict {
             idem::run::Verdict::Match { output_digest } => {
@@ -47,16 +49,18 @@ pub fn verify(
 /// Prove a table slice by slice (or one slice); with `replay`, re-run
 /// each manifest too.
 #[pyfunction]
-#[pyo3(signature = (table, slice=None, replay=false, limits=None))]
+#[pyo3(signature = (table, slice=None, replay=false, limits=None, keys=Vec::new()))]
 pub fn audit(
     py: Python<'_>,
     table: String,
     slice: Option<String>,
     replay: bool,
     limits: Option<Limits>,
+    keys: Vec<std::path::PathBuf>,
 ) -> PyResult<AuditReport> {
     crate::process::enter()?;
     py.detach(move || {
+        let keys = public_keys(&keys)?;
         let sandbox = if replay {
             Some(limits::sandbox(limits.as_ref())?)
         } else {
@@ -65,7 +69,7 @@ pub fn audit(
         let opts = idem::audit::AuditOptions {
             slice,
             replay: sandbox.as_ref(),
-            keys: &[],
+            keys: &keys,
         };
         let report = idem::audit::audit(&table, &opts).map_err(run_error)?;
         let slices: Vec<AuditSlice> = report
@@ -109,4 +113,12 @@ pub fn log(py: Python<'_>, table: String, since_ms: u64) -> PyResult<Vec<LogEntr
         let entries = idem::run::run_log_since(&table, since_ms).map_err(run_error)?;
         Ok(entries.iter().map(LogEntry::of).collect())
     })
+}
+
+/// Public key files (SPKI PEM), read: an unreadable one is an InputError.
+fn public_keys(paths: &[std::path::PathBuf]) -> PyResult<Vec<idem::attest::PublicKey>> {
+    paths
+        .iter()
+        .map(|p| idem::attest::PublicKey::from_file(p).map_err(|e| errors::raise(e.kind(), &e)))
+        .collect()
 }

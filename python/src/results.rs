@@ -27,6 +27,9 @@ pub struct RunResult {
     /// The stored manifest's URL and digest.
     pub manifest: Option<String>,
     pub manifest_digest: Option<String>,
+    /// The manifest's signed DSSE envelope (`sign_key`): its URL and digest.
+    pub envelope: Option<String>,
+    pub envelope_digest: Option<String>,
     /// Input and output rows.
     pub rows_in: Option<u64>,
     pub rows_out: Option<u64>,
@@ -65,6 +68,8 @@ impl RunResult {
             output_digest: Some(m.result.output_digest.as_str().into()),
             manifest: Some(r.manifest_url.clone()),
             manifest_digest: Some(r.manifest_digest.as_str().into()),
+            envelope: r.envelope.as_ref().map(|(_, url)| url.clone()),
+            envelope_digest: r.envelope.as_ref().map(|(d, _)| d.as_str().into()),
             rows_in: Some(m.result.rows_in),
             rows_out: Some(m.result.rows_out),
             drift,
@@ -84,6 +89,8 @@ impl RunResult {
             output_digest: None,
             manifest: None,
             manifest_digest: None,
+            envelope: None,
+            envelope_digest: None,
             rows_in: None,
             rows_out: None,
             drift: None,

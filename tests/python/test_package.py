@@ -164,6 +164,32 @@ def test_a_backfill_commits_each_day_once_and_reruns_as_memo(tmp_path):
     assert (code, out["ok"]) == (2, False)
 
 
+def test_signed_runs_and_backfills_are_audited_with_their_key(tmp_path):
+    key, other = str(tmp_path / "k.pem"), str(tmp_path / "o.pem")
+    for k in (key, other):
+        code, out, err = cli("keygen", "--out", k)
+        assert code == 0, err
+    pub, other_pub = key.replace(".pem", ".pub.pem"), other.replace(".pem", ".pub.pem")
+    table = str(tmp_path / "t")
+    r = idem.run(MODULE, table, input=DATA, partition=DAY, sign_key=pathlib.Path(key))
+    assert r.outcome == "committed" and r.envelope_digest.startswith("sha256:")
+    assert r.envelope.endswith(r.envelope_digest[len("sha256:"):] + ".json")
+    b = idem.backfill(MODULE, DATA, table, "2026-10-02", "2026-10-03", sign_key=key)
+    assert b.ok
+    a = idem.audit(table, keys=[pub])
+    assert a.proven and len(a.slices) == 3
+    assert all("signed by key" in s.detail for s in a.slices)
+    assert not idem.audit(table, keys=[other_pub]).proven
+    assert idem.audit(table).proven
+    v = idem.verify(urlparse(r.envelope).path, keys=[pub])
+    assert v.matched and any("envelope: signed by key" in n for n in v.notes)
+    assert not idem.verify(urlparse(r.envelope).path, keys=[other_pub]).matched
+    with pytest.raises(idem.InputError, match="not an Ed25519 private key"):
+        idem.run(MODULE, table, input=DATA, partition=DAY, sign_key=pub)
+    with pytest.raises(idem.InputError, match="keys takes a list"):
+        idem.audit(table, keys=pub)
+
+
 def test_a_published_module_runs_by_digest_with_its_origin_logged(tmp_path):
     table = str(tmp_path / "t")
     digest = idem.publish_module(MODULE, table)

@@ -128,6 +128,14 @@ impl SigningKey {
         &self.keyid
     }
 
+    /// Its public half as SPKI PEM (what verifiers are given).
+    pub fn public_pem(&self) -> String {
+        self.key
+            .verifying_key()
+            .to_public_key_pem(LineEnding::LF)
+            .expect("an Ed25519 public key always encodes")
+    }
+
     /// The signature of `message`.
     pub fn sign(&self, message: &[u8]) -> [u8; 64] {
         self.key.sign(message).to_bytes()

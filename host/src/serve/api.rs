@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::Service;
 use super::caller::{Caller, bearer, blocking};
-use super::manifest::{manifest_hex, read_manifest};
+use super::manifest::{envelope_hex, manifest_hex, read_manifest, read_manifest_file};
 use super::paths::{module_at, under};
 use super::queue::{Refused, RunRequest};
 use super::reply::{Refusal, reply};
@@ -59,6 +59,8 @@ pub fn router(svc: Arc<Service>) -> Router {
         )
         .route("/v1/runs/{id}", get(status))
         .route("/v1/runs/{id}/manifest", get(manifest))
+        .route("/v1/runs/{id}/attestation", get(attestation))
+        .route("/v1/attestation-key", get(attestation_key))
         .route("/v1/log/{*table}", get(log))
         .route("/v1/audit/{*table}", get(audit))
         .route_layer(axum::middleware::from_fn_with_state(svc.clone(), authorize));
@@ -247,6 +249,47 @@ async fn manifest(State(svc): Svc, t: Caller, Path(id): Path<String>) -> Answer 
         .await?
         .ok_or_else(|| Refusal(404, "the manifest is gone from the table".into()))?;
     Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response())
+}
+
+/// GET /v1/runs/{id}/attestation: the DSSE envelope the run's manifest
+/// was signed into (the tenant's key, else the service's), byte for byte.
+async fn attestation(State(svc): Svc, t: Caller, Path(id): Path<String>) -> Answer {
+    let r = svc
+        .queue
+        .get(&t.cfg.name, &id)
+        .ok_or_else(|| not_found(&id))?;
+    let (Some(manifest), Some(envelope)) = (manifest_hex(&r), envelope_hex(&r)) else {
+        return Err(Refusal(
+            404,
+            format!(
+                "run `{id}` has no attestation: it is {}, or was not signed (the service signs only with a sign-key in its config, and not a run it settled from the table after a restart: resubmitting it signs it)",
+                r.state.name()
+            ),
+        ));
+    };
+    let table = under(&t, &r.request.table, "table").map_err(|_| not_found(&id))?;
+    let path = format!("attestations/{manifest}/{envelope}.json");
+    let bytes = blocking(move || read_manifest_file(&table, &path))
+        .await?
+        .ok_or_else(|| Refusal(404, "the attestation is gone from the table".into()))?;
+    let dsse = "application/vnd.dsse.envelope.v1+json";
+    Ok(([(header::CONTENT_TYPE, dsse)], bytes).into_response())
+}
+
+/// GET /v1/attestation-key: the public key (SPKI PEM) the tenant's runs
+/// are signed with, to give to whoever checks them.
+async fn attestation_key(t: Caller) -> Answer {
+    let key = t.signer.as_ref().ok_or_else(|| {
+        Refusal(
+            404,
+            "this service signs no runs (no sign-key in its config)".into(),
+        )
+    })?;
+    Ok((
+        [(header::CONTENT_TYPE, "application/x-pem-file")],
+        key.public_pem(),
+    )
+        .into_response())
 }
 
 /// A table that has no idem runs (or cannot be read).

@@ -52,6 +52,10 @@ pub struct ServeConfig {
     /// The tenants.
     #[serde(rename = "tenant", default)]
     pub tenants: Vec<TenantConfig>,
+    /// The service's signing key (Ed25519, PKCS#8 PEM): every tenant's
+    /// manifests are signed with it unless the tenant names its own.
+    #[serde(default)]
+    pub sign_key: Option<PathBuf>,
 }
 
 /// One `[[tenant]]`.
@@ -90,6 +94,9 @@ pub struct TenantConfig {
     /// Largest module accepted, MiB.
     #[serde(default = "default_module")]
     pub max_module_mb: usize,
+    /// This tenant's own signing key (instead of the service's).
+    #[serde(default)]
+    pub sign_key: Option<PathBuf>,
 }
 
 /// The longest timeout a config may set.
@@ -169,6 +176,15 @@ impl ServeConfig {
         let dir = abs.parent().unwrap_or(Path::new("/"));
         if c.state_dir.is_relative() {
             c.state_dir = dir.join(&c.state_dir);
+        }
+        let at_dir = |p: &mut Option<PathBuf>| {
+            if let Some(k) = p.as_mut().filter(|k| k.is_relative()) {
+                *k = dir.join(&*k);
+            }
+        };
+        at_dir(&mut c.sign_key);
+        for t in c.tenants.iter_mut() {
+            at_dir(&mut t.sign_key);
         }
         if c.tenants.is_empty() {
             return Err(format!("{}: no [[tenant]]", path.display()));

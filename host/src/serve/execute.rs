@@ -19,8 +19,9 @@ fn result_of(
     version: Option<u64>,
     manifest: &crate::manifest::Manifest,
     digest: &crate::digest::Digest,
+    envelope: Option<&crate::digest::Digest>,
 ) -> Value {
-    json!({
+    let mut v = json!({
         "kind": kind,
         "version": version,
         "runKey": manifest.run_key.to_string(),
@@ -28,7 +29,13 @@ fn result_of(
         "rowsIn": manifest.result.rows_in,
         "rowsOut": manifest.result.rows_out,
         "outputDigest": manifest.result.output_digest.to_string(),
-    })
+    });
+    // Signed (the tenant's or the service's key): the envelope
+    // `GET /v1/runs/{id}/attestation` serves.
+    if let Some(e) = envelope {
+        v["envelope"] = e.to_string().into();
+    }
+    v
 }
 
 /// Whether tenant `t`'s table holds request `r` committed: the run
@@ -53,6 +60,9 @@ pub fn settle(t: &Tenant, r: &RunRequest) -> Option<Value> {
         Some(version),
         &manifest,
         &manifest.digest(),
+        // Settled from the table after a restart: the run that committed
+        // it signed it, but this record takes no sidecar's word for that.
+        None,
     ))
 }
 
@@ -77,6 +87,7 @@ pub fn execute(t: &Tenant, r: &RunRequest) -> Result<Value, Value> {
             report.outcome.version(),
             &report.manifest,
             &report.manifest_digest,
+            report.envelope.as_ref().map(|(d, _)| d),
         )),
     }
 }

@@ -3,7 +3,9 @@
 //! spellings of its root that messages must not show.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use crate::attest::SigningKey;
 use crate::sandbox::{Limits, Pool, Sandbox, SandboxConfig};
 
 use super::config::{ServeConfig, TenantConfig};
@@ -20,6 +22,9 @@ pub struct Tenant {
     pub sandbox: Sandbox,
     /// The spellings of its root, taken out of messages.
     pub roots: RootNames,
+    /// The key its manifests are signed with (its own, else the
+    /// service's), if any.
+    pub signer: Option<Arc<SigningKey>>,
     /// sha256 of its token.
     token: [u8; 32],
 }
@@ -65,8 +70,13 @@ pub fn tenants(cfg: &ServeConfig, cache_dir: Option<PathBuf>) -> Result<Vec<Tena
         true => Some(engine(Some(1))?),
         false => None,
     };
+    let service_key = signer(cfg.sign_key.as_deref(), "sign-key")?;
     let mut tenants = Vec::new();
     for t in &cfg.tenants {
+        let own = signer(
+            t.sign_key.as_deref(),
+            &format!("tenant `{}`: sign-key", t.name),
+        )?;
         let mut token = [0u8; 32];
         hex::decode_to_slice(&t.token_sha256, &mut token).map_err(|e| e.to_string())?;
         let root_url = crate::storage::locate(&t.root)
@@ -83,9 +93,20 @@ pub fn tenants(cfg: &ServeConfig, cache_dir: Option<PathBuf>) -> Result<Vec<Tena
             .map_err(|e| e.to_string())?,
             cfg: t.clone(),
             token,
+            signer: own.or_else(|| service_key.clone()),
         });
     }
     Ok(tenants)
+}
+
+/// The signing key at `path`, read once at start.
+fn signer(path: Option<&std::path::Path>, what: &str) -> Result<Option<Arc<SigningKey>>, String> {
+    path.map(|p| {
+        SigningKey::from_file(p)
+            .map(Arc::new)
+            .map_err(|e| format!("{what}: {e}"))
+    })
+    .transpose()
 }
 
 /// `m` with the tenant's root taken out (objects named relative to it)
