@@ -213,10 +213,21 @@ fn signed_runs_pass_audit_by_their_key_and_an_independent_verifier_agrees() {
         "one of the keys"
     );
 
-    // That key signs with idem too: a memo hit signs the manifest it found
-    // (the slice's commit stays), and audit accepts the new envelope.
-    let again = fx.run("2026-10-01", &table, &["--sign-key", &other]);
-    assert_eq!(again["outcome"]["kind"], "memo");
+    // A memo hit signs nothing (the manifest it found is a file anyone
+    // who can write the table can plant); it reports an envelope its key
+    // made before, when there is one.
+    let memo = fx.run("2026-10-01", &table, &["--sign-key", &other]);
+    assert_eq!(memo["outcome"]["kind"], "memo");
+    assert!(memo["envelope"].is_null(), "{memo}");
+    let memo = fx.run("2026-10-01", &table, &["--sign-key", &team]);
+    assert_eq!(memo["outcome"]["kind"], "memo");
+    assert_eq!(memo["envelope"], runs[0]["envelope"]);
+    assert_eq!(audit(&table, &[&other_pub]).0, 1);
+    // Rotation: the run executed again (--force) makes the same manifest,
+    // which the commit names, and signs it with the new key.
+    let again = fx.run("2026-10-01", &table, &["--sign-key", &other, "--force"]);
+    assert_eq!(again["outcome"]["kind"], "unchanged");
+    assert_eq!(again["manifestDigest"], runs[0]["manifestDigest"]);
     let (_, path) = envelope_of(&again);
     let v: Value =
         serde_json::from_str(&dsse_check(&["verify", &s(&path), &other_pub]).unwrap()).unwrap();
@@ -240,6 +251,12 @@ fn signed_runs_pass_audit_by_their_key_and_an_independent_verifier_agrees() {
     let (code, out) = verify(&foreign, &[&team_pub]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("by none of the keys given"), "{out}");
+    // DSSE makes the key id optional: without one, every key is tried.
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&foreign).unwrap()).unwrap();
+    v["signatures"][0]["keyid"] = "".into();
+    std::fs::write(&foreign, serde_json::to_vec(&v).unwrap()).unwrap();
+    assert_eq!(verify(&foreign, &[&team_pub, &other_pub]).0, 0);
+    assert_eq!(verify(&foreign, &[&team_pub]).0, 1);
     // A bare manifest with --key: its envelopes beside it are looked up.
     let (code, out) = verify(&manifest_of(&runs[1]), &[&team_pub]);
     assert_eq!(code, 0, "{out}");
@@ -250,11 +267,19 @@ fn signed_runs_pass_audit_by_their_key_and_an_independent_verifier_agrees() {
     std::fs::create_dir_all(catalog.parent().unwrap()).unwrap();
     let ice = format!("iceberg+sqlite://{}#sales.t", s(&catalog));
     let r = fx.run("2026-10-01", &ice, &["--sign-key", &team]);
-    envelope_of(&r);
+    let (_, path) = envelope_of(&r);
     let (code, slices) = audit(&ice, &[&team_pub]);
     assert_eq!(code, 0, "{slices:?}");
     assert!(slices[0].2.contains("signed by key"), "{slices:?}");
     assert_eq!(audit(&ice, &[&other_pub]).0, 1);
+    // The slice's record names its envelope: gone, audit says so.
+    std::fs::remove_file(&path).unwrap();
+    let (code, slices) = audit(&ice, &[&team_pub]);
+    assert_eq!(code, 1);
+    assert!(
+        slices[0].2.contains("the envelope the commit names"),
+        "{slices:?}"
+    );
 }
 
 #[test]
@@ -312,8 +337,8 @@ fn tampered_copied_and_missing_envelopes_fail_naming_the_slice() {
     let dir1 = env1.parent().unwrap().to_path_buf();
     std::fs::remove_file(&env1).unwrap();
     std::fs::copy(&env_b1, dir1.join(env_b1.file_name().unwrap())).unwrap();
-    let resigned = fx.run("2026-10-02", &a, &["--sign-key", &other]);
-    assert_eq!(resigned["outcome"]["kind"], "memo");
+    let resigned = fx.run("2026-10-02", &a, &["--sign-key", &other, "--force"]);
+    assert_eq!(resigned["outcome"]["kind"], "unchanged");
     std::fs::remove_file(&env2).unwrap();
     let (code, slices) = audit(&a, &[&team_pub]);
     assert_eq!(code, 1, "{slices:?}");
@@ -335,6 +360,50 @@ fn tampered_copied_and_missing_envelopes_fail_naming_the_slice() {
     let (code, out) = verify(&manifest_of(&a1), &[&team_pub]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("is for another manifest"), "{out}");
+
+    // A whole table copied (files, log, manifests, envelopes): every
+    // slice is a run into the other table, signature or not.
+    let copy = fx.path("copy");
+    copy_dir(&fx.path("b"), &copy);
+    let (code, slices) = audit(&s(&copy), &[&team_pub]);
+    assert_eq!(code, 1, "{slices:?}");
+    assert!(
+        slices[0].2.contains("copied from another table"),
+        "{slices:?}"
+    );
+    assert_eq!(audit(&s(&copy), &[]).0, 1);
+
+    // A run whose output was current already (another run key: a batch
+    // size) commits nothing: the slice's commit names the earlier
+    // manifest, so this run's envelope is not reported as the slice's.
+    let (module, orders) = (s(&fx.module), s(&fx.path("orders")));
+    let (code, out, err) = common::idem(&[
+        "run",
+        "--module",
+        &module,
+        "--input",
+        &orders,
+        "--partition",
+        "date=2026-10-01",
+        "--table",
+        &b,
+        "--batch-rows",
+        "700",
+        "--sign-key",
+        &team,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let same: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(same["outcome"]["kind"], "unchanged", "{same}");
+    assert!(same["envelope"].is_null(), "{same}");
+
+    // An envelope too large to be one is refused before it is read.
+    let (_, env_b) = envelope_of(&b1);
+    std::fs::write(&env_b, vec![b' '; 33 << 20]).unwrap();
+    let (code, slices) = audit(&b, &[&team_pub]);
+    assert_eq!(code, 1);
+    assert!(slices[0].2.contains("MiB idem reads"), "{slices:?}");
 
     // A slice run without a key is unsigned: audit --key fails it.
     let c = s(&fx.path("c"));
@@ -377,4 +446,17 @@ fn find(hay: &[u8], needle: &[u8]) -> usize {
 fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest as _;
     hex::encode(sha2::Sha256::digest(bytes))
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
 }

@@ -195,6 +195,19 @@ async fn prove(
             c.version, m.result.output_digest, m.spec.slice.id, c.slice
         ));
     }
+    // A slice copied whole from another table (files, commit, manifest
+    // and its signature) is that table's run, not this one's.
+    let target = &m.spec.target;
+    let partition = target.partition.as_ref().map(|(k, v)| format!("{k}={v}"));
+    if target.table != t.target_name() || target.mode != c.mode || partition != c.partition {
+        return fail(format!(
+            "the manifest is of a run into {} ({}), not into this table ({}, {}): the slice was copied from another table",
+            target.table,
+            target.mode,
+            t.target_name(),
+            c.mode
+        ));
+    }
     let signed = match keys {
         [] => String::new(),
         _ => format!(
@@ -248,7 +261,10 @@ async fn signed_by(
         .map(|e| attest::envelope_path(md, e))
         .into_iter()
         .collect();
-    let listed = t.list_sidecar(&dir).await.map_err(|e| e.to_string())?;
+    let listed = t
+        .list_sidecar_at_most(&dir, attest::MAX_ENVELOPES)
+        .await
+        .map_err(|e| e.to_string())?;
     for name in listed.iter().filter_map(|n| n.rsplit('/').next()) {
         let path = format!("{dir}{name}");
         if name.ends_with(".json") && !paths.contains(&path) {
@@ -257,7 +273,10 @@ async fn signed_by(
     }
     let mut why = Vec::new();
     for path in paths.iter().take(attest::MAX_ENVELOPES) {
-        match t.get_sidecar(path).await {
+        match t
+            .get_sidecar_at_most(path, attest::MAX_ENVELOPE_BYTES)
+            .await
+        {
             Ok(Some(envelope)) => match attest::check(&envelope, bytes, keys) {
                 Ok(keyid) => return Ok(keyid),
                 Err(w) => why.push(w),

@@ -20,6 +20,7 @@ pub mod expect;
 pub mod explain;
 pub mod fault;
 pub mod kind;
+pub mod lineage;
 pub mod manifest;
 pub mod output;
 pub mod pipeline;

@@ -108,6 +108,22 @@ pub struct Pipeline {
     pub column: String,
     /// The key every stage's manifests are signed with (`--sign-key`).
     pub signer: Option<std::sync::Arc<crate::attest::SigningKey>>,
+    /// Where every stage's runs send their OpenLineage events
+    /// (`--lineage`), as children of one run of the pipeline.
+    pub lineage: Option<std::sync::Arc<crate::lineage::Lineage>>,
+    /// The pipeline's run, every stage run's parent.
+    pub lineage_parent: Option<crate::lineage::Parent>,
+}
+
+impl Pipeline {
+    /// Send the stages' OpenLineage events to `lineage`, as children of
+    /// one run of this pipeline.
+    pub fn emit_to(&mut self, lineage: Option<std::sync::Arc<crate::lineage::Lineage>>) {
+        self.lineage_parent = lineage
+            .as_ref()
+            .map(|l| l.parent(&format!("pipeline {}", self.name)));
+        self.lineage = lineage;
+    }
 }
 
 /// How one stage of one date ended.

@@ -3,7 +3,9 @@
 //! <id>, "sig": <base64>}]}`, each signature over PAE(type, payload).
 
 use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as B64;
+use base64::alphabet;
+use base64::engine::DecodePaddingMode;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD as B64};
 use serde::{Deserialize, Serialize};
 
 use super::keys::{PublicKey, SigningKey};
@@ -78,9 +80,8 @@ pub fn open(bytes: &[u8], keys: &[PublicKey]) -> Result<Opened, String> {
             crate::text::clip_str(&env.payload_type, 80)
         ));
     }
-    let payload = B64
-        .decode(&env.payload)
-        .map_err(|e| format!("the envelope's payload is not base64: {e}"))?;
+    let payload =
+        decode(&env.payload).map_err(|e| format!("the envelope's payload is not base64: {e}"))?;
     if keys.is_empty() {
         return Ok(Opened {
             payload,
@@ -88,22 +89,33 @@ pub fn open(bytes: &[u8], keys: &[PublicKey]) -> Result<Opened, String> {
         });
     }
     let message = pae(&env.payload_type, &payload);
+    let mut altered = None;
     for s in env.signatures.iter().take(MAX_SIGNATURES) {
-        let Some(key) = keys.iter().find(|k| k.keyid() == s.keyid) else {
-            continue;
-        };
-        let sig = B64.decode(&s.sig).unwrap_or_default();
-        if !key.verifies(&message, &sig) {
-            return Err(format!(
-                "its signature by key {} ({}) does not verify: the envelope was altered after it was signed",
-                short(&s.keyid),
-                key.source
-            ));
+        let sig = decode(&s.sig).unwrap_or_default();
+        // A key id names the key (as securesystemslib matches them); a
+        // signature without one (DSSE makes it optional) is tried with
+        // every key given.
+        let candidates = keys
+            .iter()
+            .filter(|k| s.keyid.is_empty() || k.keyid() == s.keyid);
+        for key in candidates {
+            if key.verifies(&message, &sig) {
+                return Ok(Opened {
+                    payload,
+                    keyid: Some(key.keyid().to_string()),
+                });
+            }
+            if !s.keyid.is_empty() {
+                altered.get_or_insert(format!(
+                    "its signature by key {} ({}) does not verify: the envelope was altered after it was signed",
+                    short(&s.keyid),
+                    key.source
+                ));
+            }
         }
-        return Ok(Opened {
-            payload,
-            keyid: Some(s.keyid.clone()),
-        });
+    }
+    if let Some(why) = altered {
+        return Err(why);
     }
     let by: Vec<String> = env
         .signatures
@@ -121,6 +133,15 @@ pub fn open(bytes: &[u8], keys: &[PublicKey]) -> Result<Opened, String> {
         },
         given.join(", ")
     ))
+}
+
+/// Base64 in either alphabet, padded or not (DSSE allows all four).
+fn decode(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    let lenient =
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
+    GeneralPurpose::new(&alphabet::STANDARD, lenient)
+        .decode(text)
+        .or_else(|_| GeneralPurpose::new(&alphabet::URL_SAFE, lenient).decode(text))
 }
 
 /// A key id as messages show it: its first 16 hex digits.
@@ -177,5 +198,37 @@ mod tests {
                 .unwrap_err()
                 .contains("not a DSSE envelope")
         );
+    }
+
+    #[test]
+    fn a_signature_without_key_id_and_url_safe_unpadded_base64_open() {
+        let (sk, pk) = pair();
+        let (other_sk, other) = pair();
+        let payload = b"{\"bytes\":\"\xfb\xff\"}";
+        let mut v: serde_json::Value = serde_json::from_slice(&sign(&sk, payload)).unwrap();
+        let url = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        v["payload"] = url.encode(payload).into();
+        let sig = B64
+            .decode(v["signatures"][0]["sig"].as_str().unwrap())
+            .unwrap();
+        // Another key's signature first: tried, then the right one.
+        let first = other_sk.sign(&pae(PAYLOAD_TYPE, payload));
+        v["signatures"] = serde_json::json!([
+            {"keyid": "", "sig": url.encode(first)},
+            {"sig": url.encode(sig)},
+        ]);
+        let bytes = serde_json::to_vec(&v).unwrap();
+        let o = open(&bytes, std::slice::from_ref(&pk)).unwrap();
+        assert_eq!(o.payload, payload);
+        assert_eq!(o.keyid.as_deref(), Some(pk.keyid()));
+        assert_eq!(
+            open(&bytes, std::slice::from_ref(&other))
+                .unwrap()
+                .keyid
+                .as_deref(),
+            Some(other.keyid())
+        );
+        let (_, third) = pair();
+        assert!(open(&bytes, &[third]).is_err());
     }
 }

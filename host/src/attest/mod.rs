@@ -26,8 +26,12 @@ pub fn envelopes_of(manifest: &Digest) -> String {
 }
 
 /// Envelopes of one manifest looked at (one per signing key; a planted
-/// flood of them is not read past this).
-pub const MAX_ENVELOPES: usize = 32;
+/// flood of them is not listed or read past this).
+pub const MAX_ENVELOPES: usize = 8;
+/// The largest envelope read: a manifest's bytes in base64 and a few
+/// signatures (a manifest naming many thousands of input files is a few
+/// MiB).
+pub const MAX_ENVELOPE_BYTES: u64 = 32 << 20;
 
 /// Whether `bytes` are a DSSE envelope rather than a bare manifest (a
 /// JSON object with a `payloadType`).

@@ -17,7 +17,7 @@ use idem::table::Mode;
 
 use super::Out;
 use super::batch::{self, counts, status_kind, status_text, tally};
-use super::flags::{LimitArgs, PublishArgs, RunFlags, SignArgs};
+use super::flags::{LimitArgs, LineageArgs, PublishArgs, RunFlags, SignArgs};
 
 #[derive(Args, Debug)]
 #[command(mut_args(backfill_words))]
@@ -59,6 +59,8 @@ pub struct BackfillArgs {
     #[command(flatten)]
     pub sign: SignArgs,
     #[command(flatten)]
+    pub lineage: LineageArgs,
+    #[command(flatten)]
     pub limits: LimitArgs,
 }
 
@@ -80,7 +82,16 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
     idem::run::parse_partition(&format!("{}={}", a.column, a.from))?;
     let sandbox = a.limits.sandbox()?;
     let signer = a.sign.signer()?;
-    let make = |date: &str| slice_run(&a, mode.as_ref(), date).sign_with(signer.clone());
+    // Every slice's events name the backfill as their parent run.
+    let lineage = a.lineage.lineage()?;
+    let parent = lineage
+        .as_ref()
+        .map(|l| l.parent(&format!("backfill {}", a.table)));
+    let make = |date: &str| {
+        slice_run(&a, mode.as_ref(), date)
+            .sign_with(signer.clone())
+            .lineage(lineage.clone(), parent.clone())
+    };
 
     // Checked once, not once per slice: params, mode, and that the module
     // loads (which fills the compiled-code cache before N slices start).

@@ -144,6 +144,34 @@ impl SignArgs {
     }
 }
 
+/// Where runs send their OpenLineage events (`run`, `backfill`,
+/// `pipeline run|backfill`).
+#[derive(Args, Debug, Clone)]
+pub struct LineageArgs {
+    /// Emit OpenLineage events (START, COMPLETE, FAIL) of each run to
+    /// `file:///DIR` (one JSON file per event) or
+    /// `http(s)://HOST/api/v1/lineage` (POST; a bearer token from
+    /// OPENLINEAGE_API_KEY). A failed delivery never fails the run.
+    #[arg(long, value_name = "URL")]
+    pub lineage: Option<String>,
+    /// The namespace of the runs' jobs (default `idem`).
+    #[arg(long, value_name = "NS", requires = "lineage")]
+    pub lineage_namespace: Option<String>,
+}
+
+impl LineageArgs {
+    /// The receiver, checked once.
+    pub fn lineage(&self) -> Result<Option<std::sync::Arc<idem::lineage::Lineage>>> {
+        Ok(match &self.lineage {
+            Some(target) => Some(std::sync::Arc::new(idem::lineage::Lineage::new(
+                target,
+                self.lineage_namespace.clone(),
+            )?)),
+            None => None,
+        })
+    }
+}
+
 /// Public keys a verifier trusts (`verify`, `audit`).
 #[derive(Args, Debug, Clone)]
 pub struct KeyArgs {

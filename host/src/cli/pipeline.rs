@@ -15,7 +15,7 @@ use idem::pipeline::{Pipeline, StageRun};
 
 use super::Out;
 use super::batch::{self, executed, status_kind, status_text};
-use super::flags::{LimitArgs, SignArgs};
+use super::flags::{LimitArgs, LineageArgs, SignArgs};
 
 #[derive(Subcommand, Debug)]
 pub enum PipelineCommand {
@@ -44,6 +44,8 @@ pub struct PipelineRunArgs {
     #[command(flatten)]
     pub sign: SignArgs,
     #[command(flatten)]
+    pub lineage: LineageArgs,
+    #[command(flatten)]
     pub limits: LimitArgs,
 }
 
@@ -63,6 +65,8 @@ pub struct PipelineBackfillArgs {
     #[command(flatten)]
     pub sign: SignArgs,
     #[command(flatten)]
+    pub lineage: LineageArgs,
+    #[command(flatten)]
     pub limits: LimitArgs,
 }
 
@@ -78,6 +82,8 @@ fn run(a: PipelineRunArgs, out: Out) -> Result<ExitCode> {
     let dates = idem::backfill::dates(&a.logical_date, &a.logical_date)?;
     let mut p = Pipeline::load(&a.file)?;
     p.signer = a.sign.signer()?;
+    let lineage = a.lineage.lineage()?.or_else(|| p.lineage.clone());
+    p.emit_to(lineage);
     let only = match &a.stage {
         None => None,
         Some(s) => Some(p.stage_named(s).map_err(anyhow::Error::msg)?),
@@ -99,6 +105,8 @@ fn backfill(a: PipelineBackfillArgs, out: Out) -> Result<ExitCode> {
     let dates = super::flags::dates(&a.from, &a.to, a.jobs)?;
     let mut p = Pipeline::load(&a.file)?;
     p.signer = a.sign.signer()?;
+    let lineage = a.lineage.lineage()?.or_else(|| p.lineage.clone());
+    p.emit_to(lineage);
     let sandbox = a.limits.sandbox()?;
     preflight(&p, &sandbox)?;
     let bar = batch::bar(dates.len());

@@ -11,7 +11,7 @@ use serde_json::json;
 use idem::run::{NamedSlice, Run};
 
 use super::Out;
-use super::flags::{LimitArgs, PublishArgs, RunFlags, SignArgs};
+use super::flags::{LimitArgs, LineageArgs, PublishArgs, RunFlags, SignArgs};
 
 /// What a run reads, how it commits, and what the guest is given: the
 /// flags `idem run` and `idem explain` share.
@@ -117,6 +117,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub sign: SignArgs,
     #[command(flatten)]
+    pub lineage: LineageArgs,
+    #[command(flatten)]
     pub limits: LimitArgs,
 }
 
@@ -126,7 +128,8 @@ pub fn run(a: RunArgs, out: Out) -> Result<ExitCode> {
         .run(&a.module, &a.table)?
         .force(a.force)
         .origin(a.origin.clone())
-        .sign_with(a.sign.signer()?);
+        .sign_with(a.sign.signer()?)
+        .lineage(a.lineage.lineage()?, None);
     let sandbox = a.limits.sandbox()?;
     let r = match run.execute(&sandbox) {
         Ok(r) => r,

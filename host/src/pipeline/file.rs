@@ -22,6 +22,11 @@ struct FileConfig {
 #[serde(deny_unknown_fields)]
 struct Header {
     name: Option<String>,
+    /// Where the stages' runs send OpenLineage events (`--lineage`
+    /// overrides it).
+    lineage: Option<String>,
+    #[serde(rename = "lineage-namespace")]
+    lineage_namespace: Option<String>,
 }
 
 /// One `[[stage]]` as written.
@@ -141,6 +146,13 @@ impl Pipeline {
             Source::Dataset { column, .. } => column.clone(),
             Source::Stage(_) => String::new(),
         };
+        let lineage = match &file.pipeline.lineage {
+            Some(target) => Some(std::sync::Arc::new(
+                crate::lineage::Lineage::new(target, file.pipeline.lineage_namespace.clone())
+                    .map_err(|e| invalid(format!("[pipeline] lineage: {e}")))?,
+            )),
+            None => None,
+        };
         let name = file.pipeline.name.unwrap_or_else(|| {
             path.file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -151,6 +163,8 @@ impl Pipeline {
             stages,
             column,
             signer: None,
+            lineage,
+            lineage_parent: None,
         })
     }
 }

@@ -48,6 +48,7 @@ impl Pipeline {
             .expect(s.expect.clone())
             .audit_module(audit, audit_params)
             .sign_with(self.signer.clone())
+            .lineage(self.lineage.clone(), self.lineage_parent.clone())
     }
 
     /// Check every stage's params and mode and load its modules, once,

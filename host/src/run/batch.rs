@@ -169,7 +169,7 @@ fn day_number(s: &str) -> Result<i64, RunError> {
 }
 
 /// `YYYY-MM-DD` of a day number (civil_from_days).
-fn date_of(z: i64) -> String {
+pub(crate) fn date_of(z: i64) -> String {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;

@@ -15,6 +15,9 @@
 //!    only when new (naming manifest and envelope);
 //! 6. [`record`]: the memo index entry and the run log.
 //!
+//! With a lineage receiver, [`Run::execute`] tells it each run's START
+//! (once planned) and COMPLETE or FAIL ([`crate::lineage`]).
+//!
 //! Beside them: `explain` plans without executing, [`replay`] re-runs a
 //! manifest from what it names, [`batch`] runs date ranges (backfills and
 //! pipelines), `error` says why a run failed.
@@ -44,6 +47,7 @@ use serde::{Deserialize, Serialize};
 use crate::attest::SigningKey;
 use crate::digest::Digest;
 use crate::execute::Transformer;
+use crate::lineage::{Emitter, Lineage, Parent};
 use crate::manifest::{Manifest, canonical_json};
 use crate::sandbox::Sandbox;
 use crate::table::{Mode, Table};
@@ -83,6 +87,7 @@ pub struct Run {
     time_limit: Option<std::time::Duration>,
     origin: Option<String>,
     signer: Option<Arc<SigningKey>>,
+    lineage: Option<(Arc<Lineage>, Option<Parent>)>,
 }
 
 /// The result of [`Run::execute`].
@@ -172,6 +177,7 @@ impl Run {
             time_limit: None,
             origin: None,
             signer: None,
+            lineage: None,
         }
     }
 
@@ -235,7 +241,8 @@ impl Run {
     }
 
     /// Sign the run's manifest with `key` (a DSSE envelope stored beside
-    /// it and named by the commit). A memo hit signs the manifest it found.
+    /// it and named by the commit). A memo hit signs nothing (it reports the envelope
+    /// this key made of the manifest before, if it is stored).
     pub fn sign_with(mut self, key: Option<Arc<SigningKey>>) -> Self {
         self.signer = key;
         self
@@ -255,8 +262,27 @@ impl Run {
         self
     }
 
-    /// Run it: the steps of the module docs, each one call.
-    pub fn execute(mut self, sandbox: &Sandbox) -> Result<RunReport, RunError> {
+    /// Emit the run's OpenLineage events to `lineage`, as a slice of the
+    /// `parent` run (a backfill, a pipeline) when given.
+    pub fn lineage(mut self, lineage: Option<Arc<Lineage>>, parent: Option<Parent>) -> Self {
+        self.lineage = lineage.map(|l| (l, parent));
+        self
+    }
+
+    /// Run it: the steps of the module docs, each one call, told to the
+    /// lineage receiver (START once planned, COMPLETE or FAIL at the end).
+    pub fn execute(self, sandbox: &Sandbox) -> Result<RunReport, RunError> {
+        let lineage = self.lineage.clone();
+        let emit = match &lineage {
+            Some((l, parent)) => Emitter::new(Some(l), parent.as_ref(), &self.table),
+            None => Emitter::new(None, None, &self.table),
+        };
+        let result = self.steps(sandbox, &emit);
+        emit.ended(&result);
+        result
+    }
+
+    fn steps(mut self, sandbox: &Sandbox, emit: &Emitter<'_>) -> Result<RunReport, RunError> {
         let clock = Clock {
             started: Instant::now(),
             limit: self.time_limit,
@@ -265,6 +291,7 @@ impl Run {
         let rt = runtime()?;
         let mut table = open_for_writing(rt, &self.table)?;
         let p = self.plan(rt, sandbox, (table.url(), Some(&table)), params, mode)?;
+        emit.started(&p.spec, &p.run_key);
         if !self.force
             && let Some(report) = rt.block_on(memo(
                 &table,
@@ -273,6 +300,7 @@ impl Run {
                 self.signer.as_ref(),
             ))?
         {
+            emit.table_columns(table.arrow_schema().ok());
             return Ok(report);
         }
         crate::fault::point_of("execute", &p.slice.id);
@@ -292,11 +320,23 @@ impl Run {
             done.outcome,
             timings,
         );
-        report.envelope = record::envelope(&table, &report.manifest_digest, done.envelope);
+        // An unchanged output leaves the commit naming an earlier run's
+        // manifest: this run's envelope is then not the slice's.
+        let named = match report.outcome {
+            RunOutcome::Unchanged { .. } => {
+                let slice = &report.manifest.spec.slice.id;
+                rt.block_on(table.current_manifest(slice))?.as_ref()
+                    == Some(&report.manifest_digest)
+            }
+            _ => true,
+        };
+        let envelope = done.envelope.filter(|_| named);
+        report.envelope = record::envelope(&table, &report.manifest_digest, envelope);
         rt.block_on(record::record(&table, &report, self.origin.as_deref()))?;
         // Recorded: a caller that stalls now (a task that never reports
         // back) leaves nothing undone.
         crate::fault::point_of("after-record", &report.manifest.spec.slice.id);
+        emit.table_columns(table.arrow_schema().ok());
         Ok(report)
     }
 }
@@ -325,7 +365,7 @@ async fn memo(
     };
     let digest = m.digest();
     let envelope = match signer {
-        Some(key) => Some(sign::sign(table, key, &m.to_bytes(), &digest).await?),
+        Some(key) => sign::signed_before(table, key, &m, &digest).await,
         None => None,
     };
     let mut report = record::report(

@@ -272,6 +272,14 @@ async fn attestation(State(svc): Svc, t: Caller, Path(id): Path<String>) -> Answ
     let bytes = blocking(move || read_manifest_file(&table, &path))
         .await?
         .ok_or_else(|| Refusal(404, "the attestation is gone from the table".into()))?;
+    // The table is the tenant's to write: serve the bytes the run signed.
+    if crate::digest::Digest::of_bytes(&bytes).hex() != envelope {
+        return Err(Refusal(
+            409,
+            "the attestation stored in the table is not the one the run made (it was replaced)"
+                .into(),
+        ));
+    }
     let dsse = "application/vnd.dsse.envelope.v1+json";
     Ok(([(header::CONTENT_TYPE, dsse)], bytes).into_response())
 }

@@ -56,6 +56,13 @@ pub struct ServeConfig {
     /// manifests are signed with it unless the tenant names its own.
     #[serde(default)]
     pub sign_key: Option<PathBuf>,
+    /// Where runs send OpenLineage events (`file:///DIR` or
+    /// `http(s)://HOST/api/v1/lineage`); each tenant's jobs are in the
+    /// namespace `<lineage-namespace>/<tenant>`.
+    #[serde(default)]
+    pub lineage: Option<String>,
+    #[serde(default)]
+    pub lineage_namespace: Option<String>,
 }
 
 /// One `[[tenant]]`.

@@ -119,6 +119,7 @@ pub fn build_run(t: &Tenant, r: &RunRequest) -> Result<Run, Refusal> {
         .batch_rows(r.batch_rows.unwrap_or(8192))
         .time_limit(Some(std::time::Duration::from_millis(t.cfg.run_timeout_ms)))
         .sign_with(t.signer.clone())
+        .lineage(t.lineage.clone(), None)
         .expect(r.expect.iter().filter_map(|e| e.parse().ok()).collect());
     if let Some(m) = mode_of(r)? {
         run = run.mode(m);

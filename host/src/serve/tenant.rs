@@ -25,6 +25,8 @@ pub struct Tenant {
     /// The key its manifests are signed with (its own, else the
     /// service's), if any.
     pub signer: Option<Arc<SigningKey>>,
+    /// Where its runs' OpenLineage events go (namespace `.../<tenant>`).
+    pub lineage: Option<Arc<crate::lineage::Lineage>>,
     /// sha256 of its token.
     token: [u8; 32],
 }
@@ -94,9 +96,24 @@ pub fn tenants(cfg: &ServeConfig, cache_dir: Option<PathBuf>) -> Result<Vec<Tena
             cfg: t.clone(),
             token,
             signer: own.or_else(|| service_key.clone()),
+            lineage: lineage_of(cfg, &t.name)?,
         });
     }
     Ok(tenants)
+}
+
+/// The service's lineage receiver, with tenant `name`'s namespace.
+fn lineage_of(
+    cfg: &ServeConfig,
+    name: &str,
+) -> Result<Option<Arc<crate::lineage::Lineage>>, String> {
+    let Some(target) = &cfg.lineage else {
+        return Ok(None);
+    };
+    let ns = cfg.lineage_namespace.as_deref().unwrap_or("idem");
+    crate::lineage::Lineage::new(target, Some(format!("{ns}/{name}")))
+        .map(|l| Some(Arc::new(l)))
+        .map_err(|e| format!("lineage: {e}"))
 }
 
 /// The signing key at `path`, read once at start.

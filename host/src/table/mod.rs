@@ -75,6 +75,15 @@ impl Table {
         }
     }
 
+    /// The name run specs give the table (`target.table`): its folder's
+    /// URL, or the Iceberg catalog entry's canonical location.
+    pub fn target_name(&self) -> String {
+        match self {
+            Table::Delta(t) => t.url().to_string(),
+            Table::Iceberg(t) => t.canonical(),
+        }
+    }
+
     /// The current version (Iceberg: the last sequence number).
     pub fn version(&self) -> Option<u64> {
         match self {
@@ -169,17 +178,39 @@ impl Table {
         }
     }
 
+    /// `_idem/<rel>`, refused past [`crate::storage::MAX_READ_WHOLE`].
     pub async fn get_sidecar(&self, rel: &str) -> Result<Option<Vec<u8>>, TableError> {
+        self.get_sidecar_at_most(rel, crate::storage::MAX_READ_WHOLE)
+            .await
+    }
+
+    /// `_idem/<rel>`, refused past `most` bytes before it is read.
+    pub async fn get_sidecar_at_most(
+        &self,
+        rel: &str,
+        most: u64,
+    ) -> Result<Option<Vec<u8>>, TableError> {
         match self {
-            Table::Delta(t) => t.get_sidecar(rel).await,
-            Table::Iceberg(t) => t.get_sidecar(rel).await,
+            Table::Delta(t) => t.get_sidecar(rel, most).await,
+            Table::Iceberg(t) => t.get_sidecar(rel, most).await,
         }
     }
 
+    /// The files under `_idem/<prefix>/`, sorted.
     pub async fn list_sidecar(&self, prefix: &str) -> Result<Vec<String>, TableError> {
+        self.list_sidecar_at_most(prefix, usize::MAX).await
+    }
+
+    /// The first `most` files the store lists under `_idem/<prefix>/`,
+    /// sorted (a planted flood is not listed whole).
+    pub async fn list_sidecar_at_most(
+        &self,
+        prefix: &str,
+        most: usize,
+    ) -> Result<Vec<String>, TableError> {
         match self {
-            Table::Delta(t) => t.list_sidecar(prefix).await,
-            Table::Iceberg(t) => t.list_sidecar(prefix).await,
+            Table::Delta(t) => t.list_sidecar(prefix, most).await,
+            Table::Iceberg(t) => t.list_sidecar(prefix, most).await,
         }
     }
 

@@ -61,7 +61,10 @@ impl Delta {
                 && let Some(md) = c.get_str("idem.manifestDigest")
                 && let Ok(md) = crate::digest::Digest::parse(md)
                 && let Some(bytes) = self
-                    .get_sidecar(&format!("manifests/{}.json", md.hex()))
+                    .get_sidecar(
+                        &format!("manifests/{}.json", md.hex()),
+                        crate::storage::MAX_READ_WHOLE,
+                    )
                     .await?
             {
                 out.push(bytes);

@@ -47,6 +47,11 @@ impl Iceberg {
         &self.url
     }
 
+    /// The catalog entry's canonical location (what run specs name).
+    pub fn canonical(&self) -> String {
+        self.loc.canonical()
+    }
+
     /// The current snapshot's sequence number (`None` before the first).
     pub fn version(&self) -> Option<u64> {
         self.current

@@ -1,7 +1,7 @@
 //! Files idem keeps beside an Iceberg table under `_idem/` (manifests,
 //! modules, run index, run log), in the table's folder.
 
-use futures::TryStreamExt as _;
+use futures::{StreamExt as _, TryStreamExt as _};
 use object_store::{ObjectStoreExt as _, PutPayload};
 
 use super::Iceberg;
@@ -30,14 +30,14 @@ impl Iceberg {
     }
 
     /// Read bytes from the table's `_idem/` folder, `None` if absent.
-    pub async fn get_sidecar(&self, rel: &str) -> Result<Option<Vec<u8>>, TableError> {
+    pub async fn get_sidecar(&self, rel: &str, most: u64) -> Result<Option<Vec<u8>>, TableError> {
         let err = |e: object_store::Error| TableError::Sidecar {
             path: rel.into(),
             detail: e.to_string(),
         };
         match self.store.get(&self.sidecar_path(rel)).await {
             Ok(r) => Ok(Some(
-                crate::storage::whole(r)
+                crate::storage::whole_at_most(r, most)
                     .await
                     .map_err(|detail| TableError::Sidecar {
                         path: rel.into(),
@@ -51,10 +51,11 @@ impl Iceberg {
     }
 
     /// Names of the files under `_idem/<prefix>/`.
-    pub async fn list_sidecar(&self, prefix: &str) -> Result<Vec<String>, TableError> {
+    pub async fn list_sidecar(&self, prefix: &str, most: usize) -> Result<Vec<String>, TableError> {
         let metas: Vec<_> = self
             .store
             .list(Some(&self.sidecar_path(prefix)))
+            .take(most)
             .try_collect()
             .await
             .map_err(|e| TableError::Sidecar {
