@@ -1933,7 +1933,13 @@ fn the_service_signs_each_tenants_runs_with_its_key_and_serves_the_attestation()
     let text = std::fs::read_to_string(&cfg)
         .unwrap()
         .replace("root = \"b\"", "root = \"b\"\nsign-key = \"b.pem\"");
-    std::fs::write(&cfg, format!("sign-key = \"service.pem\"\n{text}")).unwrap();
+    // OpenLineage events too, each tenant's jobs in its own namespace.
+    let events = dir.path().join("events");
+    let head = format!(
+        "sign-key = \"service.pem\"\nlineage = \"file://{}\"\n",
+        events.display()
+    );
+    std::fs::write(&cfg, format!("{head}{text}")).unwrap();
     common::orders(&dir.path().join("a/orders"), "2026-10-01", 500, 1);
     common::orders(&dir.path().join("b/orders"), "2026-10-01", 500, 1);
     let s = start(&cfg, &[]);
@@ -1991,6 +1997,22 @@ fn the_service_signs_each_tenants_runs_with_its_key_and_serves_the_attestation()
     assert_eq!(code, 0, "{out}{err}");
     let (code, ..) = common::idem(&["audit", &table, "--key", &key("b.pub.pem")]);
     assert_eq!(code, 1);
+    let mut seen: Vec<(String, String)> = std::fs::read_dir(&events)
+        .unwrap()
+        .map(|e| {
+            let v: Value =
+                serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap();
+            let ns = v["job"]["namespace"].as_str().unwrap().to_string();
+            (ns, v["eventType"].as_str().unwrap().to_string())
+        })
+        .collect();
+    seen.sort();
+    let want: Vec<(String, String)> = ["idem/a", "idem/a", "idem/b", "idem/b"]
+        .iter()
+        .zip(["COMPLETE", "START", "COMPLETE", "START"])
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(seen, want);
 }
 
 fn s_(p: &Path) -> String {
