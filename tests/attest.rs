@@ -6,8 +6,6 @@
 
 mod common;
 
-use common::dsse_check;
-
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
@@ -74,6 +72,20 @@ impl Fixture {
         let out = dsse_check(&["keygen", &s(&private), &s(&public)]).unwrap();
         let v: Value = serde_json::from_str(&out).unwrap();
         (s(&private), s(&public), v["keyid"].as_str().unwrap().into())
+    }
+}
+
+/// `python tests/dsse_check.py args`: stdout, or stderr on failure.
+fn dsse_check(args: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new(common::python())
+        .arg(common::root().join("tests/dsse_check.py"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    match out.status.success() {
+        true => Ok(text(&out.stdout)),
+        false => Err(text(&out.stderr)),
     }
 }
 
@@ -167,32 +179,6 @@ fn signed_runs_pass_audit_by_their_key_and_an_independent_verifier_agrees() {
         assert_eq!(v["keyid"], team_id.as_str());
         assert_eq!(v["payloadType"], "application/vnd.in-toto+json");
         let manifest = std::fs::read(manifest_of(r)).unwrap();
-        // The payload is a v2 manifest: its provenance names the
-        // determinism profile and every input by digest.
-        let m: Value = serde_json::from_slice(&manifest).unwrap();
-        assert_eq!(m["predicateType"], "https://idem.dev/run-manifest/v2");
-        let b = &m["predicate"]["buildDefinition"];
-        let det = &b["internalParameters"]["determinism"];
-        assert_eq!(det["nanCanonicalization"], true);
-        assert_eq!(det["profile"], "strict");
-        assert!(
-            det["imports"][0]
-                .as_str()
-                .unwrap()
-                .starts_with("idem:transform/"),
-            "{det}"
-        );
-        let input = &m["predicate"]["run"]["slice"]["inputs"][0];
-        let deps = b["resolvedDependencies"].as_array().unwrap();
-        assert!(
-            deps.iter().any(
-                |d| format!("sha256:{}", d["digest"]["sha256"].as_str().unwrap())
-                    == input["digest"].as_str().unwrap()
-            ),
-            "{deps:?}"
-        );
-        common::check_schemas(&[("manifest", &String::from_utf8(manifest.clone()).unwrap())])
-            .unwrap();
         assert_eq!(
             format!("sha256:{}", v["payloadSha256"].as_str().unwrap()),
             r["manifestDigest"].as_str().unwrap()
@@ -239,18 +225,6 @@ fn signed_runs_pass_audit_by_their_key_and_an_independent_verifier_agrees() {
     assert_eq!(audit(&table, &[&other_pub]).0, 1);
     // Rotation: the run executed again (--force) makes the same manifest,
     // which the commit names, and signs it with the new key.
-    // Under other limits the run states another provenance than the
-    // committed manifest's: that manifest is not signed.
-    let limits = [
-        "--sign-key",
-        other.as_str(),
-        "--force",
-        "--deadline-ms",
-        "54321",
-    ];
-    let other_limits = fx.run("2026-10-01", &table, &limits);
-    assert_eq!(other_limits["outcome"]["kind"], "unchanged");
-    assert!(other_limits["envelope"].is_null(), "{other_limits}");
     let again = fx.run("2026-10-01", &table, &["--sign-key", &other, "--force"]);
     assert_eq!(again["outcome"]["kind"], "unchanged");
     assert_eq!(again["manifestDigest"], runs[0]["manifestDigest"]);

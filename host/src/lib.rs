@@ -25,7 +25,6 @@ pub mod manifest;
 pub mod output;
 pub mod pipeline;
 pub mod progress;
-pub mod provenance;
 pub mod run;
 pub mod runtime;
 /// The date ranges of backfills and pipelines ([`run::batch`]).

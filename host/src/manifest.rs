@@ -7,18 +7,14 @@ use thiserror::Error;
 
 use crate::digest::Digest;
 use crate::kind::Kind;
-use crate::provenance::Determinism;
 use crate::slice::InputObject;
 
 /// Version of the run-key material; bump when its meaning changes.
 pub const FORMAT: u32 = 1;
 /// in-toto Statement type.
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
-/// Our predicate type: the run and its result.
+/// Our predicate type.
 pub const PREDICATE_TYPE: &str = "https://idem.dev/run-manifest/v1";
-/// The same, with the run's provenance ([`crate::provenance`]): what runs
-/// write now; v1 manifests still read, verify and re-serialize as stored.
-pub const PREDICATE_TYPE_V2: &str = "https://idem.dev/run-manifest/v2";
 
 /// A manifest that cannot be read, or params that cannot be hashed exactly.
 #[derive(Debug, Error)]
@@ -302,8 +298,6 @@ pub struct Manifest {
     pub spec: RunSpec,
     /// What came out.
     pub result: RunResult,
-    /// How it was sandboxed (a v2 manifest); `None`: a v1 manifest.
-    pub provenance: Option<Determinism>,
 }
 
 /// RFC 8785 canonical JSON of any serializable value.
@@ -332,24 +326,12 @@ struct Subject {
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Statement<P> {
+struct Statement {
     #[serde(rename = "_type")]
     ty: String,
     subject: Vec<Subject>,
     predicate_type: String,
-    predicate: P,
-}
-
-/// The v2 predicate: v1's, and the provenance (derived from the spec but
-/// for the determinism profile).
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PredicateV2 {
-    run_key: Digest,
-    run: RunSpec,
-    result: RunResult,
-    build_definition: serde_json::Value,
-    run_details: serde_json::Value,
+    predicate: Predicate,
 }
 
 impl Manifest {
@@ -359,7 +341,6 @@ impl Manifest {
             run_key: run_key(&spec),
             spec,
             result,
-            provenance: None,
         }
     }
 
@@ -373,28 +354,14 @@ impl Manifest {
             )]
             .into(),
         };
-        let Some(d) = &self.provenance else {
-            return canonical_json(&Statement {
-                ty: STATEMENT_TYPE.into(),
-                subject: vec![subject],
-                predicate_type: PREDICATE_TYPE.into(),
-                predicate: Predicate {
-                    run_key: self.run_key.clone(),
-                    run: self.spec.clone(),
-                    result: self.result.clone(),
-                },
-            });
-        };
         canonical_json(&Statement {
             ty: STATEMENT_TYPE.into(),
             subject: vec![subject],
-            predicate_type: PREDICATE_TYPE_V2.into(),
-            predicate: PredicateV2 {
+            predicate_type: PREDICATE_TYPE.into(),
+            predicate: Predicate {
                 run_key: self.run_key.clone(),
                 run: self.spec.clone(),
                 result: self.result.clone(),
-                build_definition: crate::provenance::build_definition(&self.spec, d),
-                run_details: crate::provenance::run_details(&self.run_key),
             },
         })
     }
@@ -406,39 +373,20 @@ impl Manifest {
 
     /// Parse stored bytes; the run key is checked against the spec.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, ManifestError> {
-        let invalid = |e: serde_json::Error| ManifestError::Invalid(e.to_string());
-        let st: Statement<serde_json::Value> = serde_json::from_slice(bytes).map_err(invalid)?;
-        let (m, claimed) = match (st.ty.as_str(), st.predicate_type.as_str()) {
-            (STATEMENT_TYPE, PREDICATE_TYPE) => {
-                let p: Predicate = serde_json::from_value(st.predicate).map_err(invalid)?;
-                (Manifest::new(p.run, p.result), p.run_key)
-            }
-            (STATEMENT_TYPE, PREDICATE_TYPE_V2) => {
-                let p: PredicateV2 = serde_json::from_value(st.predicate).map_err(invalid)?;
-                let d = p.build_definition["internalParameters"]["determinism"].clone();
-                let d: Determinism = serde_json::from_value(d).map_err(invalid)?;
-                let mut m = Manifest::new(p.run, p.result);
-                m.provenance = Some(d);
-                (m, p.run_key)
-            }
-            (ty, pt) => {
-                return Err(ManifestError::Invalid(format!(
-                    "unexpected types {ty} / {pt}"
-                )));
-            }
-        };
-        if m.run_key != claimed {
-            return Err(ManifestError::Edited(format!(
-                "its run key {claimed} does not match its contents ({}): it was edited",
-                m.run_key
+        let st: Statement =
+            serde_json::from_slice(bytes).map_err(|e| ManifestError::Invalid(e.to_string()))?;
+        if st.ty != STATEMENT_TYPE || st.predicate_type != PREDICATE_TYPE {
+            return Err(ManifestError::Invalid(format!(
+                "unexpected types {} / {}",
+                st.ty, st.predicate_type
             )));
         }
-        // The provenance is derived from the spec: anything else in it
-        // than what the spec says was edited in.
-        if m.provenance.is_some() && m.to_bytes() != bytes {
-            return Err(ManifestError::Edited(
-                "its provenance (buildDefinition, runDetails) or subject does not follow from its run spec and result: it was edited".into(),
-            ));
+        let m = Manifest::new(st.predicate.run, st.predicate.result);
+        if m.run_key != st.predicate.run_key {
+            return Err(ManifestError::Edited(format!(
+                "its run key {} does not match its contents ({}): it was edited",
+                st.predicate.run_key, m.run_key
+            )));
         }
         Ok(m)
     }
@@ -648,88 +596,5 @@ mod tests {
             .unwrap()
             .replace("\"batchRows\":8192", "\"batchRows\":1");
         assert!(Manifest::from_bytes(edited.as_bytes()).is_err());
-    }
-
-    fn determinism() -> Determinism {
-        Determinism {
-            profile: "strict".into(),
-            nan_canonicalization: true,
-            relaxed_simd_deterministic: true,
-            threads: false,
-            imports: vec!["idem:transform/host@0.2.0".into()],
-            limits: crate::provenance::LimitsRecord {
-                max_memory_bytes: 1 << 28,
-                max_output_bytes: 1 << 28,
-                max_output_rows: 1 << 20,
-                max_stack_bytes: 1 << 20,
-                deadline_ms: 60_000,
-                fuel: None,
-            },
-        }
-    }
-
-    #[test]
-    fn a_v2_manifest_carries_its_provenance_and_refuses_an_edited_one() {
-        let mut m = Manifest::new(
-            spec(r#"{"min": 1.5}"#),
-            RunResult {
-                rows_in: 3,
-                rows_out: 2,
-                output_digest: Digest::of_bytes(b"o"),
-                fuel: None,
-                columns: None,
-                dictionaries: vec![],
-                audits: vec![],
-            },
-        );
-        m.spec.slice.inputs = vec![InputObject {
-            path: "date=2026-10-01/a.parquet".into(),
-            size: 10,
-            digest: Digest::of_bytes(b"a"),
-        }];
-        m.run_key = run_key(&m.spec);
-        m.provenance = Some(determinism());
-        let bytes = m.to_bytes();
-        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-        assert_eq!(v["predicateType"], PREDICATE_TYPE_V2);
-        let b = &v["predicate"]["buildDefinition"];
-        assert_eq!(
-            b["internalParameters"]["determinism"]["nanCanonicalization"],
-            true
-        );
-        assert_eq!(b["resolvedDependencies"][0]["name"], "module");
-        assert_eq!(
-            b["resolvedDependencies"][1]["uri"],
-            "file:///d/date=2026-10-01/a.parquet"
-        );
-        assert_eq!(
-            v["predicate"]["runDetails"]["metadata"]["invocationId"],
-            m.run_key.as_str()
-        );
-        assert_eq!(Manifest::from_bytes(&bytes).unwrap(), m);
-        // The run key does not cover the provenance: the rest of it is
-        // checked against the spec (the profile is the signer's word).
-        let text = String::from_utf8(bytes).unwrap();
-        for (from, to) in [
-            ("\"name\":\"module\"", "\"name\":\"modulE\""),
-            (
-                "\"batchRows\":8192,\"expectations\"",
-                "\"batchRows\":1,\"expectations\"",
-            ),
-            ("\"invocationId\":\"sha256:", "\"invocationId\":\"sha256:0"),
-        ] {
-            assert!(text.contains(from), "{from}");
-            let edited = text.replacen(from, to, 1);
-            let e = Manifest::from_bytes(edited.as_bytes()).unwrap_err();
-            assert!(matches!(e, ManifestError::Edited(_)), "{from}: {e}");
-        }
-    }
-
-    #[test]
-    fn a_v1_manifest_an_earlier_idem_wrote_reads_and_round_trips() {
-        let bytes = include_bytes!("../../tests/data/manifest-v1.json");
-        let m = Manifest::from_bytes(bytes).unwrap();
-        assert!(m.provenance.is_none());
-        assert_eq!(m.to_bytes(), bytes.to_vec(), "re-serialized as stored");
     }
 }

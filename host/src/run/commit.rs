@@ -10,19 +10,13 @@ use super::record::{manifest_path, module_path};
 use super::{Clock, RunError, RunOutcome, Timings, ms};
 use crate::digest::Digest;
 use crate::manifest::{Manifest, RunResult};
-use crate::provenance::Determinism;
-use crate::sandbox::Sandbox;
 use crate::table::{CommitRequest, Table};
 
 /// The run's manifest: its spec, the run key the plan computed from it,
-/// what the execution produced, and the sandbox it ran in (a v2
-/// manifest's provenance).
-pub(super) fn manifest_of(p: &Planned, ex: &mut Executed, sandbox: &Sandbox) -> Manifest {
+/// and what the execution produced.
+pub(super) fn manifest_of(p: &Planned, ex: &mut Executed) -> Manifest {
     let o = &ex.outcome;
-    // Admitted already: reading its import names again compiles nothing.
-    let imports = crate::sandbox::declared_imports(&p.module.bytes).unwrap_or_default();
     Manifest {
-        provenance: Some(Determinism::of(sandbox, imports)),
         run_key: p.run_key.clone(),
         spec: p.spec.clone(),
         result: RunResult {

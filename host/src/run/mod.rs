@@ -308,7 +308,7 @@ impl Run {
         let mut timings = p.timings.clone();
         let mut executed = self.land(rt, sandbox, &table, &p, &mut timings)?;
         clock.check(EXECUTING)?;
-        let manifest = commit::manifest_of(&p, &mut executed, sandbox);
+        let manifest = commit::manifest_of(&p, &mut executed);
         let sealed = sign::seal(rt, &table, &manifest, self.signer.as_ref())?;
         let done = commit::commit(rt, &mut table, p, executed, sealed, &clock, &mut timings)?;
         // Committed, but the memo index and run log are not written yet.
@@ -330,20 +330,9 @@ impl Run {
             }
             _ => true,
         };
-        report.envelope = match (named, self.signer.as_ref()) {
-            (true, _) => record::envelope(&table, &report.manifest_digest, done.envelope),
-            // The committed manifest, when it states this very run.
-            (false, Some(key)) => rt
-                .block_on(sign::sign_committed(&table, key, &report.manifest))?
-                .and_then(|(md, e)| record::envelope(&table, &md, Some(e))),
-            (false, None) => None,
-        };
-        rt.block_on(record::record(
-            &table,
-            &report,
-            named,
-            self.origin.as_deref(),
-        ))?;
+        let envelope = done.envelope.filter(|_| named);
+        report.envelope = record::envelope(&table, &report.manifest_digest, envelope);
+        rt.block_on(record::record(&table, &report, self.origin.as_deref()))?;
         // Recorded: a caller that stalls now (a task that never reports
         // back) leaves nothing undone.
         crate::fault::point_of("after-record", &report.manifest.spec.slice.id);

@@ -159,17 +159,13 @@ async fn memo(table: &Table, run_key: &Digest, slice: &str) -> Result<Option<Man
     Ok((&m.run_key == run_key).then_some(m))
 }
 
-/// Step 6: after the commit, the memo index entry (run key -> manifest,
-/// when the slice's commit names it: `named`) and the run log line.
+/// Step 6: after the commit, the memo index entry (run key -> manifest)
+/// and the run log line.
 pub(super) async fn record(
     table: &Table,
     report: &RunReport,
-    named: bool,
     origin: Option<&str>,
 ) -> Result<(), RunError> {
-    if !named {
-        return log(table, report, origin).await;
-    }
     let index = serde_json::to_vec(&RunIndex {
         manifest: report.manifest_digest.clone(),
     })

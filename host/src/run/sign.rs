@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use super::RunError;
 use super::commit::Sealed;
-use super::record::manifest_path;
 use crate::attest::{self, SigningKey};
 use crate::digest::Digest;
 use crate::manifest::Manifest;
@@ -75,35 +74,4 @@ pub(super) fn seal(
         digest,
         envelope,
     })
-}
-
-/// After an unchanged output: the slice's committed manifest signed by
-/// `key`, when it states exactly the run this process just executed (the
-/// same run key and result; a v1 manifest, or the same provenance). How
-/// history written before signing, or by the v1 manifests of an earlier
-/// idem, gets signed (`--force --sign-key`). Its digest and envelope's.
-pub(super) async fn sign_committed(
-    table: &Table,
-    key: &Arc<SigningKey>,
-    ours: &Manifest,
-) -> Result<Option<(Digest, Digest)>, RunError> {
-    let slice = &ours.spec.slice.id;
-    let Some(md) = table.current_manifest(slice).await? else {
-        return Ok(None);
-    };
-    let Some(bytes) = table.get_sidecar(&manifest_path(&md)).await? else {
-        return Ok(None);
-    };
-    let Ok(theirs) = Manifest::from_bytes(&bytes) else {
-        return Ok(None);
-    };
-    let same = Digest::of_bytes(&bytes) == md
-        && theirs.run_key == ours.run_key
-        && theirs.result == ours.result
-        && (theirs.provenance.is_none() || theirs.provenance == ours.provenance);
-    if !same {
-        return Ok(None);
-    }
-    let envelope = sign(table, key, &bytes, &md).await?;
-    Ok(Some((md, envelope)))
 }
