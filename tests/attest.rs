@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::dsse_check;
+
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
@@ -72,20 +74,6 @@ impl Fixture {
         let out = dsse_check(&["keygen", &s(&private), &s(&public)]).unwrap();
         let v: Value = serde_json::from_str(&out).unwrap();
         (s(&private), s(&public), v["keyid"].as_str().unwrap().into())
-    }
-}
-
-/// `python tests/dsse_check.py args`: stdout, or stderr on failure.
-fn dsse_check(args: &[&str]) -> Result<String, String> {
-    let out = std::process::Command::new(common::python())
-        .arg(common::root().join("tests/dsse_check.py"))
-        .args(args)
-        .output()
-        .unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    match out.status.success() {
-        true => Ok(text(&out.stdout)),
-        false => Err(text(&out.stderr)),
     }
 }
 

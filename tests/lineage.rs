@@ -274,6 +274,36 @@ fn runs_backfills_and_failures_emit_events_valid_under_the_spec() {
         missing[1]
     );
     assert_eq!(ev.len(), 14);
+
+    // A bug inside the run (a panic) before the commit ends its events
+    // with a FAIL; after the commit, with the COMPLETE the commit made.
+    for (i, (point, end)) in [("execute", "FAIL"), ("after-log-write", "COMPLETE")]
+        .into_iter()
+        .enumerate()
+    {
+        let t = s(&fx.path(&format!("panics{i}")));
+        let mut args = common::day_args(&fx.module, &s(&fx.path("orders")), "2026-10-01", &t, &[]);
+        args.extend(["--lineage".to_string(), to.clone()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, _, err) = common::idem_env(&args, &[("IDEM_FAULT_PANIC", point)]);
+        assert_ne!(code, 0, "{err}");
+        assert!(err.contains("panicked"), "{err}");
+        let ev = events_in(&dir);
+        let last = &ev[ev.len() - 2..];
+        assert_eq!(kinds(last), ["START", end], "{point}");
+        assert_eq!(last[0]["run"]["runId"], last[1]["run"]["runId"]);
+    }
+    let ev = events_in(&dir);
+    assert_eq!(ev.len(), 18);
+    let message = &ev[15]["run"]["facets"]["errorMessage"]["message"];
+    assert!(
+        message.as_str().unwrap().contains("idem panicked"),
+        "{message}"
+    );
+    assert_eq!(
+        ev[17]["run"]["facets"]["idem_manifest"]["outcome"],
+        "committed"
+    );
     validate(&ev);
 }
 

@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::dsse_check;
+
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -1903,21 +1905,6 @@ fn error_messages_name_paths_relative_to_the_root() {
             "{m}"
         );
         assert!(m.contains(&table), "{table}: {m}");
-    }
-}
-
-/// `python tests/dsse_check.py args` (securesystemslib, no idem code):
-/// stdout, or stderr on failure.
-fn dsse_check(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(common::python())
-        .arg(common::root().join("tests/dsse_check.py"))
-        .args(args)
-        .output()
-        .unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    match out.status.success() {
-        true => Ok(text(&out.stdout)),
-        false => Err(text(&out.stderr)),
     }
 }
 

@@ -569,3 +569,19 @@ pub fn idem_measured(args: &[&str]) -> Ran {
         took: t.elapsed(),
     }
 }
+
+/// `python tests/dsse_check.py args` (securesystemslib over
+/// pyca/cryptography: a DSSE implementation that shares no code with
+/// idem): stdout, or stderr on failure.
+pub fn dsse_check(args: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new(python())
+        .arg(root().join("tests/dsse_check.py"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    match out.status.success() {
+        true => Ok(text(&out.stdout)),
+        false => Err(text(&out.stderr)),
+    }
+}

@@ -115,13 +115,16 @@ fn run_of(run_id: &str, spec: Option<&RunSpec>, parent: Option<&Parent>, extra: 
             ),
         );
     }
-    if let Some(d) = spec.and_then(|s| s.logical_date.as_deref()) {
+    if let Some(t) = spec
+        .and_then(|s| s.logical_date.as_deref())
+        .and_then(nominal)
+    {
         facets.insert(
             "nominalTime".into(),
             standard(
                 "1-0-1/NominalTimeRunFacet.json",
                 "NominalTimeRunFacet",
-                json!({"nominalStartTime": format!("{d}T00:00:00Z")}),
+                json!({"nominalStartTime": t}),
             ),
         );
     }
@@ -139,6 +142,15 @@ fn run_of(run_id: &str, spec: Option<&RunSpec>, parent: Option<&Parent>, extra: 
         facets.extend(e);
     }
     json!({"runId": run_id, "facets": facets})
+}
+
+/// A logical date (a day, or a timestamp with its offset) as RFC 3339 UTC.
+fn nominal(d: &str) -> Option<String> {
+    if d.len() == 10 {
+        return Some(format!("{d}T00:00:00Z"));
+    }
+    let ns = arrow::compute::kernels::cast_utils::string_to_timestamp_nanos(d).ok()?;
+    Some(super::rfc3339(ns.div_euclid(1_000_000)))
 }
 
 /// The slice's input: its root, versioned by the pinned Delta version or
@@ -356,5 +368,14 @@ mod tests {
             ("unique".into(), Some("a".into()))
         );
         assert_eq!(assertion_of("rows(1..)"), ("rows(1..)".into(), None));
+        assert_eq!(nominal("2026-10-01").unwrap(), "2026-10-01T00:00:00Z");
+        assert_eq!(
+            nominal("2026-10-01T02:30:00+02:00").unwrap(),
+            "2026-10-01T00:30:00.000Z"
+        );
+        assert_eq!(
+            nominal("1969-12-31T23:59:59Z").unwrap(),
+            "1969-12-31T23:59:59.000Z"
+        );
     }
 }

@@ -59,9 +59,12 @@ impl Lineage {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let kind = event["eventType"].as_str().unwrap_or("OTHER");
         let id = event["run"]["runId"].as_str().unwrap_or("run");
+        // Twins of a run share its id (and may share a pid, in
+        // containers): the process's random tag keeps their files apart.
         let name = format!(
-            "{:015}-{:06}-{id}-{kind}.json",
+            "{:015}-{}-{:06}-{id}-{kind}.json",
             now_ms(),
+            process_tag(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         );
         let bytes = serde_json::to_vec(event).unwrap_or_default();
@@ -81,10 +84,24 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// 8 hex digits drawn once per process.
+fn process_tag() -> &'static str {
+    static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TAG.get_or_init(|| {
+        let mut b = [0u8; 4];
+        let _ = getrandom::fill(&mut b);
+        hex::encode(b)
+    })
+}
+
 /// Now, as RFC 3339 UTC with milliseconds.
 fn now() -> String {
-    let ms = now_ms();
-    let (days, rest) = ((ms / 86_400_000) as i64, ms % 86_400_000);
+    rfc3339(now_ms() as i64)
+}
+
+/// Milliseconds since the epoch as RFC 3339 UTC with milliseconds.
+pub(crate) fn rfc3339(ms: i64) -> String {
+    let (days, rest) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
     format!(
         "{}T{:02}:{:02}:{:02}.{:03}Z",
         crate::run::batch::date_of(days),
@@ -104,6 +121,9 @@ pub struct Emitter<'a> {
     table: String,
     started: RefCell<Option<(String, RunSpec)>>,
     columns: RefCell<Vec<(String, String)>>,
+    /// The run committed (or found its output current): a failure after
+    /// it (writing the run log, say) is still a COMPLETE.
+    committed: RefCell<Option<RunReport>>,
 }
 
 impl<'a> Emitter<'a> {
@@ -115,6 +135,7 @@ impl<'a> Emitter<'a> {
             table: table.to_string(),
             started: RefCell::new(None),
             columns: RefCell::new(Vec::new()),
+            committed: RefCell::new(None),
         }
     }
 
@@ -140,11 +161,31 @@ impl<'a> Emitter<'a> {
         }
     }
 
+    /// The output is committed (or found current): what ends the run now
+    /// is a COMPLETE whatever follows.
+    pub fn committed(&self, report: &RunReport) {
+        if self.lineage.is_some() {
+            *self.committed.borrow_mut() = Some(report.clone());
+        }
+    }
+
+    /// A panic inside the run (a bug): FAIL, so the START is not left open.
+    pub fn panicked(&self) {
+        self.ended(&Err(RunError::Usage(
+            "idem panicked during the run (a bug in idem; the run's own outcome is unknown)".into(),
+        )));
+    }
+
     /// COMPLETE or FAIL (after a START, made up from the request when the
     /// run failed before its plan).
     pub fn ended(&self, result: &Result<RunReport, RunError>) {
         let Some(l) = self.lineage else { return };
         let at = now();
+        let committed = self.committed.borrow().clone();
+        let result = match (result, committed) {
+            (Err(_), Some(r)) => &Ok(r),
+            _ => result,
+        };
         match result {
             Ok(r) => {
                 let end = event::Ended {

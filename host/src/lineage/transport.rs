@@ -15,8 +15,12 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// The environment variable holding the receiver's API key.
 pub const TOKEN_ENV: &str = "OPENLINEAGE_API_KEY";
 
+/// After a delivery failed every attempt, events are not sent for this
+/// long (a receiver that swallows connections would cost every slice a
+/// timeout).
+const DOWN_FOR: Duration = Duration::from_secs(60);
+
 /// A place events are delivered to.
-#[derive(Debug)]
 pub enum Transport {
     /// One file per event in this folder.
     Dir(PathBuf),
@@ -25,10 +29,18 @@ pub enum Transport {
         url: url::Url,
         client: reqwest::Client,
         token: Option<String>,
-        /// An event already failed every attempt: later ones try once
-        /// (a dead receiver must not add seconds to every slice).
+        /// An event already failed every attempt: later ones try once.
         failed: AtomicBool,
+        /// ... and none is tried before this.
+        down_until: std::sync::Mutex<Option<std::time::Instant>>,
     },
+}
+
+impl std::fmt::Debug for Transport {
+    /// The target only: never the token.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Transport({})", self.target())
+    }
 }
 
 impl Transport {
@@ -43,8 +55,11 @@ impl Transport {
                 .map(Transport::Dir)
                 .map_err(|_| format!("--lineage `{target}`: not a local folder")),
             "http" | "https" => {
+                // A redirect would turn the POST into a GET and its 2xx
+                // into a delivery that never happened.
                 let client = reqwest::Client::builder()
                     .timeout(TIMEOUT)
+                    .redirect(reqwest::redirect::Policy::none())
                     .build()
                     .map_err(|e| format!("--lineage `{target}`: {e}"))?;
                 let token = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty());
@@ -53,6 +68,7 @@ impl Transport {
                     client,
                     token,
                     failed: AtomicBool::new(false),
+                    down_until: std::sync::Mutex::new(None),
                 })
             }
             other => Err(format!(
@@ -61,11 +77,17 @@ impl Transport {
         }
     }
 
-    /// Where it delivers (for messages; never the token).
+    /// Where it delivers (for messages; never the token, nor a password
+    /// in the URL).
     pub fn target(&self) -> String {
         match self {
             Transport::Dir(d) => format!("file://{}", d.display()),
-            Transport::Http { url, .. } => url.to_string(),
+            Transport::Http { url, .. } => {
+                let mut u = url.clone();
+                let _ = u.set_password(None);
+                let _ = u.set_username("");
+                u.to_string()
+            }
         }
     }
 
@@ -78,7 +100,13 @@ impl Transport {
                 client,
                 token,
                 failed,
+                down_until,
             } => {
+                let now = std::time::Instant::now();
+                let down = *down_until.lock().unwrap_or_else(|e| e.into_inner());
+                if down.is_some_and(|t| now < t) {
+                    return Err("the receiver failed less than a minute ago: not sent".into());
+                }
                 let attempts = if failed.load(Ordering::Relaxed) {
                     1
                 } else {
@@ -96,6 +124,8 @@ impl Transport {
                     }
                 }
                 failed.store(true, Ordering::Relaxed);
+                *down_until.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(std::time::Instant::now() + DOWN_FOR);
                 Err(format!("{why} (after {attempts} attempts)"))
             }
         }

@@ -277,7 +277,15 @@ impl Run {
             Some((l, parent)) => Emitter::new(Some(l), parent.as_ref(), &self.table),
             None => Emitter::new(None, None, &self.table),
         };
-        let result = self.steps(sandbox, &emit);
+        // A panic (a bug) still ends the run's events, then goes on up.
+        let steps = std::panic::AssertUnwindSafe(|| self.steps(sandbox, &emit));
+        let result = match std::panic::catch_unwind(steps) {
+            Ok(r) => r,
+            Err(panic) => {
+                emit.panicked();
+                std::panic::resume_unwind(panic)
+            }
+        };
         emit.ended(&result);
         result
     }
@@ -311,8 +319,6 @@ impl Run {
         let manifest = commit::manifest_of(&p, &mut executed);
         let sealed = sign::seal(rt, &table, &manifest, self.signer.as_ref())?;
         let done = commit::commit(rt, &mut table, p, executed, sealed, &clock, &mut timings)?;
-        // Committed, but the memo index and run log are not written yet.
-        crate::fault::point("after-log-write");
         let mut report = record::report(
             &table,
             manifest,
@@ -320,6 +326,9 @@ impl Run {
             done.outcome,
             timings,
         );
+        emit.committed(&report);
+        // Committed, but the memo index and run log are not written yet.
+        crate::fault::point("after-log-write");
         // An unchanged output leaves the commit naming an earlier run's
         // manifest: this run's envelope is then not the slice's.
         let named = match report.outcome {
@@ -332,6 +341,7 @@ impl Run {
         };
         let envelope = done.envelope.filter(|_| named);
         report.envelope = record::envelope(&table, &report.manifest_digest, envelope);
+        emit.committed(&report);
         rt.block_on(record::record(&table, &report, self.origin.as_deref()))?;
         // Recorded: a caller that stalls now (a task that never reports
         // back) leaves nothing undone.
