@@ -62,6 +62,20 @@ pub fn implied_by_partition(value: &str) -> Option<String> {
     (value.len() == 10 && check_logical_date(value).is_ok()).then(|| value.to_string())
 }
 
+/// `YYYY-MM-DD` of a day number (civil_from_days).
+pub(crate) fn date_of(z: i64) -> String {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -163,10 +163,10 @@ impl LineageArgs {
     /// The receiver, checked once.
     pub fn lineage(&self) -> Result<Option<std::sync::Arc<idem::lineage::Lineage>>> {
         Ok(match &self.lineage {
-            Some(target) => Some(std::sync::Arc::new(idem::lineage::Lineage::new(
-                target,
-                self.lineage_namespace.clone(),
-            )?)),
+            Some(target) => Some(std::sync::Arc::new(
+                idem::lineage::Lineage::new(target, self.lineage_namespace.clone())
+                    .map_err(idem::run::RunError::Usage)?,
+            )),
             None => None,
         })
     }

@@ -112,7 +112,7 @@ impl Transport {
                 } else {
                     ATTEMPTS
                 };
-                let rt = crate::run::runtime().map_err(|e| e.to_string())?;
+                let rt = crate::runtime::shared().map_err(|e| e.to_string())?;
                 let mut why = String::new();
                 for n in 0..attempts {
                     if n > 0 {

@@ -12,6 +12,7 @@ use std::time::Instant;
 use crate::kind::Kind;
 use crate::run::{Run, RunError, RunOutcome, RunReport};
 use crate::sandbox::Sandbox;
+use crate::schedule::date_of;
 use crate::slice::SliceError;
 
 /// How one slice of a backfill ended.
@@ -166,20 +167,6 @@ fn day_number(s: &str) -> Result<i64, RunError> {
     let doy = (153 * mp + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     Ok(era * 146_097 + doe - 719_468)
-}
-
-/// `YYYY-MM-DD` of a day number (civil_from_days).
-pub(crate) fn date_of(z: i64) -> String {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
 }
 
 /// Run `make(date)` for every date, `jobs` at a time, in date order of

@@ -25,6 +25,7 @@
 pub mod batch;
 mod commit;
 pub mod drive;
+mod emit;
 mod error;
 mod explain;
 mod land;
@@ -47,10 +48,11 @@ use serde::{Deserialize, Serialize};
 use crate::attest::SigningKey;
 use crate::digest::Digest;
 use crate::execute::Transformer;
-use crate::lineage::{Emitter, Lineage, Parent};
+use crate::lineage::{Lineage, Parent};
 use crate::manifest::{Manifest, canonical_json};
 use crate::sandbox::Sandbox;
 use crate::table::{Mode, Table};
+use emit::Emitter;
 
 pub use crate::table::SliceOutcome as RunOutcome;
 pub use error::{EXECUTING, RunError};
