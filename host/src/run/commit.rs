@@ -9,14 +9,22 @@ use super::plan::Planned;
 use super::record::{manifest_path, module_path};
 use super::{Clock, RunError, RunOutcome, Timings, ms};
 use crate::digest::Digest;
-use crate::manifest::{Manifest, RunResult};
+use crate::manifest::{Manifest, Provenance, RunResult};
 use crate::table::{CommitRequest, Table};
 
 /// The run's manifest: its spec, the run key the plan computed from it,
-/// and what the execution produced.
-pub(super) fn manifest_of(p: &Planned, ex: &mut Executed) -> Manifest {
+/// what the execution produced, and the imports its modules were admitted
+/// with (a v2 manifest's provenance).
+pub(super) fn manifest_of(p: &Planned, ex: &mut Executed) -> Result<Manifest, RunError> {
+    // Admitted already: reading the import names again compiles nothing.
+    let imports = |m: &crate::sandbox::ModuleId| crate::sandbox::declared_imports(&m.bytes);
+    let provenance = Provenance {
+        imports: imports(&p.module)?,
+        audit_imports: p.audit.as_ref().map(|(m, _)| imports(m)).transpose()?,
+    };
     let o = &ex.outcome;
-    Manifest {
+    Ok(Manifest {
+        provenance: Some(provenance),
         run_key: p.run_key.clone(),
         spec: p.spec.clone(),
         result: RunResult {
@@ -28,7 +36,7 @@ pub(super) fn manifest_of(p: &Planned, ex: &mut Executed) -> Manifest {
             dictionaries: o.dictionaries.clone(),
             audits: std::mem::take(&mut ex.audits),
         },
-    }
+    })
 }
 
 /// What [`commit`] did: the manifest's digest, its envelope's (when

@@ -50,10 +50,13 @@ pub enum Verdict {
 pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunError> {
     let m = Manifest::from_bytes(manifest_bytes)?;
     let rt = super::runtime()?;
-    let bytes = match stored_module(rt, &m)? {
+    let bytes = match stored_module(rt, &m, &m.spec.module)? {
         Ok(bytes) => bytes,
         Err(why) => return Ok(Verdict::Mismatch(why)),
     };
+    if let Some(why) = other_imports(rt, &m, &bytes)? {
+        return Ok(Verdict::Mismatch(why));
+    }
     check_input_paths(&m)?;
     let slice = match pinned_again(rt, &m)? {
         Ok(slice) => slice,
@@ -75,28 +78,62 @@ pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
     Ok(compare(&m, out))
 }
 
-/// The module the manifest names, from the table's `_idem/modules/`, or
-/// why it cannot be the one.
+/// The module `digest` the manifest names, from the table's
+/// `_idem/modules/`, or why it cannot be the one.
 fn stored_module(
     rt: &tokio::runtime::Runtime,
     m: &Manifest,
+    digest: &Digest,
 ) -> Result<Result<Vec<u8>, String>, RunError> {
     let table = rt.block_on(Table::open_existing(&m.spec.target.table))?;
-    let mod_path = module_path(&m.spec.module);
+    let mod_path = module_path(digest);
     let Some(bytes) = rt.block_on(table.get_sidecar(&mod_path))? else {
         return Ok(Err(format!(
-            "the module {} is not stored at _idem/{mod_path}",
-            m.spec.module
+            "the module {digest} is not stored at _idem/{mod_path}"
         )));
     };
     let now = Digest::of_bytes(&bytes);
-    if now != m.spec.module {
+    if &now != digest {
         return Ok(Err(format!(
-            "the stored module _idem/{mod_path} does not match its digest: recorded {}, the file is {now} (it was swapped or corrupted)",
-            m.spec.module
+            "the stored module _idem/{mod_path} does not match its digest: recorded {digest}, the file is {now} (it was swapped or corrupted)"
         )));
     }
     Ok(Ok(bytes))
+}
+
+/// A v2 manifest states the imports its modules were admitted with: why
+/// they are not the stored modules' own, if they are not.
+fn other_imports(
+    rt: &tokio::runtime::Runtime,
+    m: &Manifest,
+    module: &[u8],
+) -> Result<Option<String>, RunError> {
+    let Some(p) = &m.provenance else {
+        return Ok(None);
+    };
+    let differ = |what: &str, stated: &[String], actual: Vec<String>| {
+        (stated != actual.as_slice()).then(|| {
+            format!("the manifest states the {what} imports {stated:?}, the stored module declares {actual:?} (the manifest was edited)")
+        })
+    };
+    let actual = crate::sandbox::declared_imports(module)?;
+    if let Some(why) = differ("module's", &p.imports, actual) {
+        return Ok(Some(why));
+    }
+    let (Some(a), Some(stated)) = (&m.spec.audit, &p.audit_imports) else {
+        return Ok((m.spec.audit.is_some() != p.audit_imports.is_some()).then(|| {
+            "the manifest's audit module and its stated imports disagree (the manifest was edited)".into()
+        }));
+    };
+    let bytes = match stored_module(rt, m, &a.module)? {
+        Ok(bytes) => bytes,
+        Err(why) => return Ok(Some(why)),
+    };
+    Ok(differ(
+        "audit module's",
+        stated,
+        crate::sandbox::declared_imports(&bytes)?,
+    ))
 }
 
 /// The manifest's inputs pinned again as they are now, or why not.

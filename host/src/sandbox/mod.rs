@@ -18,7 +18,7 @@ use std::time::Duration;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-pub use admission::{Admission, ImportVerdict};
+pub use admission::{Admission, ImportVerdict, declared_imports};
 pub use cache::CacheOutcome;
 pub use error::SandboxError;
 pub use guest::{GuestContext, Instance, LogLine};

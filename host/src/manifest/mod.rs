@@ -7,14 +7,24 @@ use thiserror::Error;
 
 use crate::digest::Digest;
 use crate::kind::Kind;
-use crate::slice::InputObject;
+
+mod provenance;
+mod spec;
+
+pub use provenance::{BUILD_TYPE, BUILDER_ID, Provenance};
+pub use spec::{
+    AuditRecord, RunResult, RunSpec, SliceRecord, TargetRecord, canonical_json, run_key,
+};
 
 /// Version of the run-key material; bump when its meaning changes.
 pub const FORMAT: u32 = 1;
 /// in-toto Statement type.
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
-/// Our predicate type.
+/// Our first predicate type: the run and its result.
 pub const PREDICATE_TYPE: &str = "https://idem.dev/run-manifest/v1";
+/// The same, with the run's provenance ([`crate::provenance`]): what runs
+/// write now; v1 manifests still read, verify and audit.
+pub const PREDICATE_TYPE_V2: &str = "https://idem.dev/run-manifest/v2";
 
 /// A manifest that cannot be read, or params that cannot be hashed exactly.
 #[derive(Debug, Error)]
@@ -184,111 +194,6 @@ fn path_of_double(path: &mut String, v: &serde_json::Value, value: f64) -> bool 
     }
 }
 
-/// The slice as the run saw it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SliceRecord {
-    /// Slice id, e.g. `date=2026-10-01`.
-    pub id: String,
-    /// `partition`, `files` or `delta`.
-    pub kind: String,
-    /// URL that input paths are relative to.
-    pub root: String,
-    /// Pinned inputs in read order.
-    pub inputs: Vec<InputObject>,
-    /// For a Delta input, the pinned table version (its log holds the
-    /// partition values the guest sees, which are not in the files).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delta_version: Option<u64>,
-    /// For a Delta input: only the rows that slice of the pinned table
-    /// owns (a pipeline stage reading what its upstream stage committed
-    /// for the same date).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delta_slice: Option<String>,
-}
-
-/// Where and how the output is committed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TargetRecord {
-    /// Table URL.
-    pub table: String,
-    /// `overwrite-partition`, `merge` or `append`.
-    pub mode: String,
-    /// Partition column and value, for overwrite-partition.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub partition: Option<(String, String)>,
-    /// Merge key columns.
-    #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub keys: Vec<String>,
-}
-
-/// Everything that determines a run's output: hashed into the run key.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RunSpec {
-    /// [`FORMAT`].
-    pub format: u32,
-    /// Digest of the component.
-    pub module: Digest,
-    /// Engine fingerprint (idem, wasmtime, profile).
-    pub engine: String,
-    /// The pinned inputs.
-    pub slice: SliceRecord,
-    /// Transform parameters.
-    pub params: serde_json::Value,
-    /// Scheduler's logical date (the guest sees it, so it is part of the key).
-    pub logical_date: Option<String>,
-    /// Rows per input batch (guest state may depend on batch boundaries).
-    pub batch_rows: u32,
-    /// The commit target.
-    pub target: TargetRecord,
-    /// Expectations the output must meet to be published
-    /// ([`crate::expect`]), in their canonical text.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub expectations: Vec<String>,
-    /// The audit module that must pass the output before it is published.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub audit: Option<AuditRecord>,
-}
-
-/// An audit module and its params (write-audit-publish).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AuditRecord {
-    /// Digest of the audit component.
-    pub module: Digest,
-    /// Its params.
-    pub params: serde_json::Value,
-}
-
-/// What the run produced.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RunResult {
-    /// Input rows.
-    pub rows_in: u64,
-    /// Output rows.
-    pub rows_out: u64,
-    /// Logical digest of the output.
-    pub output_digest: Digest,
-    /// Fuel consumed, when metered (deterministic).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub fuel: Option<u64>,
-    /// The input columns the transform declared it reads, when it
-    /// declared them (it read only those). A function of the module, the
-    /// params and the input schema, all in the run key already.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub columns: Option<Vec<String>>,
-    /// The columns the transform took dictionary-encoded (`input-encoding`),
-    /// when it took any. Like `columns`, fixed by what the run key holds.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub dictionaries: Vec<String>,
-    /// The expectations' verdicts (all passed: a run that fails one
-    /// publishes nothing).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub audits: Vec<crate::expect::Verdict>,
-}
-
 /// A run manifest.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {
@@ -298,16 +203,8 @@ pub struct Manifest {
     pub spec: RunSpec,
     /// What came out.
     pub result: RunResult,
-}
-
-/// RFC 8785 canonical JSON of any serializable value.
-pub fn canonical_json<T: Serialize>(v: &T) -> Vec<u8> {
-    serde_jcs::to_vec(v).expect("idem's manifest types always serialize")
-}
-
-/// The run key of `spec`.
-pub fn run_key(spec: &RunSpec) -> Digest {
-    Digest::of_bytes(&canonical_json(spec))
+    /// What a v2 manifest states beyond the spec; `None`: a v1 manifest.
+    pub provenance: Option<Provenance>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -326,12 +223,24 @@ struct Subject {
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Statement {
+struct Statement<P> {
     #[serde(rename = "_type")]
     ty: String,
     subject: Vec<Subject>,
     predicate_type: String,
-    predicate: Predicate,
+    predicate: P,
+}
+
+/// The v2 predicate: v1's, and the provenance derived from it (and from
+/// the modules' imports).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PredicateV2 {
+    run_key: Digest,
+    run: RunSpec,
+    result: RunResult,
+    build_definition: serde_json::Value,
+    run_details: serde_json::Value,
 }
 
 impl Manifest {
@@ -341,27 +250,43 @@ impl Manifest {
             run_key: run_key(&spec),
             spec,
             result,
+            provenance: None,
         }
     }
 
     /// The canonical bytes (what is stored and hashed).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let subject = Subject {
+        let subject = vec![Subject {
             name: format!("{}#{}", self.spec.target.table, self.spec.slice.id),
             digest: [(
                 "sha256".to_string(),
                 self.result.output_digest.hex().to_string(),
             )]
             .into(),
+        }];
+        let (run_key, run, result) = (self.run_key.clone(), self.spec.clone(), self.result.clone());
+        let Some(p) = &self.provenance else {
+            return canonical_json(&Statement {
+                ty: STATEMENT_TYPE.into(),
+                subject,
+                predicate_type: PREDICATE_TYPE.into(),
+                predicate: Predicate {
+                    run_key,
+                    run,
+                    result,
+                },
+            });
         };
         canonical_json(&Statement {
             ty: STATEMENT_TYPE.into(),
-            subject: vec![subject],
-            predicate_type: PREDICATE_TYPE.into(),
-            predicate: Predicate {
-                run_key: self.run_key.clone(),
-                run: self.spec.clone(),
-                result: self.result.clone(),
+            subject,
+            predicate_type: PREDICATE_TYPE_V2.into(),
+            predicate: PredicateV2 {
+                build_definition: provenance::build_definition(&self.spec, p),
+                run_details: provenance::run_details(&self.run_key),
+                run_key,
+                run,
+                result,
             },
         })
     }
@@ -371,22 +296,42 @@ impl Manifest {
         Digest::of_bytes(&self.to_bytes())
     }
 
-    /// Parse stored bytes; the run key is checked against the spec.
+    /// Parse stored bytes; the run key is checked against the spec, and a
+    /// v2 manifest's provenance against what its spec derives.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, ManifestError> {
-        let st: Statement =
-            serde_json::from_slice(bytes).map_err(|e| ManifestError::Invalid(e.to_string()))?;
-        if st.ty != STATEMENT_TYPE || st.predicate_type != PREDICATE_TYPE {
-            return Err(ManifestError::Invalid(format!(
-                "unexpected types {} / {}",
-                st.ty, st.predicate_type
+        let invalid = |e: serde_json::Error| ManifestError::Invalid(e.to_string());
+        let st: Statement<serde_json::Value> = serde_json::from_slice(bytes).map_err(invalid)?;
+        let (m, claimed) = match (st.ty.as_str(), st.predicate_type.as_str()) {
+            (STATEMENT_TYPE, PREDICATE_TYPE) => {
+                let p: Predicate = serde_json::from_value(st.predicate).map_err(invalid)?;
+                (Manifest::new(p.run, p.result), p.run_key)
+            }
+            (STATEMENT_TYPE, PREDICATE_TYPE_V2) => {
+                let p: PredicateV2 = serde_json::from_value(st.predicate).map_err(invalid)?;
+                let provenance =
+                    provenance::read(&p.build_definition).map_err(ManifestError::Invalid)?;
+                let mut m = Manifest::new(p.run, p.result);
+                m.provenance = Some(provenance);
+                (m, p.run_key)
+            }
+            (ty, pt) => {
+                return Err(ManifestError::Invalid(format!(
+                    "unexpected types {ty} / {pt}"
+                )));
+            }
+        };
+        if m.run_key != claimed {
+            return Err(ManifestError::Edited(format!(
+                "its run key {claimed} does not match its contents ({}): it was edited",
+                m.run_key
             )));
         }
-        let m = Manifest::new(st.predicate.run, st.predicate.result);
-        if m.run_key != st.predicate.run_key {
-            return Err(ManifestError::Edited(format!(
-                "its run key {} does not match its contents ({}): it was edited",
-                st.predicate.run_key, m.run_key
-            )));
+        // The provenance follows from the spec (and the imports): a v2
+        // manifest is exactly what its spec derives, in canonical JSON.
+        if m.provenance.is_some() && m.to_bytes() != bytes {
+            return Err(ManifestError::Edited(
+                "its provenance (buildDefinition, runDetails) or subject does not follow from its run spec and result, or it is not in canonical JSON: it was edited".into(),
+            ));
         }
         Ok(m)
     }
@@ -395,6 +340,7 @@ impl Manifest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::slice::InputObject;
 
     fn spec(params: &str) -> RunSpec {
         RunSpec {
@@ -596,5 +542,136 @@ mod tests {
             .unwrap()
             .replace("\"batchRows\":8192", "\"batchRows\":1");
         assert!(Manifest::from_bytes(edited.as_bytes()).is_err());
+    }
+
+    fn result() -> RunResult {
+        RunResult {
+            rows_in: 3,
+            rows_out: 2,
+            output_digest: Digest::of_bytes(b"o"),
+            fuel: None,
+            columns: None,
+            dictionaries: vec![],
+            audits: vec![],
+        }
+    }
+
+    fn v2() -> Manifest {
+        let mut spec = spec(r#"{"min": 1.5}"#);
+        spec.slice.inputs = vec![InputObject {
+            path: "date=2026-10-01/a.parquet".into(),
+            size: 10,
+            digest: Digest::of_bytes(b"a"),
+        }];
+        let mut m = Manifest::new(spec, result());
+        m.provenance = Some(Provenance {
+            imports: vec!["idem:transform/host@0.2.0".into()],
+            audit_imports: None,
+        });
+        m
+    }
+
+    #[test]
+    fn a_v2_manifest_carries_its_provenance_and_refuses_an_edited_one() {
+        let m = v2();
+        let bytes = m.to_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["predicateType"], PREDICATE_TYPE_V2);
+        let b = &v["predicate"]["buildDefinition"];
+        assert_eq!(b["buildType"], BUILD_TYPE);
+        let d = &b["internalParameters"]["determinism"];
+        assert_eq!(d["profile"], "strict");
+        assert_eq!(d["fuelMetered"], false);
+        assert_eq!(d["nanCanonicalization"], true);
+        assert_eq!(d["imports"][0], "idem:transform/host@0.2.0");
+        assert_eq!(b["externalParameters"]["params"]["min"], 1.5);
+        assert_eq!(b["resolvedDependencies"][0]["name"], "module");
+        assert_eq!(
+            b["resolvedDependencies"][1]["uri"],
+            "file:///d/date=2026-10-01/a.parquet"
+        );
+        assert_eq!(v["predicate"]["runDetails"]["builder"]["id"], BUILDER_ID);
+        assert_eq!(
+            v["predicate"]["runDetails"]["metadata"]["invocationId"],
+            m.run_key.as_str()
+        );
+        assert_eq!(Manifest::from_bytes(&bytes).unwrap(), m);
+        // The run key does not cover the provenance: it is checked
+        // against the spec. Each edit below is refused as an edit.
+        let text = String::from_utf8(bytes).unwrap();
+        for (from, to) in [
+            ("\"name\":\"module\"", "\"name\":\"modulE\""),
+            (
+                "\"batchRows\":8192,\"expectations\"",
+                "\"batchRows\":1,\"expectations\"",
+            ),
+            ("\"invocationId\":\"sha256:", "\"invocationId\":\"sha256:0"),
+            (
+                "\"nanCanonicalization\":true",
+                "\"nanCanonicalization\":false",
+            ),
+            ("\"fuelMetered\":false", "\"fuelMetered\":true"),
+            (
+                "\"id\":\"https://idem.dev/host\"",
+                "\"id\":\"https://evil.example\"",
+            ),
+            ("{\"_type\"", "{ \"_type\""),
+        ] {
+            assert!(text.contains(from), "{from}");
+            let edited = text.replacen(from, to, 1);
+            let e = Manifest::from_bytes(edited.as_bytes()).unwrap_err();
+            assert!(matches!(e, ManifestError::Edited(_)), "{from}: {e}");
+        }
+        // Stated imports are the module's: only a replay can check them
+        // (audit does); here they read back as stated.
+        let other = text.replace("idem:transform/host@0.2.0", "wasi:clocks/wall-clock@0.2.0");
+        let read = Manifest::from_bytes(other.as_bytes()).unwrap();
+        assert_eq!(
+            read.provenance.unwrap().imports,
+            ["wasi:clocks/wall-clock@0.2.0"]
+        );
+        // A buildType this idem does not know is a newer idem's.
+        let newer = text.replace(BUILD_TYPE, "https://idem.dev/run/v9");
+        let e = Manifest::from_bytes(newer.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a newer idem wrote it"), "{e}");
+    }
+
+    /// The provenance is a function of the spec, imports and run key
+    /// alone: no version, host or limit, so twins, auditors and later
+    /// idems agree on the bytes.
+    #[test]
+    fn a_v2_manifest_names_no_host_version_or_limit() {
+        let text = String::from_utf8(v2().to_bytes()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let mut p = v["predicate"].clone();
+        p.as_object_mut().unwrap().remove("run");
+        // The fingerprint (in the run key) names the versions; the WIT
+        // world's version is the imports'.
+        let d = &mut p["buildDefinition"]["internalParameters"];
+        d.as_object_mut().unwrap().remove("engine");
+        d["determinism"].as_object_mut().unwrap().remove("imports");
+        let p = p.to_string();
+        assert!(!p.contains(env!("CARGO_PKG_VERSION")), "{p}");
+        assert!(!p.to_lowercase().contains("limit\""), "{p}");
+        // The fingerprint's profile is spelled out: fuel metering too.
+        let mut m = v2();
+        m.spec.engine.push_str("+fuel");
+        m.run_key = run_key(&m.spec);
+        let v: serde_json::Value = serde_json::from_slice(&m.to_bytes()).unwrap();
+        let d = &v["predicate"]["buildDefinition"]["internalParameters"]["determinism"];
+        assert_eq!(
+            (d["profile"].as_str(), d["fuelMetered"].as_bool()),
+            (Some("strict"), Some(true))
+        );
+    }
+
+    #[test]
+    fn a_v1_manifest_an_earlier_idem_wrote_reads_and_round_trips() {
+        let bytes = include_bytes!("../../../tests/data/manifest-v1.json");
+        let m = Manifest::from_bytes(bytes).unwrap();
+        assert!(m.provenance.is_none());
+        assert_eq!(m.to_bytes(), bytes.to_vec(), "re-serialized as stored");
     }
 }

@@ -1,0 +1,150 @@
+//! What a v2 manifest tells an auditor who does not read idem's source:
+//! the run in SLSA Provenance v1's terms (`buildDefinition` with
+//! `buildType`, `externalParameters`, `internalParameters` and
+//! `resolvedDependencies`; `runDetails` with `builder.id` and the run key
+//! as `metadata.invocationId`), including the determinism profile the
+//! module ran under.
+//!
+//! Everything here is derived, by the derivation of [`BUILD_TYPE`], from
+//! the run spec (which the run key covers) and from the modules' bytes
+//! (whose digests the run spec holds): the admitted imports. So every
+//! host that runs the same spec writes the same bytes (twins, retries and
+//! an auditor's replay agree), a manifest whose provenance does not follow
+//! from its spec is refused as edited ([`super::Manifest::from_bytes`]),
+//! and audit's replay checks the imports against the stored module. Host
+//! settings that cannot change the output (the memory, output, stack and
+//! time limits; a guest over one traps, it is never told) are not part of
+//! it: twins and auditors with other limits must agree on the bytes.
+//!
+//! The derivation of a `buildType` never changes once written: a new
+//! profile knob or field is a new `buildType`, and the old derivation
+//! stays for the manifests that name it.
+
+use serde_json::{Value, json};
+
+use super::spec::RunSpec;
+use crate::digest::Digest;
+
+/// SLSA's `buildType` of an idem run, and the derivation below.
+pub const BUILD_TYPE: &str = "https://idem.dev/run/v1";
+/// `runDetails.builder.id`: idem (its version is in the engine
+/// fingerprint, `internalParameters.engine`, which the run key covers).
+pub const BUILDER_ID: &str = "https://idem.dev/host";
+
+/// What the provenance holds beyond the run spec: the imports each module
+/// declared and was admitted with (read from its bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Provenance {
+    /// The transform module's imports.
+    pub imports: Vec<String>,
+    /// The audit module's, when the run has one.
+    pub audit_imports: Option<Vec<String>>,
+}
+
+/// `buildDefinition` of a run of `spec` with `p`.
+pub fn build_definition(spec: &RunSpec, p: &Provenance) -> Value {
+    let mut external = json!({
+        "module": spec.module.as_str(),
+        "slice": spec.slice.id,
+        "params": spec.params,
+        "logicalDate": spec.logical_date,
+        "batchRows": spec.batch_rows,
+        "target": spec.target,
+        "expectations": spec.expectations,
+    });
+    if let Some(a) = &spec.audit {
+        external["audit"] = json!({"module": a.module.as_str(), "params": a.params});
+    }
+    json!({
+        "buildType": BUILD_TYPE,
+        "externalParameters": external,
+        "internalParameters": {
+            "engine": spec.engine,
+            "determinism": determinism(&spec.engine, p),
+        },
+        "resolvedDependencies": dependencies(spec),
+    })
+}
+
+/// The determinism profile: what the engine fingerprint's `profile/NAME`
+/// (`+fuel` when metered) means, spelled out.
+fn determinism(engine: &str, p: &Provenance) -> Value {
+    let profile = engine.rsplit_once(" profile/").map(|(_, p)| p);
+    let metered = profile.is_some_and(|p| p.ends_with("+fuel"));
+    let name = profile.map(|p| p.trim_end_matches("+fuel"));
+    let mut d = json!({
+        // `strict`: only imports the host answers deterministically are
+        // admitted; clocks, entropy, sockets, files and http are refused
+        // before anything runs.
+        "profile": name,
+        // Every NaN a float operation makes has one bit pattern.
+        "nanCanonicalization": true,
+        // Relaxed SIMD instructions give their deterministic results.
+        "relaxedSimdDeterministic": true,
+        // No shared memory, no atomics.wait: a run is single-threaded.
+        "threads": false,
+        // Fuel metering (the fuel used is the result's `fuel`).
+        "fuelMetered": metered,
+        // Growing memory past the limit, running out of fuel or time, or
+        // overflowing the stack traps the guest: limits never change an
+        // output, they only stop a run.
+        "limitsTrap": true,
+        "imports": p.imports,
+    });
+    if let Some(a) = &p.audit_imports {
+        d["auditImports"] = json!(a);
+    }
+    d
+}
+
+/// The module, the audit module and each input, as SLSA resource
+/// descriptors.
+fn dependencies(spec: &RunSpec) -> Vec<Value> {
+    let digest = |d: &Digest| json!({"sha256": d.hex()});
+    let mut out = vec![json!({"name": "module", "digest": digest(&spec.module)})];
+    if let Some(a) = &spec.audit {
+        out.push(json!({"name": "audit-module", "digest": digest(&a.module)}));
+    }
+    for i in &spec.slice.inputs {
+        let mut d = json!({
+            "uri": format!("{}{}", spec.slice.root, i.path),
+            "digest": digest(&i.digest),
+            "annotations": {"size": i.size},
+        });
+        if let Some(v) = spec.slice.delta_version {
+            d["annotations"]["deltaVersion"] = v.into();
+        }
+        out.push(d);
+    }
+    out
+}
+
+/// `runDetails`: idem as the builder, the run key as invocation id.
+pub fn run_details(run_key: &Digest) -> Value {
+    json!({
+        "builder": {"id": BUILDER_ID},
+        "metadata": {"invocationId": run_key.as_str()},
+    })
+}
+
+/// The [`Provenance`] a stored `buildDefinition` states, or why it cannot
+/// be read (another `buildType`: a newer idem's).
+pub fn read(build_definition: &Value) -> Result<Provenance, String> {
+    let ty = &build_definition["buildType"];
+    if ty != BUILD_TYPE {
+        return Err(format!(
+            "buildType {ty} is not {BUILD_TYPE}: a newer idem wrote it; read it with that idem"
+        ));
+    }
+    let d = &build_definition["internalParameters"]["determinism"];
+    let names = |v: &Value| -> Result<Vec<String>, String> {
+        serde_json::from_value(v.clone()).map_err(|e| format!("determinism imports: {e}"))
+    };
+    Ok(Provenance {
+        imports: names(&d["imports"])?,
+        audit_imports: match &d["auditImports"] {
+            Value::Null => None,
+            v => Some(names(v)?),
+        },
+    })
+}

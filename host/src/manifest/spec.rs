@@ -1,0 +1,122 @@
+//! The run spec (everything that determines a run's output, hashed into
+//! the run key) and the run's result: the data a manifest states.
+
+use serde::{Deserialize, Serialize};
+
+use crate::digest::Digest;
+use crate::slice::InputObject;
+
+/// The slice as the run saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SliceRecord {
+    /// Slice id, e.g. `date=2026-10-01`.
+    pub id: String,
+    /// `partition`, `files` or `delta`.
+    pub kind: String,
+    /// URL that input paths are relative to.
+    pub root: String,
+    /// Pinned inputs in read order.
+    pub inputs: Vec<InputObject>,
+    /// For a Delta input, the pinned table version (its log holds the
+    /// partition values the guest sees, which are not in the files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_version: Option<u64>,
+    /// For a Delta input: only the rows that slice of the pinned table
+    /// owns (a pipeline stage reading what its upstream stage committed
+    /// for the same date).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_slice: Option<String>,
+}
+
+/// Where and how the output is committed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetRecord {
+    /// Table URL.
+    pub table: String,
+    /// `overwrite-partition`, `merge` or `append`.
+    pub mode: String,
+    /// Partition column and value, for overwrite-partition.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub partition: Option<(String, String)>,
+    /// Merge key columns.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub keys: Vec<String>,
+}
+
+/// Everything that determines a run's output: hashed into the run key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSpec {
+    /// [`FORMAT`].
+    pub format: u32,
+    /// Digest of the component.
+    pub module: Digest,
+    /// Engine fingerprint (idem, wasmtime, profile).
+    pub engine: String,
+    /// The pinned inputs.
+    pub slice: SliceRecord,
+    /// Transform parameters.
+    pub params: serde_json::Value,
+    /// Scheduler's logical date (the guest sees it, so it is part of the key).
+    pub logical_date: Option<String>,
+    /// Rows per input batch (guest state may depend on batch boundaries).
+    pub batch_rows: u32,
+    /// The commit target.
+    pub target: TargetRecord,
+    /// Expectations the output must meet to be published
+    /// ([`crate::expect`]), in their canonical text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expectations: Vec<String>,
+    /// The audit module that must pass the output before it is published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditRecord>,
+}
+
+/// An audit module and its params (write-audit-publish).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// Digest of the audit component.
+    pub module: Digest,
+    /// Its params.
+    pub params: serde_json::Value,
+}
+
+/// What the run produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunResult {
+    /// Input rows.
+    pub rows_in: u64,
+    /// Output rows.
+    pub rows_out: u64,
+    /// Logical digest of the output.
+    pub output_digest: Digest,
+    /// Fuel consumed, when metered (deterministic).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub fuel: Option<u64>,
+    /// The input columns the transform declared it reads, when it
+    /// declared them (it read only those). A function of the module, the
+    /// params and the input schema, all in the run key already.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub columns: Option<Vec<String>>,
+    /// The columns the transform took dictionary-encoded (`input-encoding`),
+    /// when it took any. Like `columns`, fixed by what the run key holds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dictionaries: Vec<String>,
+    /// The expectations' verdicts (all passed: a run that fails one
+    /// publishes nothing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audits: Vec<crate::expect::Verdict>,
+}
+
+/// RFC 8785 canonical JSON of any serializable value.
+pub fn canonical_json<T: Serialize>(v: &T) -> Vec<u8> {
+    serde_jcs::to_vec(v).expect("idem's manifest types always serialize")
+}
+
+/// The run key of `spec`.
+pub fn run_key(spec: &RunSpec) -> Digest {
+    Digest::of_bytes(&canonical_json(spec))
+}
