@@ -39,6 +39,10 @@ impl Fixture {
     }
     /// `idem run --json` of `date` into `table` with `extra`; its JSON.
     fn run(&self, date: &str, table: &str, extra: &[&str]) -> Value {
+        self.run_env(date, table, extra, &[])
+    }
+    /// The same, with `env` set.
+    fn run_env(&self, date: &str, table: &str, extra: &[&str], env: &[(&str, &str)]) -> Value {
         let mut args = common::day_args(
             &s(&self.module),
             &s(&self.path("orders")),
@@ -48,7 +52,7 @@ impl Fixture {
         );
         args.extend(extra.iter().map(|a| a.to_string()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let (code, out, err) = common::idem(&args);
+        let (code, out, err) = common::idem_env(&args, env);
         assert_eq!(code, 0, "{out}{err}");
         serde_json::from_str(&out).unwrap()
     }
@@ -517,4 +521,58 @@ fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(e.path(), target).unwrap();
         }
     }
+}
+
+/// A table whose slices the idem before manifests v2 committed (v1
+/// manifests; `IDEM_FAULT_MANIFEST_V1` writes them byte for byte as it
+/// did): this idem's runs of the same run key stay memo hits, even after a
+/// forced rerun wrote the run's index with its own v2 manifest; audit
+/// (with replay) proves them; a forced run signs nothing it did not
+/// commit. And twins with other limits write the same v2 manifest.
+#[test]
+fn a_table_begun_by_the_previous_idem_keeps_its_memo_hits_and_proofs() {
+    let fx = Fixture::new();
+    let table = s(&fx.path("t"));
+    let old = [("IDEM_FAULT_MANIFEST_V1", "yes")];
+    let first = fx.run_env("2026-10-01", &table, &[], &old);
+    assert_eq!(first["outcome"]["kind"], "committed");
+    let stored: Value =
+        serde_json::from_slice(&std::fs::read(manifest_of(&first)).unwrap()).unwrap();
+    assert_eq!(stored["predicateType"], "https://idem.dev/run-manifest/v1");
+    // The same run by this idem: the same run key, a memo hit.
+    let memo = fx.run("2026-10-01", &table, &[]);
+    assert_eq!(memo["outcome"]["kind"], "memo", "{memo}");
+    assert_eq!(memo["runKey"], first["runKey"]);
+    // Forced: executed, the output unchanged, the commit still names the
+    // v1 manifest; the run wrote its v2 one and pointed the index at it.
+    let (key, _, _) = fx.keygen("team");
+    let forced = fx.run("2026-10-01", &table, &["--force", "--sign-key", &key]);
+    assert_eq!(forced["outcome"]["kind"], "unchanged", "{forced}");
+    assert_ne!(forced["manifestDigest"], first["manifestDigest"]);
+    assert!(
+        forced["envelope"].is_null(),
+        "signed a manifest no commit names: {forced}"
+    );
+    // Still a memo hit (the commit's manifest has this run key).
+    let again = fx.run("2026-10-01", &table, &[]);
+    assert_eq!(again["outcome"]["kind"], "memo", "{again}");
+    assert_eq!(again["manifestDigest"], first["manifestDigest"]);
+    let (code, out, err) = common::idem(&["audit", &table, "--replay"]);
+    assert_eq!(code, 0, "{out}{err}");
+    // Twins: a forced rerun of another slice under other limits writes
+    // byte for byte the manifest its first run committed.
+    let a = fx.run("2026-10-02", &table, &[]);
+    let b = fx.run(
+        "2026-10-02",
+        &table,
+        &[
+            "--force",
+            "--max-memory-mb",
+            "300",
+            "--deadline-ms",
+            "54321",
+        ],
+    );
+    assert_eq!(b["outcome"]["kind"], "unchanged", "{b}");
+    assert_eq!(a["manifestDigest"], b["manifestDigest"]);
 }

@@ -46,47 +46,6 @@ impl Fixture {
     }
 }
 
-/// The events in `dir`, in the order they were written.
-fn events_in(dir: &Path) -> Vec<Value> {
-    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| d.map(|e| e.unwrap().path()).collect())
-        .unwrap_or_default();
-    names.retain(|p| p.extension().is_some_and(|e| e == "json"));
-    names.sort();
-    names
-        .iter()
-        .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
-        .collect()
-}
-
-/// Every event valid under the spec and its facets' schemas.
-fn validate(events: &[Value]) {
-    let mut child = Command::new(common::python())
-        .arg(common::root().join("tests/validate_openlineage.py"))
-        .arg("-")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write as _;
-        let mut stdin = child.stdin.take().unwrap();
-        for e in events {
-            writeln!(stdin, "{e}").unwrap();
-        }
-    }
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["events"], events.len());
-}
-
 /// The run id idem derives from a run key, computed here: the first 16
 /// bytes as a UUID with version 8 and RFC 9562's variant.
 fn run_id_of(run_key: &str) -> String {
@@ -125,7 +84,7 @@ fn runs_backfills_and_failures_emit_events_valid_under_the_spec() {
     // schema, row count and the expectations' verdicts.
     let (code, r, err) = fx.run(&fx.module, "2026-10-01", &table, &extra);
     assert_eq!(code, 0, "{err}");
-    let ev = events_in(&dir);
+    let ev = common::lineage_events(&dir);
     assert_eq!(kinds(&ev), ["START", "COMPLETE"]);
     let id = run_id_of(r["runKey"].as_str().unwrap());
     assert!(
@@ -182,7 +141,7 @@ fn runs_backfills_and_failures_emit_events_valid_under_the_spec() {
         more.extend(flag);
         let (code, _, err) = fx.run(&fx.module, "2026-10-01", &table, &more);
         assert_eq!(code, 0, "{err}");
-        let ev = events_in(&dir);
+        let ev = common::lineage_events(&dir);
         let last = &ev[ev.len() - 2..];
         assert_eq!(kinds(last), ["START", "COMPLETE"]);
         assert!(last.iter().all(|e| e["run"]["runId"] == id.as_str()));
@@ -210,7 +169,7 @@ fn runs_backfills_and_failures_emit_events_valid_under_the_spec() {
         "-q",
     ]);
     assert_eq!(code, 0, "{err}");
-    let ev = events_in(&dir);
+    let ev = common::lineage_events(&dir);
     let slices = &ev[6..];
     assert_eq!(slices.len(), 4);
     let parent = &slices[0]["run"]["facets"]["parent"];
@@ -245,7 +204,7 @@ fn runs_backfills_and_failures_emit_events_valid_under_the_spec() {
     args.extend(trap);
     let (code, _, err) = common::idem(&args);
     assert_eq!(code, 3, "{err}");
-    let ev = events_in(&dir);
+    let ev = common::lineage_events(&dir);
     let failed = &ev[10..];
     assert_eq!(kinds(failed), ["START", "FAIL"]);
     assert_eq!(failed[0]["run"]["runId"], failed[1]["run"]["runId"]);
@@ -261,7 +220,7 @@ fn runs_backfills_and_failures_emit_events_valid_under_the_spec() {
     // under an id of their own.
     let (code, _, _) = fx.run(&fx.module, "2026-09-30", &table, &lineage);
     assert_eq!(code, 2);
-    let ev = events_in(&dir);
+    let ev = common::lineage_events(&dir);
     let missing = &ev[12..];
     assert_eq!(kinds(missing), ["START", "FAIL"]);
     assert_eq!(missing[0]["run"]["runId"], missing[1]["run"]["runId"]);
@@ -288,12 +247,12 @@ fn runs_backfills_and_failures_emit_events_valid_under_the_spec() {
         let (code, _, err) = common::idem_env(&args, &[("IDEM_FAULT_PANIC", point)]);
         assert_ne!(code, 0, "{err}");
         assert!(err.contains("panicked"), "{err}");
-        let ev = events_in(&dir);
+        let ev = common::lineage_events(&dir);
         let last = &ev[ev.len() - 2..];
         assert_eq!(kinds(last), ["START", end], "{point}");
         assert_eq!(last[0]["run"]["runId"], last[1]["run"]["runId"]);
     }
-    let ev = events_in(&dir);
+    let ev = common::lineage_events(&dir);
     assert_eq!(ev.len(), 18);
     let message = &ev[15]["run"]["facets"]["errorMessage"]["message"];
     assert!(
@@ -304,7 +263,7 @@ fn runs_backfills_and_failures_emit_events_valid_under_the_spec() {
         ev[17]["run"]["facets"]["idem_manifest"]["outcome"],
         "committed"
     );
-    validate(&ev);
+    common::validate_lineage(&ev);
 }
 
 /// `python tests/lineage_receiver.py OUT [--fail N]`, killed when dropped.
@@ -386,7 +345,7 @@ fn an_http_receiver_gets_each_run_retried_and_a_dead_one_fails_nothing() {
     let events: Vec<Value> = rx.received().into_iter().map(|(_, e)| e).collect();
     assert_eq!(events.len(), 4);
     assert!(events.iter().all(|e| e["run"]["runId"] == id.as_str()));
-    validate(&events);
+    common::validate_lineage(&events);
 
     // Nobody listening: the run commits, and says what was not delivered.
     let dead = {
@@ -413,4 +372,113 @@ fn an_http_receiver_gets_each_run_retried_and_a_dead_one_fails_nothing() {
     );
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not a transport"), "{err}");
+}
+
+/// Wait (up to 60 s) until `ready` holds.
+fn wait_until(what: &str, ready: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !ready() {
+        assert!(t.elapsed() < Duration::from_secs(60), "never: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(child: &Child, sig: libc::c_int) {
+    // SAFETY: kill() on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
+}
+
+/// Interrupted runs are told ABORT: a run's Ctrl-C, and a backfill's
+/// SIGTERM after its first Ctrl-C (which only stops new slices), each
+/// while runs are held inside their execution (a fault-point barrier).
+#[test]
+fn an_interrupted_run_is_aborted_with_the_events_it_started() {
+    let fx = Fixture::new();
+    let events = fx.path("events");
+    let url = format!("file://{}", s(&events));
+    let table = s(&fx.path("t"));
+    let orders = s(&fx.path("orders"));
+    let held = fx.path("held");
+    let args = common::day_args(
+        &fx.module,
+        &orders,
+        "2026-10-01",
+        &table,
+        &["--lineage", &url],
+    );
+    let child = common::idem_at_barrier(&args, "execute", 2, &held);
+    wait_until("the run is held", || {
+        std::fs::read_dir(&held).is_ok_and(|mut d| d.next().is_some())
+    });
+    signal(&child, libc::SIGINT);
+    let (code, out, err) = common::wait(child);
+    assert_eq!(code, 130, "{out}{err}");
+    assert!(err.contains("ABORT for 1 run"), "{err}");
+    let got = common::lineage_events(&events);
+    common::validate_lineage(&got);
+    assert_eq!(kinds(&got), ["START", "ABORT"]);
+    assert_eq!(got[0]["run"]["runId"], got[1]["run"]["runId"]);
+    assert!(
+        !fx.path("t").join("_delta_log").exists(),
+        "the interrupted run committed"
+    );
+    // Run again, it completes (the same run id).
+    let (code, v, err) = fx.run(&fx.module, "2026-10-01", &table, &["--lineage", &url]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["outcome"]["kind"], "committed");
+    let got = common::lineage_events(&events);
+    assert_eq!(kinds(&got)[2..], ["START", "COMPLETE"]);
+    assert_eq!(got[3]["run"]["runId"], got[1]["run"]["runId"]);
+
+    // A backfill: the first Ctrl-C starts nothing new (the held slices go
+    // on); SIGTERM then ends it, each started slice told ABORT.
+    std::fs::remove_dir_all(&events).unwrap();
+    let held = fx.path("held2");
+    let args: Vec<String> = [
+        "backfill",
+        "--module",
+        &fx.module,
+        "--input",
+        &orders,
+        "--table",
+        &s(&fx.path("b")),
+        "--from",
+        "2026-10-01",
+        "--to",
+        "2026-10-03",
+        "--jobs",
+        "2",
+        "--lineage",
+        &url,
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let mut child = common::idem_at_barrier(&args, "execute", 2, &held);
+    wait_until("both slices started", || {
+        common::lineage_events(&events).len() == 2
+    });
+    signal(&child, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the first Ctrl-C ended the backfill"
+    );
+    signal(&child, libc::SIGTERM);
+    let (code, out, err) = common::wait(child);
+    assert_eq!(code, 143, "{out}{err}");
+    let got = common::lineage_events(&events);
+    common::validate_lineage(&got);
+    assert_eq!(kinds(&got), ["START", "START", "ABORT", "ABORT"]);
+    let ids = |k: &str| {
+        let mut v: Vec<String> = got
+            .iter()
+            .filter(|e| e["eventType"] == k)
+            .map(|e| e["run"]["runId"].to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ids("START"), ids("ABORT"));
+    assert!(got.iter().all(|e| e["run"]["facets"]["parent"].is_object()));
 }

@@ -574,6 +574,19 @@ fn the_memory_limit_covers_all_of_a_guests_memories_together() {
     }
 }
 
+/// A grow that fails is a trap, not -1: told -1, this guest would return
+/// ok from `open`.
+#[test]
+fn a_failed_memory_grow_stops_the_guest() {
+    let sandbox = common::sandbox_with(Limits::default());
+    let module = sandbox.load(&wat("grow-past-maximum.wat")).unwrap();
+    let mut inst = sandbox.instantiate(&module).unwrap();
+    match inst.open(&tiny_context()) {
+        Err(e) => assert!(e.to_string().contains("growing guest memory failed"), "{e}"),
+        Ok(_) => panic!("the guest went on after a failed grow"),
+    }
+}
+
 #[test]
 fn the_number_of_memories_a_guest_defines_is_bounded() {
     let sandbox = common::sandbox_with(Limits::default());

@@ -487,8 +487,13 @@ fn plain_trap_and_iceberg(fx: &Fixture, cluster: &Cluster) {
     assert_eq!(code, 0, "{err}");
     let mut signed = fx.job("plain", &plain, DAYS);
     signed["args"]["sign_key"] = json!(key);
+    // The trap job's tasks send OpenLineage events to a folder both
+    // workers reach.
+    let events = fx.local("events");
+    let mut trap = fx.trap_job();
+    trap["args"]["lineage"] = json!(format!("file://{events}"));
     let plan = json!({"app": "idem-plain", "jobs": [
-        signed, fx.trap_job(), fx.job("iceberg", &fx.iceberg("spark"), 5),
+        signed, trap, fx.job("iceberg", &fx.iceberg("spark"), 5),
     ]});
     let jobs = cluster.run(&fx.py, &fx.env, &plan);
     let rows = &jobs["plain"];
@@ -536,6 +541,34 @@ fn plain_trap_and_iceberg(fx: &Fixture, cluster: &Cluster) {
         "the trap job's table differs from the single host's"
     );
     assert_each_slice_committed_once(&tc, 5, "the trap job's table");
+    // Its events: each slice's START and its end (FAIL for the trap, with
+    // the guest's kind), all naming the one Spark job as their parent.
+    let events = common::lineage_events(Path::new(&events));
+    common::validate_lineage(&events);
+    let kinds = |k: &str| events.iter().filter(|e| e["eventType"] == k).count();
+    assert_eq!(
+        (kinds("START"), kinds("COMPLETE"), kinds("FAIL")),
+        (6, 5, 1),
+        "{events:?}"
+    );
+    let parents: std::collections::BTreeSet<String> = events
+        .iter()
+        .map(|e| e["run"]["facets"]["parent"]["run"]["runId"].to_string())
+        .collect();
+    assert_eq!(parents.len(), 1, "{parents:?}");
+    let parent = &events[0]["run"]["facets"]["parent"]["job"]["name"];
+    assert!(
+        parent.as_str().unwrap().starts_with("spark trap "),
+        "{parent}"
+    );
+    let fail = events.iter().find(|e| e["eventType"] == "FAIL").unwrap();
+    let message = fail["run"]["facets"]["errorMessage"]["message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message.starts_with("guest:") && message.contains("deliberate panic"),
+        "{message}"
+    );
 
     // Iceberg: the single host's rows, one snapshot per slice.
     assert!(

@@ -19,6 +19,7 @@ pub mod explain;
 pub mod flags;
 pub mod history;
 pub mod inspect;
+pub mod interrupt;
 pub mod keygen;
 pub mod log;
 pub mod new;

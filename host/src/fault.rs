@@ -94,3 +94,10 @@ fn barrier(dir: &std::path::Path, n: usize) {
 pub fn fails(name: &str) -> bool {
     std::env::var("IDEM_FAULT_FAIL").is_ok_and(|v| v == name)
 }
+
+/// With `IDEM_FAULT_MANIFEST_V1=yes` runs write v1 manifests (no
+/// provenance), byte for byte what the idem before manifests v2 wrote:
+/// for the tests of tables whose history that idem began.
+pub fn writes_v1_manifests() -> bool {
+    std::env::var("IDEM_FAULT_MANIFEST_V1").is_ok_and(|v| v == "yes")
+}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _idem
 from ._idem import (
@@ -142,11 +142,22 @@ def _publish(
     audit_module: Optional[PathLike],
     audit_params: Params,
     sign_key: Optional[PathLike] = None,
+    lineage: Optional[str] = None,
+    lineage_namespace: Optional[str] = None,
+    _lineage_parent: Optional[Tuple[str, str]] = None,
 ) -> dict:
     if audit_params is not None and audit_module is None:
         raise InputError("audit_params needs audit_module (the audit transform they are for)")
+    for value, what in ((lineage, "lineage"), (lineage_namespace, "lineage_namespace")):
+        if value is not None and not isinstance(value, str):
+            raise InputError(f"{what} must be text, not {type(value).__name__}: {value!r}")
+    if lineage_namespace is not None and lineage is None:
+        raise InputError("lineage_namespace needs lineage (the receiver the events go to)")
     return {
         "sign_key": _maybe_text(sign_key, "sign_key"),
+        "lineage": lineage,
+        "lineage_namespace": lineage_namespace,
+        "lineage_parent": _lineage_parent if lineage is not None else None,
         "mode": mode,
         "key": _keys(key),
         "params": _params(params),
@@ -223,7 +234,10 @@ def run(
     force: bool = False,
     origin: Optional[str] = None,
     sign_key: Optional[PathLike] = None,
+    lineage: Optional[str] = None,
+    lineage_namespace: Optional[str] = None,
     limits: Optional[Limits] = None,
+    _lineage_parent: Optional[Tuple[str, str]] = None,
 ) -> RunResult:
     """One idempotent run of a slice through ``module`` into ``table``
     (``idem run``): executed only when no committed run has its run key,
@@ -246,14 +260,21 @@ def run(
     ``sign_key`` (an Ed25519 PKCS#8 PEM file, ``idem keygen``) signs the
     manifest: its DSSE envelope is stored beside it and named by the commit
     (``RunResult.envelope``); :func:`audit` and :func:`verify` check it
-    with ``keys``.
+    with ``keys``. ``lineage`` (``file:///DIR`` or
+    ``http(s)://HOST/api/v1/lineage``, a bearer token from
+    ``$OPENLINEAGE_API_KEY``) receives the run's OpenLineage events (START,
+    then COMPLETE or FAIL; jobs in ``lineage_namespace``, default
+    ``idem``); a failed delivery is a warning, never a failed run.
 
     Returns a :class:`RunResult`: ``outcome`` is ``committed``,
     ``unchanged``, ``memo`` or ``up-to-date``. Raises :class:`IdemError`
     subclasses, as the CLI exits.
     """
     slice_args = _slice(input, partition, files, slice_id, delta_version, delta_slice, next, max_objects, max_bytes)
-    publish = _publish(mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params, sign_key)
+    publish = _publish(
+        mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params, sign_key,
+        lineage, lineage_namespace, _lineage_parent,
+    )
     return _idem.run(_run_args(module, table, slice_args, publish, force, origin), limits)
 
 
@@ -328,6 +349,8 @@ def backfill(
     audit_params: Params = None,
     force: bool = False,
     sign_key: Optional[PathLike] = None,
+    lineage: Optional[str] = None,
+    lineage_namespace: Optional[str] = None,
     limits: Optional[Limits] = None,
 ) -> BackfillResult:
     """The daily partitions ``column=start`` to ``column=end`` (both
@@ -337,8 +360,13 @@ def backfill(
     none failed; a date without input fails unless ``skip_missing``).
     Ctrl-C lets the running slices finish, starts no more, and raises
     KeyboardInterrupt; running the backfill again finds what committed.
+    With ``lineage``, each slice's events name the backfill as their
+    parent run.
     """
-    publish = _publish(mode, key, params, None, batch_rows, expect, audit_module, audit_params, sign_key)
+    publish = _publish(
+        mode, key, params, None, batch_rows, expect, audit_module, audit_params, sign_key,
+        lineage, lineage_namespace,
+    )
     args = {
         "module": _text(module, "module"),
         "input": _text(input, "input"),
@@ -400,12 +428,21 @@ def log(table: str, *, since_ms: int = 0) -> list:
 
 
 def pipeline_run(
-    file: PathLike, logical_date: str, *, stage: Optional[str] = None, limits: Optional[Limits] = None
+    file: PathLike,
+    logical_date: str,
+    *,
+    stage: Optional[str] = None,
+    limits: Optional[Limits] = None,
+    lineage: Optional[str] = None,
+    lineage_namespace: Optional[str] = None,
 ) -> PipelineResult:
     """The stages of the pipeline file ``file`` (an ``idem.toml``) for
     ``logical_date``, or only ``stage`` (``idem pipeline run``), each pinned
     to what the stage before it committed. A stage that fails is a result
     (``ok`` is False; ``result.raise_for_failure()`` raises its exception,
     a :class:`StorageError` first, the failure a retry can fix); a
-    pipeline file that cannot be used raises at once."""
-    return _idem.pipeline_run(_text(file, "file"), logical_date, stage, limits)
+    pipeline file that cannot be used raises at once. ``lineage`` (and
+    ``lineage_namespace``) override the file's ``[pipeline] lineage``; the
+    stages' events name the pipeline run as their parent."""
+    _publish(None, None, None, None, 8192, None, None, None, None, lineage, lineage_namespace)
+    return _idem.pipeline_run(_text(file, "file"), logical_date, stage, limits, lineage, lineage_namespace)

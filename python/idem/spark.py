@@ -59,6 +59,8 @@ _RUN_KEYS = (
     "audit_params",
     "force",
     "sign_key",
+    "lineage",
+    "lineage_namespace",
 )
 
 OUTCOME_SCHEMA = (
@@ -257,6 +259,8 @@ def run_slices(
     audit_params: Any = None,
     force: bool = False,
     sign_key: Any = None,
+    lineage: Optional[str] = None,
+    lineage_namespace: Optional[str] = None,
     limits: Optional[Limits] = None,
     job_name: Optional[str] = None,
 ) -> Any:
@@ -272,11 +276,18 @@ def run_slices(
     a row (``outcome`` ``failed``); a :class:`idem.StorageError` is raised
     for Spark to retry the task until its last attempt
     (``spark.task.maxFailures``), which reports it as a row.
+
+    With ``lineage`` (a receiver every executor reaches: an HTTP endpoint,
+    or a folder they share), every task's run emits its OpenLineage events
+    there, each naming this job (a run id made here) as its parent; the
+    retries and twins of a slice share its run id.
     """
     specs = [_absolute_paths(spec) for spec in _check_specs(slices)]
     table = _absolute(idem._text(table, "table"))
     # Checked on the driver, as idem.run checks them, before any task runs.
-    idem._publish(mode, key, params, None, batch_rows, expect, audit_module, audit_params, sign_key)
+    idem._publish(
+        mode, key, params, None, batch_rows, expect, audit_module, audit_params, sign_key, lineage, lineage_namespace
+    )
     limit_fields = _limit_fields(limits)
     if job_name is not None and (not isinstance(job_name, str) or ":" in job_name or len(job_name) > 128):
         raise InputError(f"job_name must be text without ':' of at most 128 characters, not {job_name!r}")
@@ -297,7 +308,12 @@ def run_slices(
         "force": force,
         # A path every executor reads (a secret mounted on each).
         "sign_key": None if sign_key is None else _absolute(idem._text(sign_key, "sign_key")),
+        "lineage": lineage,
+        "lineage_namespace": lineage_namespace,
     }
+    if lineage is not None:
+        # The job is the parent run of every task's run.
+        options["_lineage_parent"] = (str(uuid.uuid4()), f"spark {job_name or 'job'} {table}")
     # Every attempt labels its run-log entry with the job (unique per call,
     # named by job_name) and its task.
     origin = f"spark:{sc.applicationId}:{job_name or 'job'}-{uuid.uuid4().hex[:12]}"

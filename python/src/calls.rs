@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use idem::attest::SigningKey;
 use idem::expect::Expectation;
+use idem::lineage::{Lineage, Parent};
 use idem::run::{NamedSlice, Run, RunError, SliceSpec};
 use idem::table::Mode;
 use pyo3::prelude::*;
@@ -53,6 +54,10 @@ pub struct Publish {
     audit_module: Option<PathBuf>,
     audit_params: String,
     sign_key: Option<PathBuf>,
+    lineage: Option<String>,
+    lineage_namespace: Option<String>,
+    /// A parent run (id, job name) the caller made (`idem.spark`'s job).
+    lineage_parent: Option<(String, String)>,
 }
 
 impl RunArgs {
@@ -81,6 +86,8 @@ impl RunArgs {
             .force(self.force)
             .origin(self.origin.clone())
             .sign_with(self.publish.signer()?);
+        let (lineage, parent) = self.publish.lineage(None)?;
+        let run = run.lineage(lineage, parent);
         Ok(self
             .publish
             .apply(run, mode.as_ref(), &self.publish.expectations()?))
@@ -98,6 +105,22 @@ impl Publish {
                     .map_err(|e| crate::errors::raise(e.kind(), &e))
             })
             .transpose()
+    }
+
+    /// The OpenLineage receiver (`lineage`), and the parent run of its
+    /// events: the one the caller named, else `parent` (a backfill's).
+    fn lineage(&self, parent: Option<&str>) -> PyResult<(Option<Arc<Lineage>>, Option<Parent>)> {
+        let Some(target) = &self.lineage else {
+            return Ok((None, None));
+        };
+        let usage = |e: String| run_error(RunError::Usage(e));
+        let l = Lineage::new(target, self.lineage_namespace.clone()).map_err(usage)?;
+        let parent = match (&self.lineage_parent, parent) {
+            (Some((id, name)), _) => Some(l.parent_with_id(name, id).map_err(usage)?),
+            (None, Some(name)) => Some(l.parent(name)),
+            (None, None) => None,
+        };
+        Ok((Some(Arc::new(l)), parent))
     }
 
     /// The expectations, parsed.
@@ -214,6 +237,7 @@ struct Shared {
     mode: Option<Mode>,
     expectations: Vec<Expectation>,
     signer: Option<Arc<SigningKey>>,
+    lineage: (Option<Arc<Lineage>>, Option<Parent>),
 }
 
 impl BackfillArgs {
@@ -228,8 +252,10 @@ impl BackfillArgs {
         let run = self
             .publish
             .apply(run, shared.mode.as_ref(), &shared.expectations);
+        let (lineage, parent) = &shared.lineage;
         run.logical_date(Some(date.to_string()))
             .sign_with(shared.signer.clone())
+            .lineage(lineage.clone(), parent.clone())
     }
 
     /// The dates, the mode and the checks, each checked once.
@@ -248,6 +274,10 @@ impl BackfillArgs {
             mode,
             expectations,
             signer: self.publish.signer()?,
+            // Every slice's events name the backfill as their parent run.
+            lineage: self
+                .publish
+                .lineage(Some(&format!("backfill {}", self.table)))?,
         })
     }
 }

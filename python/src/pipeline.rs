@@ -100,19 +100,31 @@ impl StageResult {
 /// A stage's failure is a result (see `raise_for_failure`); a pipeline
 /// file that cannot be used is an exception.
 #[pyfunction]
-#[pyo3(signature = (file, logical_date, stage=None, limits=None))]
+#[pyo3(signature = (file, logical_date, stage=None, limits=None, lineage=None, lineage_namespace=None))]
 pub fn pipeline_run(
     py: Python<'_>,
     file: std::path::PathBuf,
     logical_date: String,
     stage: Option<String>,
     limits: Option<Limits>,
+    lineage: Option<String>,
+    lineage_namespace: Option<String>,
 ) -> PyResult<PipelineResult> {
     crate::process::enter()?;
     py.detach(move || {
         let fail = |e: &(dyn std::error::Error + 'static), k: Kind| errors::raise(k, e);
         idem::backfill::dates(&logical_date, &logical_date).map_err(errors::run_error)?;
-        let p = Pipeline::load(&file).map_err(|e| fail(&e, e.kind()))?;
+        let mut p = Pipeline::load(&file).map_err(|e| fail(&e, e.kind()))?;
+        // `lineage` overrides the file's `[pipeline] lineage`, as `--lineage` does.
+        let given = match &lineage {
+            Some(target) => Some(std::sync::Arc::new(
+                idem::lineage::Lineage::new(target, lineage_namespace)
+                    .map_err(|why| errors::of_kind(Kind::Input, why))?,
+            )),
+            None => None,
+        };
+        let lineage = given.or_else(|| p.lineage.clone());
+        p.emit_to(lineage);
         let only = match &stage {
             None => None,
             Some(s) => Some(

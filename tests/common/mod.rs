@@ -585,3 +585,46 @@ pub fn dsse_check(args: &[&str]) -> Result<String, String> {
         false => Err(text(&out.stderr)),
     }
 }
+
+/// OpenLineage events a `file://` receiver folder holds, in the order
+/// they were written.
+pub fn lineage_events(dir: &Path) -> Vec<serde_json::Value> {
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    names.retain(|p| p.extension().is_some_and(|e| e == "json"));
+    names.sort();
+    names
+        .iter()
+        .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
+        .collect()
+}
+
+/// Every OpenLineage event valid under the official spec 2-0-2 and its
+/// facets' schemas (tests/validate_openlineage.py, PyPI jsonschema).
+pub fn validate_lineage(events: &[serde_json::Value]) {
+    let mut child = std::process::Command::new(python())
+        .arg(root().join("tests/validate_openlineage.py"))
+        .arg("-")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        for e in events {
+            writeln!(stdin, "{e}").unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["events"], events.len());
+}

@@ -7,6 +7,7 @@ import os
 import pathlib
 import re
 import subprocess
+import sys
 import threading
 import time
 from urllib.parse import urlparse
@@ -188,6 +189,84 @@ def test_signed_runs_and_backfills_are_audited_with_their_key(tmp_path):
         idem.run(MODULE, table, input=DATA, partition=DAY, sign_key=pub)
     with pytest.raises(idem.InputError, match="keys takes a list"):
         idem.audit(table, keys=pub)
+
+
+def events_in(folder):
+    """The OpenLineage events a folder received, in the order written,
+    each checked against the official spec and facet schemas."""
+    files = sorted(folder.glob("*.json"))
+    if files:
+        check = subprocess.run(
+            [sys.executable,
+             str(pathlib.Path(__file__).resolve().parent.parent / "validate_openlineage.py"),
+             *map(str, files)],
+            capture_output=True, text=True,
+        )
+        assert check.returncode == 0, check.stdout + check.stderr
+    return [json.loads(f.read_text()) for f in files]
+
+
+def test_runs_backfills_pipelines_and_spark_jobs_emit_lineage(tmp_path):
+    events = tmp_path / "events"
+    url = events.as_uri()
+    table = str(tmp_path / "t")
+    r = idem.run(MODULE, table, input=DATA, partition=DAY, lineage=url, lineage_namespace="team")
+    got = events_in(events)
+    assert [e["eventType"] for e in got] == ["START", "COMPLETE"]
+    start, complete = got
+    # The run id is the run key's (a UUID of its first 16 bytes), the job
+    # the table in the namespace given.
+    key = r.run_key[len("sha256:"):]
+    assert complete["run"]["runId"].replace("-", "")[:12] == key[:12]
+    assert complete["job"]["namespace"] == "team"
+    facet = complete["run"]["facets"]["idem_manifest"]
+    assert (facet["outcome"], facet["runKey"], facet["manifestDigest"]) == (
+        "committed", r.run_key, r.manifest_digest)
+    assert "parent" not in complete["run"]["facets"]
+    # A backfill's slices name the backfill as their parent, all the same.
+    for f in events.glob("*.json"):
+        f.unlink()
+    b = idem.backfill(MODULE, DATA, table, "2026-10-02", "2026-10-03", lineage=url)
+    assert b.ok
+    got = events_in(events)
+    assert sorted(e["eventType"] for e in got) == ["COMPLETE", "COMPLETE", "START", "START"]
+    parents = {json.dumps(e["run"]["facets"]["parent"], sort_keys=True) for e in got}
+    assert len(parents) == 1, parents
+    parent = got[0]["run"]["facets"]["parent"]
+    assert parent["job"] == {"namespace": "idem", "name": f"backfill {table}"}
+    # The Spark driver names its job as the parent with a run id it made.
+    for f in events.glob("*.json"):
+        f.unlink()
+    job = "0b5c7e0a-3f1d-4c2e-9a7b-1d2e3f4a5b6c"
+    idem.run(MODULE, table, input=DATA, partition=DAY, force=True, lineage=url,
+             _lineage_parent=(job, "spark job t"))
+    got = events_in(events)
+    assert {e["run"]["facets"]["parent"]["run"]["runId"] for e in got} == {job}
+    # A pipeline's stages name the pipeline run; lineage= overrides the file.
+    for f in events.glob("*.json"):
+        f.unlink()
+    p = idem.pipeline_run(os.environ["IDEM_TEST_PIPELINE"], "2026-10-02", lineage=url)
+    assert p.ok
+    got = events_in(events)
+    assert [e["eventType"] for e in got] == ["START", "COMPLETE"] * 3
+    parents = {e["run"]["facets"]["parent"]["run"]["runId"] for e in got}
+    assert len(parents) == 1, parents
+    assert got[0]["run"]["facets"]["parent"]["job"]["name"].startswith("pipeline ")
+    # A failure is a FAIL event, and a failed run still raises.
+    for f in events.glob("*.json"):
+        f.unlink()
+    with pytest.raises(idem.PartitionMissing):
+        idem.run(MODULE, table, input=DATA, partition="date=2026-09-01", lineage=url)
+    assert [e["eventType"] for e in events_in(events)] == ["START", "FAIL"]
+    # Bad receivers and keywords are input errors before anything runs.
+    with pytest.raises(idem.InputError, match="lineage"):
+        idem.run(MODULE, table, input=DATA, partition=DAY, lineage="ftp://x/")
+    with pytest.raises(idem.InputError, match="lineage_namespace needs lineage"):
+        idem.run(MODULE, table, input=DATA, partition=DAY, lineage_namespace="x")
+    with pytest.raises(idem.InputError, match="not a UUID"):
+        idem.run(MODULE, table, input=DATA, partition=DAY, lineage=url, _lineage_parent=("7", "x"))
+    with pytest.raises(idem.InputError, match="lineage must be text"):
+        idem.backfill(MODULE, DATA, table, "2026-10-02", "2026-10-02", lineage=events)
 
 
 def test_a_published_module_runs_by_digest_with_its_origin_logged(tmp_path):

@@ -84,6 +84,7 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
     let signer = a.sign.signer()?;
     // Every slice's events name the backfill as their parent run.
     let lineage = a.lineage.lineage()?;
+    super::interrupt::abort_on_signal(lineage.as_ref());
     let parent = lineage
         .as_ref()
         .map(|l| l.parent(&format!("backfill {}", a.table)));

@@ -3,7 +3,6 @@
 //! the progress lines, and the exit code of the whole batch.
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use indicatif::ProgressBar;
 
@@ -14,34 +13,7 @@ use idem::run::RunOutcome;
 pub const INTERRUPTED: &str =
     "interrupted: run the same command again to finish (nothing committed is redone)";
 
-/// Set by the first Ctrl-C: start no new slice.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-#[cfg(unix)]
-extern "C" fn on_interrupt(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-    // A second Ctrl-C ends the process at once (which is safe too: every
-    // commit is atomic, and the next backfill redoes nothing committed).
-    // SAFETY: signal() is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_DFL);
-    }
-}
-
-/// From now on the first Ctrl-C sets the returned flag (start nothing
-/// new); a second one ends the process.
-pub fn on_ctrl_c() -> &'static AtomicBool {
-    #[cfg(unix)]
-    // SAFETY: installs a handler that only stores an atomic and resets the
-    // signal's disposition (both async-signal-safe).
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_interrupt as *const () as libc::sighandler_t,
-        );
-    }
-    &STOP
-}
+pub use super::interrupt::on_ctrl_c;
 
 /// One bar for the whole batch of `len` slices (terminal only): the
 /// runs' own bars would fight over the screen, so they are turned off.

@@ -83,6 +83,7 @@ fn run(a: PipelineRunArgs, out: Out) -> Result<ExitCode> {
     let mut p = Pipeline::load(&a.file)?;
     p.signer = a.sign.signer()?;
     let lineage = a.lineage.lineage()?.or_else(|| p.lineage.clone());
+    super::interrupt::abort_on_signal(lineage.as_ref());
     p.emit_to(lineage);
     let only = match &a.stage {
         None => None,
@@ -106,6 +107,7 @@ fn backfill(a: PipelineBackfillArgs, out: Out) -> Result<ExitCode> {
     let mut p = Pipeline::load(&a.file)?;
     p.signer = a.sign.signer()?;
     let lineage = a.lineage.lineage()?.or_else(|| p.lineage.clone());
+    super::interrupt::abort_on_signal(lineage.as_ref());
     p.emit_to(lineage);
     let sandbox = a.limits.sandbox()?;
     preflight(&p, &sandbox)?;

@@ -128,8 +128,10 @@ pub fn run(a: RunArgs, out: Out) -> Result<ExitCode> {
         .run(&a.module, &a.table)?
         .force(a.force)
         .origin(a.origin.clone())
-        .sign_with(a.sign.signer()?)
-        .lineage(a.lineage.lineage()?, None);
+        .sign_with(a.sign.signer()?);
+    let lineage = a.lineage.lineage()?;
+    super::interrupt::abort_on_signal(lineage.as_ref());
+    let run = run.lineage(lineage, None);
     let sandbox = a.limits.sandbox()?;
     let r = match run.execute(&sandbox) {
         Ok(r) => r,

@@ -324,6 +324,23 @@ pub fn fail(
     e
 }
 
+/// ABORT: the process was interrupted (a signal) before the run ended.
+pub fn abort(
+    at: &str,
+    job: &JobName,
+    parent: Option<&Parent>,
+    run_id: &str,
+    spec: Option<&RunSpec>,
+) -> Value {
+    let mut e = base("ABORT", at, run_of(run_id, spec, parent, json!({})), job);
+    if let Some(s) = spec {
+        let (namespace, name) = dataset(&s.target.table);
+        e["inputs"] = json!([input_of(s)]);
+        e["outputs"] = json!([{"namespace": namespace, "name": name}]);
+    }
+    e
+}
+
 /// A bare START of a run that failed before its plan (no run key yet):
 /// the pair a lineage store expects, with an id made from the request.
 pub fn start_unplanned(at: &str, job: &JobName, parent: Option<&Parent>, run_id: &str) -> Value {

@@ -10,18 +10,31 @@
 pub(crate) mod event;
 mod transport;
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use event::{JobName, Parent, dataset, run_id};
 pub use transport::{TOKEN_ENV, Transport};
 
 use crate::digest::Digest;
+use crate::manifest::RunSpec;
 
 /// Where a process's runs send their events, and their job namespace.
 #[derive(Debug)]
 pub struct Lineage {
     transport: Transport,
     namespace: String,
+    /// The runs started and not ended yet: what an interrupt aborts.
+    open: Mutex<Vec<Open>>,
+}
+
+/// A run told START and not yet its end.
+#[derive(Debug)]
+struct Open {
+    token: u64,
+    run_id: String,
+    parent: Option<Parent>,
+    spec: RunSpec,
 }
 
 impl Lineage {
@@ -31,6 +44,7 @@ impl Lineage {
         Ok(Lineage {
             transport: Transport::parse(target)?,
             namespace: namespace.unwrap_or_else(|| "idem".into()),
+            open: Mutex::new(Vec::new()),
         })
     }
 
@@ -51,6 +65,66 @@ impl Lineage {
             run_id: run_id(&Digest::of_bytes(&seed)),
             job: self.job(name),
         }
+    }
+
+    /// The parent run `run_id` (a UUID its caller made: a Spark job's
+    /// driver, say, whose tasks run elsewhere) named `name`.
+    pub fn parent_with_id(&self, name: &str, run_id: &str) -> Result<Parent, String> {
+        let b = run_id.as_bytes();
+        let uuid = b.len() == 36
+            && b.iter().enumerate().all(|(i, c)| match i {
+                8 | 13 | 18 | 23 => *c == b'-',
+                _ => c.is_ascii_hexdigit(),
+            });
+        if !uuid {
+            return Err(format!(
+                "the parent run id `{}` is not a UUID (OpenLineage run ids are): pass str(uuid.uuid4())",
+                crate::text::clip_str(run_id, 64).escape_debug()
+            ));
+        }
+        Ok(Parent {
+            run_id: run_id.to_ascii_lowercase(),
+            job: self.job(name),
+        })
+    }
+
+    /// A run told START: open until [`Lineage::closed`] with the token.
+    pub(crate) fn opened(&self, run_id: &str, parent: Option<&Parent>, spec: &RunSpec) -> u64 {
+        static TOKENS: AtomicU64 = AtomicU64::new(0);
+        let token = TOKENS.fetch_add(1, Ordering::Relaxed);
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.push(Open {
+            token,
+            run_id: run_id.to_string(),
+            parent: parent.cloned(),
+            spec: spec.clone(),
+        });
+        token
+    }
+
+    /// The run `token` ended (or committed: it is no longer abortable).
+    pub(crate) fn closed(&self, token: u64) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.retain(|o| o.token != token);
+    }
+
+    /// ABORT every run started and not ended: the process is being
+    /// interrupted (a signal), so their ends would never be told. Returns
+    /// how many.
+    pub fn abort_open(&self) -> usize {
+        let open = std::mem::take(&mut *self.open.lock().unwrap_or_else(|e| e.into_inner()));
+        let at = now();
+        for o in &open {
+            let job = self.job(&o.spec.target.table);
+            self.send(&event::abort(
+                &at,
+                &job,
+                o.parent.as_ref(),
+                &o.run_id,
+                Some(&o.spec),
+            ));
+        }
+        open.len()
     }
 
     pub(crate) fn send(&self, event: &serde_json::Value) {

@@ -22,8 +22,9 @@ pub const FORMAT: u32 = 1;
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 /// Our first predicate type: the run and its result.
 pub const PREDICATE_TYPE: &str = "https://idem.dev/run-manifest/v1";
-/// The same, with the run's provenance ([`crate::provenance`]): what runs
-/// write now; v1 manifests still read, verify and audit.
+/// The same, with the run's provenance (`manifest/provenance.rs`,
+/// [`Provenance`]): what runs write now; v1 manifests still read, verify
+/// and audit.
 pub const PREDICATE_TYPE_V2: &str = "https://idem.dev/run-manifest/v2";
 
 /// A manifest that cannot be read, or params that cannot be hashed exactly.
@@ -207,8 +208,10 @@ pub struct Manifest {
     pub provenance: Option<Provenance>,
 }
 
+/// The v1 predicate. Nothing else may ride along in it: provenance
+/// stated under v1's name would be checked by nobody.
 #[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Predicate {
     run_key: Digest,
     run: RunSpec,
@@ -291,6 +294,21 @@ impl Manifest {
         })
     }
 
+    /// What a v2 manifest's derivation needs: an engine profile it knows,
+    /// and audit imports exactly when there is an audit module.
+    fn check_provenance(&self) -> Result<(), ManifestError> {
+        let Some(p) = &self.provenance else {
+            return Ok(());
+        };
+        provenance::profile_of(&self.spec.engine).map_err(ManifestError::Edited)?;
+        if self.spec.audit.is_some() != p.audit_imports.is_some() {
+            return Err(ManifestError::Edited(
+                "its audit module and the audit imports it states disagree: it was edited".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// The manifest's own digest.
     pub fn digest(&self) -> Digest {
         Digest::of_bytes(&self.to_bytes())
@@ -308,10 +326,13 @@ impl Manifest {
             }
             (STATEMENT_TYPE, PREDICATE_TYPE_V2) => {
                 let p: PredicateV2 = serde_json::from_value(st.predicate).map_err(invalid)?;
-                let provenance =
-                    provenance::read(&p.build_definition).map_err(ManifestError::Invalid)?;
+                let provenance = provenance::read(&p.build_definition).map_err(|e| match e {
+                    provenance::Unread::Newer(why) => ManifestError::Invalid(why),
+                    provenance::Unread::Edited(why) => ManifestError::Edited(why),
+                })?;
                 let mut m = Manifest::new(p.run, p.result);
                 m.provenance = Some(provenance);
+                m.check_provenance()?;
                 (m, p.run_key)
             }
             (ty, pt) => {
@@ -559,7 +580,7 @@ mod tests {
     fn v2() -> Manifest {
         let mut spec = spec(r#"{"min": 1.5}"#);
         spec.slice.inputs = vec![InputObject {
-            path: "date=2026-10-01/a.parquet".into(),
+            path: "date=2026-10-01/a b#1%.parquet".into(),
             size: 10,
             digest: Digest::of_bytes(b"a"),
         }];
@@ -571,34 +592,71 @@ mod tests {
         m
     }
 
-    #[test]
-    fn a_v2_manifest_carries_its_provenance_and_refuses_an_edited_one() {
-        let m = v2();
-        let bytes = m.to_bytes();
-        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    fn predicate(m: &Manifest) -> serde_json::Value {
+        let v: serde_json::Value = serde_json::from_slice(&m.to_bytes()).unwrap();
         assert_eq!(v["predicateType"], PREDICATE_TYPE_V2);
-        let b = &v["predicate"]["buildDefinition"];
+        v["predicate"].clone()
+    }
+
+    fn keys(v: &serde_json::Value) -> Vec<&str> {
+        v.as_object().unwrap().keys().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn a_v2_manifest_states_its_provenance_in_slsa_terms() {
+        let m = v2();
+        let p = predicate(&m);
+        let b = &p["buildDefinition"];
         assert_eq!(b["buildType"], BUILD_TYPE);
+        // Exactly these: nothing a host or its limits would make differ.
+        assert_eq!(keys(&b["internalParameters"]), ["determinism", "engine"]);
         let d = &b["internalParameters"]["determinism"];
-        assert_eq!(d["profile"], "strict");
-        assert_eq!(d["fuelMetered"], false);
-        assert_eq!(d["nanCanonicalization"], true);
+        assert_eq!(
+            keys(d),
+            [
+                "fuelMetered",
+                "imports",
+                "limitsTrap",
+                "nanCanonicalization",
+                "profile",
+                "relaxedSimdDeterministic",
+                "threads"
+            ]
+        );
+        assert_eq!(
+            (&d["profile"], &d["fuelMetered"]),
+            (&"strict".into(), &false.into())
+        );
         assert_eq!(d["imports"][0], "idem:transform/host@0.2.0");
         assert_eq!(b["externalParameters"]["params"]["min"], 1.5);
         assert_eq!(b["resolvedDependencies"][0]["name"], "module");
+        // An object name is escaped into a valid URI.
         assert_eq!(
             b["resolvedDependencies"][1]["uri"],
-            "file:///d/date=2026-10-01/a.parquet"
+            "file:///d/date=2026-10-01/a%20b%231%25.parquet"
         );
-        assert_eq!(v["predicate"]["runDetails"]["builder"]["id"], BUILDER_ID);
+        assert_eq!(p["runDetails"]["builder"]["id"], BUILDER_ID);
         assert_eq!(
-            v["predicate"]["runDetails"]["metadata"]["invocationId"],
+            p["runDetails"]["metadata"]["invocationId"],
             m.run_key.as_str()
         );
-        assert_eq!(Manifest::from_bytes(&bytes).unwrap(), m);
-        // The run key does not cover the provenance: it is checked
-        // against the spec. Each edit below is refused as an edit.
-        let text = String::from_utf8(bytes).unwrap();
+        assert_eq!(Manifest::from_bytes(&m.to_bytes()).unwrap(), m);
+        // Fuel metering, from the fingerprint.
+        let mut fueled = v2();
+        fueled.spec.engine.push_str("+fuel");
+        fueled.run_key = run_key(&fueled.spec);
+        let d = &predicate(&fueled)["buildDefinition"]["internalParameters"]["determinism"];
+        assert_eq!(
+            (&d["profile"], &d["fuelMetered"]),
+            (&"strict".into(), &true.into())
+        );
+    }
+
+    /// The run key does not cover the provenance: it is checked against
+    /// the spec, and each edit below is refused as an edit.
+    #[test]
+    fn a_v2_manifest_whose_provenance_does_not_follow_from_its_spec_is_refused() {
+        let text = String::from_utf8(v2().to_bytes()).unwrap();
         for (from, to) in [
             ("\"name\":\"module\"", "\"name\":\"modulE\""),
             (
@@ -615,63 +673,98 @@ mod tests {
                 "\"id\":\"https://idem.dev/host\"",
                 "\"id\":\"https://evil.example\"",
             ),
+            ("\"imports\":[", "\"auditImports\":[],\"imports\":["),
             ("{\"_type\"", "{ \"_type\""),
+            (
+                "\"buildType\":\"https://idem.dev/run/v1\"",
+                "\"buildType\":\"https://evil.example/v1\"",
+            ),
+            // A profile this buildType does not know (its run key made to match).
+            ("profile/strict\"", "profile/lax\""),
         ] {
             assert!(text.contains(from), "{from}");
-            let edited = text.replacen(from, to, 1);
+            let mut edited = text.replacen(from, to, 1);
+            if from.starts_with("profile/") {
+                let v: serde_json::Value = serde_json::from_str(&edited).unwrap();
+                let spec: RunSpec = serde_json::from_value(v["predicate"]["run"].clone()).unwrap();
+                let old = v["predicate"]["runKey"].as_str().unwrap().to_string();
+                edited = edited.replace(&old, run_key(&spec).as_str());
+            }
             let e = Manifest::from_bytes(edited.as_bytes()).unwrap_err();
             assert!(matches!(e, ManifestError::Edited(_)), "{from}: {e}");
         }
         // Stated imports are the module's: only a replay can check them
-        // (audit does); here they read back as stated.
+        // (verify and audit --replay do); here they read back as stated.
         let other = text.replace("idem:transform/host@0.2.0", "wasi:clocks/wall-clock@0.2.0");
         let read = Manifest::from_bytes(other.as_bytes()).unwrap();
         assert_eq!(
             read.provenance.unwrap().imports,
             ["wasi:clocks/wall-clock@0.2.0"]
         );
-        // A buildType this idem does not know is a newer idem's.
-        let newer = text.replace(BUILD_TYPE, "https://idem.dev/run/v9");
-        let e = Manifest::from_bytes(newer.as_bytes())
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("a newer idem wrote it"), "{e}");
-    }
-
-    /// The provenance is a function of the spec, imports and run key
-    /// alone: no version, host or limit, so twins, auditors and later
-    /// idems agree on the bytes.
-    #[test]
-    fn a_v2_manifest_names_no_host_version_or_limit() {
-        let text = String::from_utf8(v2().to_bytes()).unwrap();
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let mut p = v["predicate"].clone();
-        p.as_object_mut().unwrap().remove("run");
-        // The fingerprint (in the run key) names the versions; the WIT
-        // world's version is the imports'.
-        let d = &mut p["buildDefinition"]["internalParameters"];
-        d.as_object_mut().unwrap().remove("engine");
-        d["determinism"].as_object_mut().unwrap().remove("imports");
-        let p = p.to_string();
-        assert!(!p.contains(env!("CARGO_PKG_VERSION")), "{p}");
-        assert!(!p.to_lowercase().contains("limit\""), "{p}");
-        // The fingerprint's profile is spelled out: fuel metering too.
-        let mut m = v2();
-        m.spec.engine.push_str("+fuel");
-        m.run_key = run_key(&m.spec);
-        let v: serde_json::Value = serde_json::from_slice(&m.to_bytes()).unwrap();
-        let d = &v["predicate"]["buildDefinition"]["internalParameters"]["determinism"];
-        assert_eq!(
-            (d["profile"].as_str(), d["fuelMetered"].as_bool()),
-            (Some("strict"), Some(true))
+        // A later buildType of idem's is a newer idem's, not an edit.
+        let newer = text.replace(BUILD_TYPE, "https://idem.dev/run/v2");
+        let e = Manifest::from_bytes(newer.as_bytes()).unwrap_err();
+        assert!(
+            matches!(&e, ManifestError::Invalid(why) if why.contains("a later idem's")),
+            "{e}"
         );
+        // Provenance under v1's name is not read as v1.
+        let v1 = text.replace(PREDICATE_TYPE_V2, PREDICATE_TYPE);
+        assert!(Manifest::from_bytes(v1.as_bytes()).is_err());
     }
 
+    /// Every fingerprint this idem makes names a profile the derivation
+    /// knows (else its manifests would be refused when read).
     #[test]
-    fn a_v1_manifest_an_earlier_idem_wrote_reads_and_round_trips() {
-        let bytes = include_bytes!("../../../tests/data/manifest-v1.json");
-        let m = Manifest::from_bytes(bytes).unwrap();
-        assert!(m.provenance.is_none());
-        assert_eq!(m.to_bytes(), bytes.to_vec(), "re-serialized as stored");
+    fn this_idems_fingerprints_name_profiles_the_derivation_knows() {
+        for fuel in [None, Some(1_000_000)] {
+            let sandbox = crate::sandbox::Sandbox::new(crate::sandbox::SandboxConfig {
+                limits: crate::sandbox::Limits {
+                    fuel,
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .unwrap();
+            let (name, metered) = provenance::profile_of(sandbox.fingerprint()).unwrap();
+            assert_eq!((name, metered), ("strict", fuel.is_some()));
+        }
+    }
+
+    /// Manifests as earlier builds wrote them read and re-serialize byte
+    /// for byte: v1 by the idem before v2, v2 by the build that introduced
+    /// it (an audit module with its imports, fuel, expectations' verdicts,
+    /// float params, a timestamp logical date; a pinned Delta input, the
+    /// declared columns and dictionaries). A change to how any part of a
+    /// manifest serializes fails here.
+    #[test]
+    fn manifests_earlier_builds_wrote_read_and_round_trip() {
+        let fixtures: [(&str, &[u8]); 3] = [
+            ("v1", include_bytes!("../../../tests/data/manifest-v1.json")),
+            (
+                "v2-audited",
+                include_bytes!("../../../tests/data/manifest-v2-audited.json"),
+            ),
+            (
+                "v2-delta",
+                include_bytes!("../../../tests/data/manifest-v2-delta.json"),
+            ),
+        ];
+        for (name, bytes) in fixtures {
+            let m = Manifest::from_bytes(bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(
+                m.to_bytes(),
+                bytes.to_vec(),
+                "{name}: re-serialized otherwise"
+            );
+            assert_eq!(m.provenance.is_some(), name != "v1", "{name}");
+        }
+        let audited = Manifest::from_bytes(fixtures[1].1).unwrap();
+        let p = audited.provenance.as_ref().unwrap();
+        assert!(audited.spec.audit.is_some() && p.audit_imports.is_some());
+        assert!(audited.result.fuel.is_some() && !audited.result.audits.is_empty());
+        let delta = Manifest::from_bytes(fixtures[2].1).unwrap();
+        assert!(delta.spec.slice.delta_version.is_some() && delta.result.columns.is_some());
+        assert!(!delta.result.dictionaries.is_empty());
     }
 }

@@ -20,6 +20,7 @@
 //! profile knob or field is a new `buildType`, and the old derivation
 //! stays for the manifests that name it.
 
+use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde_json::{Value, json};
 
 use super::spec::RunSpec;
@@ -66,12 +67,35 @@ pub fn build_definition(spec: &RunSpec, p: &Provenance) -> Value {
     })
 }
 
+/// The profiles this `buildType`'s derivation knows: the engine
+/// fingerprint's `profile/...` part, and whether it meters fuel.
+const PROFILES: [(&str, bool); 2] = [("strict", false), ("strict+fuel", true)];
+
+/// The profile an engine fingerprint names, or why this `buildType`
+/// cannot state it (a new profile is a new `buildType`).
+pub fn profile_of(engine: &str) -> Result<(&'static str, bool), String> {
+    let named = engine.rsplit_once(" profile/").map(|(_, p)| p);
+    PROFILES
+        .iter()
+        .find(|(p, _)| Some(*p) == named)
+        .map(|(_, metered)| ("strict", *metered))
+        .ok_or_else(|| {
+            format!(
+                "engine `{}` names no profile {BUILD_TYPE} knows (strict, strict+fuel)",
+                crate::text::clip_str(engine, 256).escape_debug()
+            )
+        })
+}
+
 /// The determinism profile: what the engine fingerprint's `profile/NAME`
 /// (`+fuel` when metered) means, spelled out.
 fn determinism(engine: &str, p: &Provenance) -> Value {
-    let profile = engine.rsplit_once(" profile/").map(|(_, p)| p);
-    let metered = profile.is_some_and(|p| p.ends_with("+fuel"));
-    let name = profile.map(|p| p.trim_end_matches("+fuel"));
+    let (name, metered) = match profile_of(engine) {
+        Ok((name, metered)) => (Some(name), metered),
+        // Never written: `from_bytes` refuses such a manifest, and idem's
+        // own fingerprints all name a known profile (a unit test).
+        Err(_) => (None, false),
+    };
     let mut d = json!({
         // `strict`: only imports the host answers deterministically are
         // admitted; clocks, entropy, sockets, files and http are refused
@@ -97,6 +121,25 @@ fn determinism(engine: &str, p: &Provenance) -> Value {
     d
 }
 
+/// What a path's characters must be escaped from to be part of a URI (an
+/// object name may hold a space, `#`, `%` or `?`).
+const PATH: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'[')
+    .add(b'\\')
+    .add(b']')
+    .add(b'^')
+    .add(b'`')
+    .add(b'{')
+    .add(b'|')
+    .add(b'}');
+
 /// The module, the audit module and each input, as SLSA resource
 /// descriptors.
 fn dependencies(spec: &RunSpec) -> Vec<Value> {
@@ -107,7 +150,7 @@ fn dependencies(spec: &RunSpec) -> Vec<Value> {
     }
     for i in &spec.slice.inputs {
         let mut d = json!({
-            "uri": format!("{}{}", spec.slice.root, i.path),
+            "uri": format!("{}{}", spec.slice.root, utf8_percent_encode(&i.path, PATH)),
             "digest": digest(&i.digest),
             "annotations": {"size": i.size},
         });
@@ -127,18 +170,36 @@ pub fn run_details(run_key: &Digest) -> Value {
     })
 }
 
+/// Why a stored `buildDefinition` cannot be read.
+#[derive(Debug)]
+pub enum Unread {
+    /// A later `buildType` of idem's (`https://idem.dev/run/vN`, N > 1).
+    Newer(String),
+    /// Anything else: not what idem writes.
+    Edited(String),
+}
+
 /// The [`Provenance`] a stored `buildDefinition` states, or why it cannot
-/// be read (another `buildType`: a newer idem's).
-pub fn read(build_definition: &Value) -> Result<Provenance, String> {
+/// be read.
+pub fn read(build_definition: &Value) -> Result<Provenance, Unread> {
     let ty = &build_definition["buildType"];
     if ty != BUILD_TYPE {
-        return Err(format!(
-            "buildType {ty} is not {BUILD_TYPE}: a newer idem wrote it; read it with that idem"
-        ));
+        let later = ty
+            .as_str()
+            .and_then(|t| t.strip_prefix("https://idem.dev/run/v"))
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_some_and(|n| n > 1);
+        return Err(match later {
+            true => Unread::Newer(format!(
+                "buildType {ty} is a later idem's (this idem reads {BUILD_TYPE}): read it with that idem"
+            )),
+            false => Unread::Edited(format!("buildType {ty} is not one idem writes")),
+        });
     }
     let d = &build_definition["internalParameters"]["determinism"];
-    let names = |v: &Value| -> Result<Vec<String>, String> {
-        serde_json::from_value(v.clone()).map_err(|e| format!("determinism imports: {e}"))
+    let names = |v: &Value| -> Result<Vec<String>, Unread> {
+        serde_json::from_value(v.clone())
+            .map_err(|e| Unread::Edited(format!("determinism imports: {e}")))
     };
     Ok(Provenance {
         imports: names(&d["imports"])?,

@@ -24,7 +24,7 @@ pub(super) fn manifest_of(p: &Planned, ex: &mut Executed) -> Result<Manifest, Ru
     };
     let o = &ex.outcome;
     Ok(Manifest {
-        provenance: Some(provenance),
+        provenance: (!crate::fault::writes_v1_manifests()).then_some(provenance),
         run_key: p.run_key.clone(),
         spec: p.spec.clone(),
         result: RunResult {

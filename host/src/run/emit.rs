@@ -22,6 +22,8 @@ pub(super) struct Emitter<'a> {
     /// The run committed (or found its output current): a failure after
     /// it (writing the run log, say) is still a COMPLETE.
     committed: RefCell<Option<RunReport>>,
+    /// Its entry among the lineage's open runs (what an interrupt aborts).
+    open: RefCell<Option<u64>>,
 }
 
 impl<'a> Emitter<'a> {
@@ -38,6 +40,7 @@ impl<'a> Emitter<'a> {
             started: RefCell::new(None),
             columns: RefCell::new(Vec::new()),
             committed: RefCell::new(None),
+            open: RefCell::new(None),
         }
     }
 
@@ -46,6 +49,7 @@ impl<'a> Emitter<'a> {
         let Some(l) = self.lineage else { return };
         let job = l.job(&spec.target.table);
         l.send(&event::start(&now(), &job, self.parent, spec, key));
+        *self.open.borrow_mut() = Some(l.opened(&run_id(key), self.parent, spec));
         *self.started.borrow_mut() = Some((run_id(key), spec.clone()));
     }
 
@@ -66,8 +70,16 @@ impl<'a> Emitter<'a> {
     /// The output is committed (or found current): what ends the run now
     /// is a COMPLETE whatever follows.
     pub(super) fn committed(&self, report: &RunReport) {
-        if self.lineage.is_some() {
+        if let Some(l) = self.lineage {
             *self.committed.borrow_mut() = Some(report.clone());
+            // Committed: an interrupt from now on aborts nothing of it.
+            self.close(l);
+        }
+    }
+
+    fn close(&self, l: &Lineage) {
+        if let Some(token) = self.open.borrow_mut().take() {
+            l.closed(token);
         }
     }
 
@@ -82,6 +94,7 @@ impl<'a> Emitter<'a> {
     /// run failed before its plan).
     pub(super) fn ended(&self, result: &Result<RunReport, RunError>) {
         let Some(l) = self.lineage else { return };
+        self.close(l);
         let at = now();
         let committed = self.committed.borrow().clone();
         let result = match (result, committed) {

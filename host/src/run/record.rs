@@ -134,23 +134,26 @@ async fn memo(table: &Table, run_key: &Digest, slice: &str) -> Result<Option<Man
         Ok(None) | Err(TableError::Sidecar { .. }) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let Ok(index) = serde_json::from_slice::<RunIndex>(&index) else {
-        return Ok(None);
-    };
-    // The index and the manifest are sidecars anyone who can write `_idem/`
-    // can forge (a manifest with this run's spec and an old result would
-    // skip new input): a hit only when the slice's current commit names
-    // this very manifest (its output is then checked by `slice_state`,
-    // against the table's app transactions). Asked first: a forged index
-    // then costs no read of what it points at.
-    if table.current_manifest(slice).await? != Some(index.manifest.clone()) {
+    if serde_json::from_slice::<RunIndex>(&index).is_err() {
         return Ok(None);
     }
-    // A manifest that cannot be read or parsed is a miss too.
-    let Ok(Some(bytes)) = table.get_sidecar(&manifest_path(&index.manifest)).await else {
+    // The index and the manifest are sidecars anyone who can write `_idem/`
+    // can forge (a manifest with this run's spec and an old result would
+    // skip new input): a hit only when the slice's current commit names a
+    // manifest of this run key (its output is then checked by
+    // `slice_state`, against the table's app transactions). The index only
+    // says the run key ran here; the manifest is the commit's, which is
+    // not always the one the index names: a rerun that found the output
+    // unchanged, by an idem that writes another manifest format (v1 and
+    // v2) or a twin of it, wrote the index last.
+    let Some(current) = table.current_manifest(slice).await? else {
         return Ok(None);
     };
-    if Digest::of_bytes(&bytes) != index.manifest {
+    // A manifest that cannot be read or parsed is a miss too.
+    let Ok(Some(bytes)) = table.get_sidecar(&manifest_path(&current)).await else {
+        return Ok(None);
+    };
+    if Digest::of_bytes(&bytes) != current {
         return Ok(None);
     }
     let Ok(m) = Manifest::from_bytes(&bytes) else {

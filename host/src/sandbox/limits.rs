@@ -138,12 +138,17 @@ impl ResourceLimiter for GuestLimiter {
         Ok(true)
     }
 
-    fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
-        // The grow we granted did not happen: `memory.grow` returns -1 and
-        // the guest may go on, so give the bytes back.
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        // A grow that fails for any reason (the host could not map the
+        // memory, the module's own maximum, a memory that may not move) is
+        // a trap, never `memory.grow` = -1: a guest told -1 may go on and
+        // write another output, and whether the host could map memory is
+        // the host's state, not the run's.
         self.memory_total = self.memory_total.saturating_sub(self.memory_pending);
         self.memory_pending = 0;
-        Ok(())
+        Err(wasmtime::Error::msg(format!(
+            "growing guest memory failed ({error}): a failed grow stops the run rather than letting the guest go on differently on this host"
+        )))
     }
 
     fn table_growing(
@@ -197,14 +202,16 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_grow_gives_its_bytes_back() {
+    fn a_failed_grow_traps() {
         let mut l = GuestLimiter::new(100);
         assert!(l.memory_growing(0, 60, None).unwrap());
-        assert!(l.memory_growing(60, 90, None).unwrap());
-        l.memory_grow_failed(wasmtime::Error::msg("os said no"))
-            .unwrap();
-        // 60 held, so 30 more fits again.
-        assert!(l.memory_growing(60, 90, None).unwrap());
-        assert!(l.memory_denied.is_none());
+        let e = l
+            .memory_grow_failed(wasmtime::Error::msg("os said no"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("os said no") && e.contains("stops the run"),
+            "{e}"
+        );
     }
 }
