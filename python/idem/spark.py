@@ -288,6 +288,9 @@ def run_slices(
     idem._publish(
         mode, key, params, None, batch_rows, expect, audit_module, audit_params, sign_key, lineage, lineage_namespace
     )
+    # Checked here, not by every task.
+    if lineage is not None and not lineage.startswith(("file://", "http://", "https://")):
+        raise InputError(f"lineage must be file:///DIR or http(s)://HOST/api/v1/lineage, not {lineage!r}")
     limit_fields = _limit_fields(limits)
     if job_name is not None and (not isinstance(job_name, str) or ":" in job_name or len(job_name) > 128):
         raise InputError(f"job_name must be text without ':' of at most 128 characters, not {job_name!r}")

@@ -114,13 +114,13 @@ impl Publish {
             return Ok((None, None));
         };
         let usage = |e: String| run_error(RunError::Usage(e));
-        let l = Lineage::new(target, self.lineage_namespace.clone()).map_err(usage)?;
+        let l = shared_lineage(target, self.lineage_namespace.clone()).map_err(usage)?;
         let parent = match (&self.lineage_parent, parent) {
             (Some((id, name)), _) => Some(l.parent_with_id(name, id).map_err(usage)?),
             (None, Some(name)) => Some(l.parent(name)),
             (None, None) => None,
         };
-        Ok((Some(Arc::new(l)), parent))
+        Ok((Some(l), parent))
     }
 
     /// The expectations, parsed.
@@ -147,6 +147,31 @@ impl Publish {
         }
         run
     }
+}
+
+/// The process's receiver for `target` in `namespace`: one per pair, so
+/// the calls of a process (a Spark executor's tasks, a notebook's runs)
+/// share what it learned (a receiver down is not tried again for a
+/// minute by each call).
+fn shared_lineage(target: &str, namespace: Option<String>) -> Result<Arc<Lineage>, String> {
+    type Receivers = Mutex<Vec<((String, Option<String>), Arc<Lineage>)>>;
+    static RECEIVERS: std::sync::OnceLock<Receivers> = std::sync::OnceLock::new();
+    let key = (target.to_string(), namespace);
+    let mut all = RECEIVERS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some((_, l)) = all.iter().find(|(k, _)| *k == key) {
+        return Ok(l.clone());
+    }
+    let l = Arc::new(Lineage::new(&key.0, key.1.clone())?);
+    // A handful per process; a caller cycling through receivers does not
+    // keep them all.
+    if all.len() >= 16 {
+        all.remove(0);
+    }
+    all.push((key, l.clone()));
+    Ok(l)
 }
 
 /// One idempotent run of a slice.

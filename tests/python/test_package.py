@@ -261,6 +261,8 @@ def test_runs_backfills_pipelines_and_spark_jobs_emit_lineage(tmp_path):
     # Bad receivers and keywords are input errors before anything runs.
     with pytest.raises(idem.InputError, match="lineage"):
         idem.run(MODULE, table, input=DATA, partition=DAY, lineage="ftp://x/")
+    with pytest.raises(idem.InputError, match="namespace is empty"):
+        idem.run(MODULE, table, input=DATA, partition=DAY, lineage=url, lineage_namespace=" ")
     with pytest.raises(idem.InputError, match="lineage_namespace needs lineage"):
         idem.run(MODULE, table, input=DATA, partition=DAY, lineage_namespace="x")
     with pytest.raises(idem.InputError, match="not a UUID"):
@@ -490,6 +492,8 @@ def test_spark_slices_are_checked_on_the_driver_before_any_job():
         idem.spark.run_slices(object(), MODULE, "t", [{"input": DATA, "partition": DAY}])
     with pytest.raises(idem.InputError, match="batch_rows"):
         idem.spark.run_slices(None, MODULE, "t", [{"input": DATA, "partition": DAY}], batch_rows=-1)
+    with pytest.raises(idem.InputError, match="lineage must be"):
+        idem.spark.run_slices(None, MODULE, "t", [{"input": DATA, "partition": DAY}], lineage="ftp://x/")
 
     class Ctx:
         def __init__(self, master):

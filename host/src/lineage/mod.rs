@@ -26,6 +26,9 @@ pub struct Lineage {
     namespace: String,
     /// The runs started and not ended yet: what an interrupt aborts.
     open: Mutex<Vec<Open>>,
+    /// Set once an interrupt told the open runs' ends: nothing more is
+    /// sent (a run ending meanwhile would tell a second end).
+    aborting: std::sync::atomic::AtomicBool,
 }
 
 /// A run told START and not yet its end.
@@ -35,16 +38,25 @@ struct Open {
     run_id: String,
     parent: Option<Parent>,
     spec: RunSpec,
+    /// The run committed: its COMPLETE, told if the process is
+    /// interrupted before the run ends.
+    complete: Option<serde_json::Value>,
 }
 
 impl Lineage {
     /// Events to `target` (`file:///DIR` or `http(s)://HOST/PATH`), jobs
     /// in `namespace` (default `idem`).
     pub fn new(target: &str, namespace: Option<String>) -> Result<Self, String> {
+        if namespace.as_deref().is_some_and(|n| n.trim().is_empty()) {
+            return Err(
+                "the lineage namespace is empty: name one (e.g. the team or environment), or leave it out for `idem`".into(),
+            );
+        }
         Ok(Lineage {
             transport: Transport::parse(target)?,
             namespace: namespace.unwrap_or_else(|| "idem".into()),
             open: Mutex::new(Vec::new()),
+            aborting: Default::default(),
         })
     }
 
@@ -88,7 +100,8 @@ impl Lineage {
         })
     }
 
-    /// A run told START: open until [`Lineage::closed`] with the token.
+    /// A run about to be told START: open until [`Lineage::closed`] with
+    /// the token.
     pub(crate) fn opened(&self, run_id: &str, parent: Option<&Parent>, spec: &RunSpec) -> u64 {
         static TOKENS: AtomicU64 = AtomicU64::new(0);
         let token = TOKENS.fetch_add(1, Ordering::Relaxed);
@@ -98,11 +111,21 @@ impl Lineage {
             run_id: run_id.to_string(),
             parent: parent.cloned(),
             spec: spec.clone(),
+            complete: None,
         });
         token
     }
 
-    /// The run `token` ended (or committed: it is no longer abortable).
+    /// The run `token` committed: an interrupt before its end tells
+    /// `complete` rather than ABORT.
+    pub(crate) fn committed(&self, token: u64, complete: serde_json::Value) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(o) = open.iter_mut().find(|o| o.token == token) {
+            o.complete = Some(complete);
+        }
+    }
+
+    /// The run `token` ended.
     pub(crate) fn closed(&self, token: u64) {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         open.retain(|o| o.token != token);
@@ -128,6 +151,12 @@ impl Lineage {
     }
 
     pub(crate) fn send(&self, event: &serde_json::Value) {
+        if !self.aborting.load(Ordering::SeqCst) {
+            self.deliver(event);
+        }
+    }
+
+    fn deliver(&self, event: &serde_json::Value) {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let kind = event["eventType"].as_str().unwrap_or("OTHER");
         let id = event["run"]["runId"].as_str().unwrap_or("run");

@@ -48,8 +48,9 @@ impl<'a> Emitter<'a> {
     pub(super) fn started(&self, spec: &RunSpec, key: &Digest) {
         let Some(l) = self.lineage else { return };
         let job = l.job(&spec.target.table);
-        l.send(&event::start(&now(), &job, self.parent, spec, key));
+        // Registered first: an interrupt from now on tells its end.
         *self.open.borrow_mut() = Some(l.opened(&run_id(key), self.parent, spec));
+        l.send(&event::start(&now(), &job, self.parent, spec, key));
         *self.started.borrow_mut() = Some((run_id(key), spec.clone()));
     }
 
@@ -68,12 +69,16 @@ impl<'a> Emitter<'a> {
     }
 
     /// The output is committed (or found current): what ends the run now
-    /// is a COMPLETE whatever follows.
+    /// is a COMPLETE whatever follows (and what an interrupt tells).
     pub(super) fn committed(&self, report: &RunReport) {
         if let Some(l) = self.lineage {
             *self.committed.borrow_mut() = Some(report.clone());
-            // Committed: an interrupt from now on aborts nothing of it.
-            self.close(l);
+            if let Some(token) = *self.open.borrow() {
+                l.committed(
+                    token,
+                    self.complete(l, report, self.columns.borrow().clone()),
+                );
+            }
         }
     }
 
@@ -81,6 +86,25 @@ impl<'a> Emitter<'a> {
         if let Some(token) = self.open.borrow_mut().take() {
             l.closed(token);
         }
+    }
+
+    /// The COMPLETE of `report`, with the table's `columns`.
+    fn complete(
+        &self,
+        l: &Lineage,
+        r: &RunReport,
+        columns: Vec<(String, String)>,
+    ) -> serde_json::Value {
+        let end = event::Ended {
+            manifest: &r.manifest,
+            manifest_digest: &r.manifest_digest,
+            envelope_digest: r.envelope.as_ref().map(|(d, _)| d),
+            outcome: r.outcome.name(),
+            version: r.outcome.version(),
+            columns,
+        };
+        let job = l.job(&r.manifest.spec.target.table);
+        event::complete(&now(), &job, self.parent, &end)
     }
 
     /// A panic inside the run (a bug): FAIL, so the START is not left open.
@@ -102,18 +126,7 @@ impl<'a> Emitter<'a> {
             _ => result,
         };
         match result {
-            Ok(r) => {
-                let end = event::Ended {
-                    manifest: &r.manifest,
-                    manifest_digest: &r.manifest_digest,
-                    envelope_digest: r.envelope.as_ref().map(|(d, _)| d),
-                    outcome: r.outcome.name(),
-                    version: r.outcome.version(),
-                    columns: self.columns.take(),
-                };
-                let job = l.job(&r.manifest.spec.target.table);
-                l.send(&event::complete(&at, &job, self.parent, &end));
-            }
+            Ok(r) => l.send(&self.complete(l, r, self.columns.take())),
             // Nothing new in an append-only source: nothing ran.
             Err(RunError::UpToDate { .. }) => {}
             Err(e) => {

@@ -61,7 +61,7 @@ impl Run {
             Some(table) => rt.block_on(async {
                 let hit = memo_hit(table, &p.run_key, &p.spec.slice.id, &p.mode).await?;
                 let current = current_run(table, &p.spec.slice.id).await?;
-                Ok::<_, RunError>((hit.map(|(_, since)| since), current))
+                Ok::<_, RunError>((hit.map(|(_, _, since)| since), current))
             })?,
         };
         Ok(Explanation {

@@ -344,7 +344,12 @@ impl Run {
         let envelope = done.envelope.filter(|_| named);
         report.envelope = record::envelope(&table, &report.manifest_digest, envelope);
         emit.committed(&report);
-        rt.block_on(record::record(&table, &report, self.origin.as_deref()))?;
+        rt.block_on(record::record(
+            &table,
+            &report,
+            named,
+            self.origin.as_deref(),
+        ))?;
         // Recorded: a caller that stalls now (a task that never reports
         // back) leaves nothing undone.
         crate::fault::point_of("after-record", &report.manifest.spec.slice.id);
@@ -372,10 +377,11 @@ async fn memo(
     origin: Option<&str>,
     signer: Option<&Arc<SigningKey>>,
 ) -> Result<Option<RunReport>, RunError> {
-    let Some((m, since)) = record::memo_hit(table, &p.run_key, &p.slice.id, &p.mode).await? else {
+    let Some((m, digest, since)) =
+        record::memo_hit(table, &p.run_key, &p.slice.id, &p.mode).await?
+    else {
         return Ok(None);
     };
-    let digest = m.digest();
     let envelope = match signer {
         Some(key) => sign::signed_before(table, key, &m, &digest).await,
         None => None,

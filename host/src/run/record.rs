@@ -108,24 +108,31 @@ pub(super) fn envelope(
 }
 
 /// A memo hit: a committed run with this run key whose output the
-/// slice's commit still holds (the manifest, and the version holding it).
+/// slice's commit still holds (the manifest, its digest, and the version
+/// holding it).
 pub(super) async fn memo_hit(
     table: &Table,
     run_key: &Digest,
     slice: &str,
     mode: &crate::table::Mode,
-) -> Result<Option<(Manifest, Option<u64>)>, RunError> {
-    if let Some(m) = memo(table, run_key, slice).await?
+) -> Result<Option<(Manifest, Digest, Option<u64>)>, RunError> {
+    if let Some((m, digest)) = memo(table, run_key, slice).await?
         && let crate::table::SliceState::Current { since } = table
             .slice_state(slice, &m.result.output_digest, mode)
             .await?
     {
-        return Ok(Some((m, since)));
+        return Ok(Some((m, digest, since)));
     }
     Ok(None)
 }
 
-async fn memo(table: &Table, run_key: &Digest, slice: &str) -> Result<Option<Manifest>, RunError> {
+/// The manifest of this run key the slice's commit names, and its digest
+/// (as stored: what the commit names).
+async fn memo(
+    table: &Table,
+    run_key: &Digest,
+    slice: &str,
+) -> Result<Option<(Manifest, Digest)>, RunError> {
     // An index that cannot be read (too large, say: anyone who can write
     // `_idem/` can plant one) is a miss, never a failed run: the run
     // executes and writes it again.
@@ -159,23 +166,29 @@ async fn memo(table: &Table, run_key: &Digest, slice: &str) -> Result<Option<Man
     let Ok(m) = Manifest::from_bytes(&bytes) else {
         return Ok(None);
     };
-    Ok((&m.run_key == run_key).then_some(m))
+    Ok((&m.run_key == run_key).then_some((m, current)))
 }
 
 /// Step 6: after the commit, the memo index entry (run key -> manifest)
 /// and the run log line.
+/// `named`: the slice's commit names the run's manifest. When it does not
+/// (an unchanged output under another manifest), the index is left as it
+/// is: it would name a manifest no commit names.
 pub(super) async fn record(
     table: &Table,
     report: &RunReport,
+    named: bool,
     origin: Option<&str>,
 ) -> Result<(), RunError> {
-    let index = serde_json::to_vec(&RunIndex {
-        manifest: report.manifest_digest.clone(),
-    })
-    .unwrap_or_default();
-    table
-        .put_sidecar(&run_index_path(&report.manifest.run_key), index)
-        .await?;
+    if named {
+        let index = serde_json::to_vec(&RunIndex {
+            manifest: report.manifest_digest.clone(),
+        })
+        .unwrap_or_default();
+        table
+            .put_sidecar(&run_index_path(&report.manifest.run_key), index)
+            .await?;
+    }
     log(table, report, origin).await
 }
 

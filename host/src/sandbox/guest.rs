@@ -280,6 +280,15 @@ impl Instance {
                 requested: bytes,
             };
         }
+        if let Some(why) = &self.store.data().limiter.grow_failed {
+            return SandboxError::Trap {
+                call,
+                trap: format!(
+                    "growing guest memory failed ({why}): a failed memory.grow stops the run (it is never answered -1, which would let the guest go on differently on another host)"
+                ),
+                guest_log: Vec::new(),
+            };
+        }
         let guest_log: Vec<String> = self
             .store
             .data()

@@ -98,6 +98,8 @@ pub(crate) struct GuestLimiter {
     table_total: usize,
     table_pending: usize,
     pub(crate) memory_denied: Option<usize>,
+    /// A grow that failed (and trapped), and why: for the error's text.
+    pub(crate) grow_failed: Option<String>,
 }
 
 impl GuestLimiter {
@@ -109,6 +111,7 @@ impl GuestLimiter {
             table_total: 0,
             table_pending: 0,
             memory_denied: None,
+            grow_failed: None,
         }
     }
 }
@@ -140,14 +143,16 @@ impl ResourceLimiter for GuestLimiter {
 
     fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
         // A grow that fails for any reason (the host could not map the
-        // memory, the module's own maximum, a memory that may not move) is
-        // a trap, never `memory.grow` = -1: a guest told -1 may go on and
-        // write another output, and whether the host could map memory is
-        // the host's state, not the run's.
-        self.memory_total = self.memory_total.saturating_sub(self.memory_pending);
-        self.memory_pending = 0;
+        // memory, the module's own maximum, a memory that may not move, a
+        // size the memory type cannot hold) is a trap, never
+        // `memory.grow` = -1: a guest told -1 may go on and write another
+        // output, and whether the host could map memory is the host's
+        // state, not the run's. (The pending bytes need no giving back:
+        // the trap ends the instance.)
+        let why = format!("{error}");
+        self.grow_failed = Some(why.clone());
         Err(wasmtime::Error::msg(format!(
-            "growing guest memory failed ({error}): a failed grow stops the run rather than letting the guest go on differently on this host"
+            "growing guest memory failed ({why}): a failed grow stops the run rather than letting the guest go on differently on this host"
         )))
     }
 

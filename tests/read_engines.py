@@ -1,0 +1,77 @@
+"""Read a Delta table idem wrote with two real engines that share no code
+with idem's writer: ClickHouse (chdb: deltaLakeLocal / deltaLake) and
+DuckDB (its delta extension, delta_scan), each from a wheel, nothing
+downloaded at run time. Prints, per engine, the rows in the JSON shape
+tests/read_delta_raw.py prints (sorted JSON objects) or the error it gave:
+{"clickhouse": {"rows": [...]} | {"error": "..."}, "duckdb": ...}.
+
+A table on S3 (`s3://bucket/key`) is read through the loopback server
+named by AWS_ENDPOINT_URL with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY."""
+
+import json
+import os
+import pathlib
+import sys
+
+import chdb
+import duckdb
+import duckdb_extension_delta
+import duckdb_extension_httpfs
+
+
+def rows_of(table):
+    """Rows as read_delta_raw.py prints them: sorted JSON objects."""
+    data = table.to_pylist()
+    cols = sorted(table.column_names)
+    return sorted(json.dumps({c: r.get(c) for c in cols}, sort_keys=True) for r in data)
+
+
+def clickhouse(location):
+    if location.startswith("s3://"):
+        endpoint = os.environ["AWS_ENDPOINT_URL"].rstrip("/")
+        url = f"{endpoint}/{location[len('s3://'):].rstrip('/')}/"
+        # ClickHouse's own Delta reader: its delta-kernel reader sends the
+        # loopback server a session token it refuses (InvalidToken), with
+        # or without AWS_* in the environment (chdb 4.4).
+        source = "deltaLake('{}', '{}', '{}') SETTINGS allow_experimental_delta_kernel_rs = 0".format(
+            url, os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"])
+    else:
+        # chdb reads local paths under its working directory, absolute.
+        path = pathlib.Path(location).resolve()
+        os.chdir(path.parent)
+        source = f"deltaLakeLocal('{path}')"
+    return chdb.query(f"SELECT * FROM {source}", "ArrowTable")
+
+
+def extension(package, name):
+    return next(pathlib.Path(package.__file__).parent.glob(f"extensions/*/{name}.duckdb_extension"))
+
+
+def duck(location):
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true", "autoinstall_known_extensions": "false"})
+    con.execute(f"LOAD '{extension(duckdb_extension_delta, 'delta')}'")
+    if location.startswith("s3://"):
+        con.execute(f"LOAD '{extension(duckdb_extension_httpfs, 'httpfs')}'")
+        endpoint = os.environ["AWS_ENDPOINT_URL"]
+        host = endpoint.split("://", 1)[1].rstrip("/")
+        con.execute(
+            "CREATE SECRET (TYPE s3, KEY_ID ?, SECRET ?, ENDPOINT ?, URL_STYLE 'path', USE_SSL false, REGION 'us-east-1')",
+            [os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"], host])
+    return con.execute("SELECT * FROM delta_scan(?)", [location]).arrow().read_all()
+
+
+def main():
+    location = sys.argv[1]
+    if not location.startswith("s3://"):
+        location = str(pathlib.Path(location).resolve())
+    out = {}
+    for name, read in (("clickhouse", clickhouse), ("duckdb", duck)):
+        try:
+            out[name] = {"rows": rows_of(read(location))}
+        except Exception as e:  # the test names what an engine could not read
+            out[name] = {"error": f"{type(e).__name__}: {e}"[:2000]}
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
