@@ -1,8 +1,9 @@
-//! The engines users read idem's tables with, reading every kind of Delta
-//! table idem writes: ClickHouse (PyPI chdb: `deltaLakeLocal`,
-//! `deltaLake` on S3) and DuckDB (its delta extension's wheel:
-//! `delta_scan`), through tests/read_engines.py, from the environment
-//! scripts/test installs (/var/tmp/idem-engines, tests/engines-requirements.txt).
+//! The engines users read idem's tables with, reading every kind of table
+//! idem writes: ClickHouse (PyPI chdb: `deltaLakeLocal`, `deltaLake` on
+//! S3, `icebergLocal`) and DuckDB (its delta and iceberg extensions'
+//! wheels: `delta_scan`, `iceberg_scan`), through tests/read_engines.py,
+//! from the environments scripts/test installs (/var/tmp/idem-engines,
+//! and /var/tmp/idem-engines-iceberg for DuckDB 1.4.4's Iceberg).
 //! Each must see exactly the rows the two independent readers of
 //! tests/common see (and the manifests count): after a rerun that replaced
 //! a slice, an empty output, a merge that deleted rows, an append that
@@ -18,31 +19,24 @@ fn s(p: &Path) -> String {
     p.to_str().unwrap().to_string()
 }
 
-/// The engines' Python (scripts/test's environment, or IDEM_ENGINES_PYTHON).
-fn engines_python() -> PathBuf {
-    std::env::var_os("IDEM_ENGINES_PYTHON")
+/// An engines' Python: `var` (scripts/test's environment) or `default`.
+fn engines_python(var: &str, default: &str) -> PathBuf {
+    let python = std::env::var_os(var)
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/tmp/idem-engines/bin/python"))
-}
-
-/// Every engine's rows of `table` equal `want` (the independent readers'),
-/// and there are `rows` of them (the manifests' count).
-fn engines_agree(
-    table: &str,
-    env: &[(&'static str, String)],
-    want: &[String],
-    rows: u64,
-    what: &str,
-) {
-    let python = engines_python();
+        .unwrap_or_else(|| PathBuf::from(default));
     assert!(
         python.exists(),
-        "{} is missing: run the suite with scripts/test, which installs tests/engines-requirements.txt there",
+        "{} is missing: run the suite with scripts/test, which installs the engines there",
         python.display()
     );
-    let out = std::process::Command::new(&python)
+    python
+}
+
+/// tests/read_engines.py `args` run by `python`: engine -> its rows.
+fn read_with(python: &Path, args: &[&str], env: &[(&'static str, String)]) -> Value {
+    let out = std::process::Command::new(python)
         .arg(common::root().join("tests/read_engines.py"))
-        .arg(table)
+        .args(args)
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .output()
         .unwrap();
@@ -51,14 +45,20 @@ fn engines_agree(
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Each engine's rows (in `got`, engine -> rows or error) equal `want`
+/// (the independent readers'), and there are `rows` of them (the
+/// manifests' count).
+fn agree(got: &Value, engines: &[&str], want: &[String], rows: u64, what: &str) {
     assert_eq!(
         want.len() as u64,
         rows,
         "{what}: the readers and the manifests disagree"
     );
-    for engine in ["clickhouse", "duckdb"] {
-        let got = &v[engine];
+    for engine in engines {
+        let got = &got[*engine];
         let Some(got) = got["rows"].as_array() else {
             panic!("{engine} could not read {what}: {}", got["error"]);
         };
@@ -80,6 +80,63 @@ fn engines_agree(
                 want.len()
             );
         }
+    }
+}
+
+/// Both engines read the Delta table `table` as `want` (`rows` rows).
+fn engines_agree(
+    table: &str,
+    env: &[(&'static str, String)],
+    want: &[String],
+    rows: u64,
+    what: &str,
+) {
+    let python = engines_python("IDEM_ENGINES_PYTHON", "/var/tmp/idem-engines/bin/python");
+    let got = read_with(&python, &[table], env);
+    agree(&got, &["clickhouse", "duckdb"], want, rows, what);
+}
+
+/// Both engines read the Iceberg table `name` of the catalog `catalog`
+/// (its warehouse beside it) as PyIceberg does, `rows` rows: ClickHouse
+/// from the engines' environment, DuckDB from its Iceberg one (1.4.4).
+fn iceberg_engines_agree(catalog: &Path, name: &str, rows: u64, what: &str) {
+    let warehouse = catalog.parent().unwrap().join("warehouse");
+    let out = std::process::Command::new(common::python())
+        .arg(common::root().join("tests/read_iceberg.py"))
+        .args([s(catalog), s(&warehouse), format!("sales.{name}")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want: Vec<String> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap().to_string())
+        .collect();
+    let dir = s(&warehouse.join("sales.db").join(name));
+    for (var, default, engine) in [
+        (
+            "IDEM_ENGINES_PYTHON",
+            "/var/tmp/idem-engines/bin/python",
+            "clickhouse",
+        ),
+        (
+            "IDEM_ENGINES_ICEBERG_PYTHON",
+            "/var/tmp/idem-engines-iceberg/bin/python",
+            "duckdb",
+        ),
+    ] {
+        let got = read_with(
+            &engines_python(var, default),
+            &[&dir, "--iceberg", "--engines", engine],
+            &[],
+        );
+        agree(&got, &[engine], &want, rows, what);
     }
 }
 
@@ -202,4 +259,39 @@ fn clickhouse_and_duckdb_read_idems_delta_tables_on_s3() {
     let rows = overwrite(&fx, &table);
     let want = common::read_table_s3(&table, &s3, None).rows;
     engines_agree(&table, &fx.env, &want, rows, "an overwritten table on S3");
+}
+
+#[test]
+fn clickhouse_and_duckdb_read_every_kind_of_iceberg_table_idem_writes() {
+    let fx = Fixture::new();
+    let catalog = fx.path("catalog.db");
+    let url = |name: &str| format!("iceberg+sqlite://{}#sales.{name}", s(&catalog));
+    let rows = overwrite(&fx, &url("overwrite"));
+    iceberg_engines_agree(&catalog, "overwrite", rows, "an overwritten Iceberg table");
+
+    let merge = ["--mode", "merge", "--key", "event_id"];
+    fx.new_input("2026-10-01", 1_500);
+    fx.run(&fx.dedup, "2026-10-01", &url("merge"), &merge);
+    let b = fx.run(&fx.dedup, "2026-10-02", &url("merge"), &merge);
+    fx.new_input("2026-10-01", 600);
+    let a = fx.run(&fx.dedup, "2026-10-01", &url("merge"), &merge);
+    iceberg_engines_agree(
+        &catalog,
+        "merge",
+        a + b,
+        "a merged Iceberg table whose merge deleted rows",
+    );
+
+    let append = ["--mode", "append"];
+    fx.new_input("2026-10-01", 1_500);
+    fx.run(&fx.clean, "2026-10-01", &url("append"), &append);
+    let other = fx.run(&fx.clean, "2026-10-02", &url("append"), &append);
+    fx.new_input("2026-10-01", 700);
+    let mine = fx.run(&fx.clean, "2026-10-01", &url("append"), &append);
+    iceberg_engines_agree(
+        &catalog,
+        "append",
+        mine + other,
+        "an appended Iceberg table whose slice was replaced",
+    );
 }

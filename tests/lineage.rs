@@ -394,6 +394,24 @@ fn ended_by(child: Child) -> (Option<i32>, String) {
     )
 }
 
+/// `idem args` held at fault point `execute` (until `n` arrive), with
+/// SIGINT as `sigint` (`SIG_DFL`: as a terminal's foreground job has it,
+/// whatever the test runner inherited; a background job of a shell
+/// without job control inherits `SIG_IGN`) and SIGTERM at its default.
+fn held(args: &[String], n: usize, dir: &Path, sigint: libc::sighandler_t) -> Child {
+    use std::os::unix::process::CommandExt as _;
+    let mut cmd = common::barrier_command(args, "execute", n, dir);
+    // SAFETY: signal() is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::signal(libc::SIGINT, sigint);
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    cmd.spawn().unwrap()
+}
+
 fn signal(child: &Child, sig: libc::c_int) {
     // SAFETY: kill() on our own child's pid.
     assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
@@ -409,7 +427,7 @@ fn an_interrupted_run_is_aborted_with_the_events_it_started() {
     let url = format!("file://{}", s(&events));
     let table = s(&fx.path("t"));
     let orders = s(&fx.path("orders"));
-    let held = fx.path("held");
+    let held_dir = fx.path("held");
     let args = common::day_args(
         &fx.module,
         &orders,
@@ -417,9 +435,9 @@ fn an_interrupted_run_is_aborted_with_the_events_it_started() {
         &table,
         &["--lineage", &url],
     );
-    let child = common::idem_at_barrier(&args, "execute", 2, &held);
+    let child = held(&args, 2, &held_dir, libc::SIG_DFL);
     wait_until("the run is held", || {
-        std::fs::read_dir(&held).is_ok_and(|mut d| d.next().is_some())
+        std::fs::read_dir(&held_dir).is_ok_and(|mut d| d.next().is_some())
     });
     signal(&child, libc::SIGINT);
     let (sig, err) = ended_by(child);
@@ -444,7 +462,7 @@ fn an_interrupted_run_is_aborted_with_the_events_it_started() {
     // A backfill: the first Ctrl-C starts nothing new (the held slices go
     // on); SIGTERM then ends it, each started slice told ABORT.
     std::fs::remove_dir_all(&events).unwrap();
-    let held = fx.path("held2");
+    let held_dir = fx.path("held2");
     let args: Vec<String> = [
         "backfill",
         "--module",
@@ -465,7 +483,7 @@ fn an_interrupted_run_is_aborted_with_the_events_it_started() {
     .iter()
     .map(|a| a.to_string())
     .collect();
-    let mut child = common::idem_at_barrier(&args, "execute", 2, &held);
+    let mut child = held(&args, 2, &held_dir, libc::SIG_DFL);
     wait_until("both slices started", || {
         common::lineage_events(&events).len() == 2
     });
@@ -493,4 +511,30 @@ fn an_interrupted_run_is_aborted_with_the_events_it_started() {
     };
     assert_eq!(ids("START"), ids("ABORT"));
     assert!(got.iter().all(|e| e["run"]["facets"]["parent"].is_object()));
+
+    // Started ignoring SIGINT (a background job of a script): Ctrl-C stays
+    // ignored; SIGTERM still aborts it.
+    std::fs::remove_dir_all(&events).unwrap();
+    let held_dir = fx.path("held3");
+    let args = common::day_args(
+        &fx.module,
+        &orders,
+        "2026-10-02",
+        &table,
+        &["--lineage", &url],
+    );
+    let mut child = held(&args, 2, &held_dir, libc::SIG_IGN);
+    wait_until("the run is held", || {
+        common::lineage_events(&events).len() == 1
+    });
+    signal(&child, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "an ignored SIGINT ended the run"
+    );
+    signal(&child, libc::SIGTERM);
+    let (sig, err) = ended_by(child);
+    assert_eq!(sig, Some(libc::SIGTERM), "{err}");
+    assert_eq!(kinds(&common::lineage_events(&events)), ["START", "ABORT"]);
 }

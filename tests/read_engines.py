@@ -1,22 +1,26 @@
-"""Read a Delta table idem wrote with two real engines that share no code
-with idem's writer: ClickHouse (chdb: deltaLakeLocal / deltaLake) and
-DuckDB (its delta extension, delta_scan), each from a wheel, nothing
-downloaded at run time. Prints, per engine, the rows in the JSON shape
-tests/read_delta_raw.py prints (sorted JSON objects) or the error it gave:
+"""Read a table idem wrote with real engines that share no code with
+idem's writer: ClickHouse (chdb: deltaLakeLocal / deltaLake, icebergLocal)
+and DuckDB (its delta extension's delta_scan; its iceberg extension's
+iceberg_scan), each from a wheel, nothing downloaded at run time. Prints,
+per engine, the rows in the JSON shape tests/read_delta_raw.py prints
+(sorted JSON objects) or the error it gave:
 {"clickhouse": {"rows": [...]} | {"error": "..."}, "duckdb": ...}.
 
-A table on S3 (`s3://bucket/key`) is read through the loopback server
-named by AWS_ENDPOINT_URL with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY."""
+usage: read_engines.py TABLE [--iceberg] [--engines clickhouse,duckdb]
+
+TABLE is a Delta table (a folder, or `s3://bucket/key`, read through the
+loopback server named by AWS_ENDPOINT_URL with AWS_ACCESS_KEY_ID /
+AWS_SECRET_ACCESS_KEY), or with --iceberg an Iceberg table's folder (its
+latest metadata file is read). DuckDB's Iceberg extension is built for
+DuckDB 1.4.4, so it runs from an environment of its own: --engines picks
+the engines this interpreter has."""
 
 import json
 import os
 import pathlib
 import sys
 
-import chdb
-import duckdb
-import duckdb_extension_delta
-import duckdb_extension_httpfs
+import importlib
 
 
 def rows_of(table):
@@ -26,7 +30,12 @@ def rows_of(table):
     return sorted(json.dumps({c: r.get(c) for c in cols}, sort_keys=True) for r in data)
 
 
-def clickhouse(location):
+def clickhouse(location, iceberg):
+    chdb = importlib.import_module("chdb")
+    if iceberg:
+        path = pathlib.Path(location)
+        os.chdir(path.parent)
+        return chdb.query(f"SELECT * FROM icebergLocal('{path}')", "ArrowTable")
     if location.startswith("s3://"):
         endpoint = os.environ["AWS_ENDPOINT_URL"].rstrip("/")
         url = f"{endpoint}/{location[len('s3://'):].rstrip('/')}/"
@@ -44,14 +53,24 @@ def clickhouse(location):
 
 
 def extension(package, name):
-    return next(pathlib.Path(package.__file__).parent.glob(f"extensions/*/{name}.duckdb_extension"))
+    """A .duckdb_extension file a wheel ships, by package and name."""
+    # duckdb_ext is a namespace package (no __file__): its first folder.
+    folder = pathlib.Path(list(importlib.import_module(package).__path__)[0])
+    return next(folder.glob(f"extensions/**/{name}.duckdb_extension"))
 
 
-def duck(location):
+def duck(location, iceberg):
+    duckdb = importlib.import_module("duckdb")
     con = duckdb.connect(config={"allow_unsigned_extensions": "true", "autoinstall_known_extensions": "false"})
-    con.execute(f"LOAD '{extension(duckdb_extension_delta, 'delta')}'")
+    if iceberg:
+        for name in ("avro", "iceberg"):
+            con.execute(f"LOAD '{extension('duckdb_ext', name)}'")
+        metadata = max(pathlib.Path(location, "metadata").glob("*.metadata.json"),
+                       key=lambda p: int(p.name.split("-", 1)[0]))
+        return con.execute("SELECT * FROM iceberg_scan(?)", [str(metadata)]).arrow().read_all()
+    con.execute(f"LOAD '{extension('duckdb_extension_delta', 'delta')}'")
     if location.startswith("s3://"):
-        con.execute(f"LOAD '{extension(duckdb_extension_httpfs, 'httpfs')}'")
+        con.execute(f"LOAD '{extension('duckdb_extension_httpfs', 'httpfs')}'")
         endpoint = os.environ["AWS_ENDPOINT_URL"]
         host = endpoint.split("://", 1)[1].rstrip("/")
         con.execute(
@@ -61,13 +80,17 @@ def duck(location):
 
 
 def main():
-    location = sys.argv[1]
+    args = sys.argv[1:]
+    location, iceberg = args[0], "--iceberg" in args
+    engines = args[args.index("--engines") + 1].split(",") if "--engines" in args else ["clickhouse", "duckdb"]
     if not location.startswith("s3://"):
         location = str(pathlib.Path(location).resolve())
     out = {}
     for name, read in (("clickhouse", clickhouse), ("duckdb", duck)):
+        if name not in engines:
+            continue
         try:
-            out[name] = {"rows": rows_of(read(location))}
+            out[name] = {"rows": rows_of(read(location, iceberg))}
         except Exception as e:  # the test names what an engine could not read
             out[name] = {"error": f"{type(e).__name__}: {e}"[:2000]}
     print(json.dumps(out))

@@ -125,17 +125,26 @@ pub fn day_args(module: &str, root: &str, date: &str, table: &str, extra: &[&str
 /// until `n` processes have reached it (`IDEM_FAULT_BARRIER`, each
 /// announced by a file in `dir`); its output piped.
 pub fn idem_at_barrier(args: &[String], point: &str, n: usize, dir: &Path) -> std::process::Child {
-    std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
-        .args(args)
+    barrier_command(args, point, n, dir).spawn().unwrap()
+}
+
+/// The command [`idem_at_barrier`] spawns, to adjust before spawning.
+pub fn barrier_command(
+    args: &[String],
+    point: &str,
+    n: usize,
+    dir: &Path,
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_idem"));
+    cmd.args(args)
         .env("IDEM_CACHE_DIR", test_cache())
         .env(
             "IDEM_FAULT_BARRIER",
             format!("{point}:{n}:{}", dir.display()),
         )
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap()
+        .stderr(std::process::Stdio::piped());
+    cmd
 }
 
 /// Sample orders for `date`: `rows` rows in `files` files under `dir`.

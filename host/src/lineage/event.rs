@@ -315,7 +315,12 @@ pub fn fail(
         json!({"message": format!("{kind}: {message}"), "programmingLanguage": "Rust"}),
     );
     let run = run_of(run_id, spec, parent, json!({"errorMessage": error}));
-    let mut e = base("FAIL", at, run, job);
+    with_datasets(base("FAIL", at, run, job), spec)
+}
+
+/// An end without output: the slice's input and the table, when the run
+/// got as far as its plan.
+fn with_datasets(mut e: Value, spec: Option<&RunSpec>) -> Value {
     if let Some(s) = spec {
         let (namespace, name) = dataset(&s.target.table);
         e["inputs"] = json!([input_of(s)]);
@@ -332,13 +337,8 @@ pub fn abort(
     run_id: &str,
     spec: Option<&RunSpec>,
 ) -> Value {
-    let mut e = base("ABORT", at, run_of(run_id, spec, parent, json!({})), job);
-    if let Some(s) = spec {
-        let (namespace, name) = dataset(&s.target.table);
-        e["inputs"] = json!([input_of(s)]);
-        e["outputs"] = json!([{"namespace": namespace, "name": name}]);
-    }
-    e
+    let run = run_of(run_id, spec, parent, json!({}));
+    with_datasets(base("ABORT", at, run, job), spec)
 }
 
 /// A bare START of a run that failed before its plan (no run key yet):

@@ -544,18 +544,7 @@ mod tests {
 
     #[test]
     fn manifest_round_trips_and_detects_edits() {
-        let m = Manifest::new(
-            spec("{}"),
-            RunResult {
-                rows_in: 3,
-                rows_out: 2,
-                output_digest: Digest::of_bytes(b"o"),
-                fuel: None,
-                columns: None,
-                dictionaries: vec![],
-                audits: vec![],
-            },
-        );
+        let m = Manifest::new(spec("{}"), result());
         let bytes = m.to_bytes();
         assert_eq!(Manifest::from_bytes(&bytes).unwrap(), m);
         assert_eq!(m.to_bytes(), bytes, "not deterministic");
