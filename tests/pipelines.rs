@@ -283,14 +283,24 @@ fn an_interrupted_backfill_stops_starting_slices_and_resumes() {
     assert_eq!(args[11], "--jobs");
     args[12] = "1";
     args.push("--json");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
-        .args(&args)
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_idem"));
+    cmd.args(&args)
         .env("IDEM_CACHE_DIR", common::test_cache())
         .env("IDEM_FAULT_SLEEP_MS", "before-commit:300")
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(std::process::Stdio::piped());
+    // Ctrl-C as a terminal's foreground job gets it: a test runner started
+    // in the background (CI) passes SIGINT on ignored, and idem keeps a
+    // signal it was started ignoring.
+    // SAFETY: signal() is async-signal-safe, as pre_exec requires.
+    unsafe {
+        use std::os::unix::process::CommandExt as _;
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
     let log = table.join("_idem/log");
     let start = Instant::now();
     while std::fs::read_dir(&log).map(|d| d.count()).unwrap_or(0) < 1 {
