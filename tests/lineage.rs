@@ -394,13 +394,14 @@ fn ended_by(child: Child) -> (Option<i32>, String) {
     )
 }
 
-/// `idem args` held at fault point `execute` (until `n` arrive), with
+/// `idem args` held at fault point `point` (until two processes arrive:
+/// one never does), with
 /// SIGINT as `sigint` (`SIG_DFL`: as a terminal's foreground job has it,
 /// whatever the test runner inherited; a background job of a shell
 /// without job control inherits `SIG_IGN`) and SIGTERM at its default.
-fn held(args: &[String], n: usize, dir: &Path, sigint: libc::sighandler_t) -> Child {
+fn held(args: &[String], point: &str, dir: &Path, sigint: libc::sighandler_t) -> Child {
     use std::os::unix::process::CommandExt as _;
-    let mut cmd = common::barrier_command(args, "execute", n, dir);
+    let mut cmd = common::barrier_command(args, point, 2, dir);
     // SAFETY: signal() is async-signal-safe, as pre_exec requires.
     unsafe {
         cmd.pre_exec(move || {
@@ -435,7 +436,7 @@ fn an_interrupted_run_is_aborted_with_the_events_it_started() {
         &table,
         &["--lineage", &url],
     );
-    let child = held(&args, 2, &held_dir, libc::SIG_DFL);
+    let child = held(&args, "execute", &held_dir, libc::SIG_DFL);
     wait_until("the run is held", || {
         std::fs::read_dir(&held_dir).is_ok_and(|mut d| d.next().is_some())
     });
@@ -483,7 +484,7 @@ fn an_interrupted_run_is_aborted_with_the_events_it_started() {
     .iter()
     .map(|a| a.to_string())
     .collect();
-    let mut child = held(&args, 2, &held_dir, libc::SIG_DFL);
+    let mut child = held(&args, "execute", &held_dir, libc::SIG_DFL);
     wait_until("both slices started", || {
         common::lineage_events(&events).len() == 2
     });
@@ -523,7 +524,7 @@ fn an_interrupted_run_is_aborted_with_the_events_it_started() {
         &table,
         &["--lineage", &url],
     );
-    let mut child = held(&args, 2, &held_dir, libc::SIG_IGN);
+    let mut child = held(&args, "execute", &held_dir, libc::SIG_IGN);
     wait_until("the run is held", || {
         common::lineage_events(&events).len() == 1
     });
@@ -537,4 +538,31 @@ fn an_interrupted_run_is_aborted_with_the_events_it_started() {
     let (sig, err) = ended_by(child);
     assert_eq!(sig, Some(libc::SIGTERM), "{err}");
     assert_eq!(kinds(&common::lineage_events(&events)), ["START", "ABORT"]);
+
+    // Interrupted after its commit (before its run log is written): the
+    // run is told COMPLETE, not ABORT, and nothing after.
+    std::fs::remove_dir_all(&events).unwrap();
+    let held_dir = fx.path("held4");
+    let args = common::day_args(
+        &fx.module,
+        &orders,
+        "2026-10-03",
+        &table,
+        &["--lineage", &url],
+    );
+    let child = held(&args, "after-log-write", &held_dir, libc::SIG_DFL);
+    wait_until("the run is held after its commit", || {
+        std::fs::read_dir(&held_dir).is_ok_and(|mut d| d.next().is_some())
+    });
+    signal(&child, libc::SIGINT);
+    let (sig, err) = ended_by(child);
+    assert_eq!(sig, Some(libc::SIGINT), "{err}");
+    assert!(err.contains("ABORT for 0 run"), "{err}");
+    let got = common::lineage_events(&events);
+    common::validate_lineage(&got);
+    assert_eq!(kinds(&got), ["START", "COMPLETE"]);
+    assert_eq!(
+        got[1]["run"]["facets"]["idem_manifest"]["outcome"],
+        "committed"
+    );
 }

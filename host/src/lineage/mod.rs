@@ -131,23 +131,30 @@ impl Lineage {
         open.retain(|o| o.token != token);
     }
 
-    /// ABORT every run started and not ended: the process is being
-    /// interrupted (a signal), so their ends would never be told. Returns
-    /// how many.
+    /// ABORT every run started and not ended (COMPLETE for one that
+    /// committed already): the process is being interrupted (a signal),
+    /// so their ends would never be told. Nothing is sent after. Returns
+    /// how many were aborted.
     pub fn abort_open(&self) -> usize {
-        let open = std::mem::take(&mut *self.open.lock().unwrap_or_else(|e| e.into_inner()));
+        let open = {
+            let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+            self.aborting.store(true, Ordering::SeqCst);
+            std::mem::take(&mut *open)
+        };
         let at = now();
+        let mut aborted = 0;
         for o in &open {
-            let job = self.job(&o.spec.target.table);
-            self.send(&event::abort(
-                &at,
-                &job,
-                o.parent.as_ref(),
-                &o.run_id,
-                Some(&o.spec),
-            ));
+            let event = match &o.complete {
+                Some(complete) => complete.clone(),
+                None => {
+                    aborted += 1;
+                    let job = self.job(&o.spec.target.table);
+                    event::abort(&at, &job, o.parent.as_ref(), &o.run_id, Some(&o.spec))
+                }
+            };
+            self.deliver(&event);
         }
-        open.len()
+        aborted
     }
 
     pub(crate) fn send(&self, event: &serde_json::Value) {
