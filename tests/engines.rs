@@ -199,55 +199,49 @@ fn overwrite(fx: &Fixture, table: &str) -> u64 {
     replaced
 }
 
+/// Merge on a key: the corrected input has fewer events, so the slice's
+/// vanished keys are deleted. The rows the manifests count.
+fn merged(fx: &Fixture, table: &str) -> u64 {
+    let merge = ["--mode", "merge", "--key", "event_id"];
+    fx.new_input("2026-10-01", 1_500);
+    fx.run(&fx.dedup, "2026-10-01", table, &merge);
+    let other = fx.run(&fx.dedup, "2026-10-02", table, &merge);
+    fx.new_input("2026-10-01", 600);
+    fx.run(&fx.dedup, "2026-10-01", table, &merge) + other
+}
+
+/// Append: a rerun with new output replaces the slice's own rows. The
+/// rows the manifests count.
+fn appended(fx: &Fixture, table: &str) -> u64 {
+    let append = ["--mode", "append"];
+    fx.new_input("2026-10-01", 1_500);
+    fx.run(&fx.clean, "2026-10-01", table, &append);
+    let other = fx.run(&fx.clean, "2026-10-02", table, &append);
+    fx.new_input("2026-10-01", 700);
+    fx.run(&fx.clean, "2026-10-01", table, &append) + other
+}
+
 #[test]
 fn clickhouse_and_duckdb_read_every_kind_of_delta_table_idem_writes() {
     let fx = Fixture::new();
-    // Overwrite-partition, locally.
-    let table = fx.path("overwrite");
-    let rows = overwrite(&fx, &s(&table));
-    let want = common::read_table(&table, None).rows;
-    engines_agree(
-        &s(&table),
-        &[],
-        &want,
-        rows,
-        "an overwritten table (a replaced slice, an empty one)",
-    );
-
-    // Merge on a key: the corrected input has fewer events, so the
-    // slice's vanished keys are deleted.
-    let table = fx.path("merge");
-    let merge = ["--mode", "merge", "--key", "event_id"];
-    fx.new_input("2026-10-01", 1_500);
-    fx.run(&fx.dedup, "2026-10-01", &s(&table), &merge);
-    let b = fx.run(&fx.dedup, "2026-10-02", &s(&table), &merge);
-    fx.new_input("2026-10-01", 600);
-    let a = fx.run(&fx.dedup, "2026-10-01", &s(&table), &merge);
-    let want = common::read_table(&table, None).rows;
-    engines_agree(
-        &s(&table),
-        &[],
-        &want,
-        a + b,
-        "a merged table whose merge deleted rows",
-    );
-
-    // Append: a rerun with new output replaces the slice's own rows.
-    let table = fx.path("append");
-    let append = ["--mode", "append"];
-    fx.new_input("2026-10-01", 1_500);
-    fx.run(&fx.clean, "2026-10-01", &s(&table), &append);
-    let other = fx.run(&fx.clean, "2026-10-02", &s(&table), &append);
-    fx.new_input("2026-10-01", 700);
-    let mine = fx.run(&fx.clean, "2026-10-01", &s(&table), &append);
-    let want = common::read_table(&table, None).rows;
-    engines_agree(
-        &s(&table),
-        &[],
-        &want,
-        mine + other,
-        "an appended table whose slice was replaced",
-    );
+    for (name, write, what) in [
+        (
+            "overwrite",
+            overwrite as fn(&Fixture, &str) -> u64,
+            "an overwritten table (a replaced slice, an empty one)",
+        ),
+        ("merge", merged, "a merged table whose merge deleted rows"),
+        (
+            "append",
+            appended,
+            "an appended table whose slice was replaced",
+        ),
+    ] {
+        let table = fx.path(name);
+        let rows = write(&fx, &s(&table));
+        let want = common::read_table(&table, None).rows;
+        engines_agree(&s(&table), &[], &want, rows, what);
+    }
 }
 
 #[test]
@@ -265,33 +259,27 @@ fn clickhouse_and_duckdb_read_idems_delta_tables_on_s3() {
 fn clickhouse_and_duckdb_read_every_kind_of_iceberg_table_idem_writes() {
     let fx = Fixture::new();
     let catalog = fx.path("catalog.db");
-    let url = |name: &str| format!("iceberg+sqlite://{}#sales.{name}", s(&catalog));
-    let rows = overwrite(&fx, &url("overwrite"));
-    iceberg_engines_agree(&catalog, "overwrite", rows, "an overwritten Iceberg table");
-
-    let merge = ["--mode", "merge", "--key", "event_id"];
-    fx.new_input("2026-10-01", 1_500);
-    fx.run(&fx.dedup, "2026-10-01", &url("merge"), &merge);
-    let b = fx.run(&fx.dedup, "2026-10-02", &url("merge"), &merge);
-    fx.new_input("2026-10-01", 600);
-    let a = fx.run(&fx.dedup, "2026-10-01", &url("merge"), &merge);
-    iceberg_engines_agree(
-        &catalog,
-        "merge",
-        a + b,
-        "a merged Iceberg table whose merge deleted rows",
-    );
-
-    let append = ["--mode", "append"];
-    fx.new_input("2026-10-01", 1_500);
-    fx.run(&fx.clean, "2026-10-01", &url("append"), &append);
-    let other = fx.run(&fx.clean, "2026-10-02", &url("append"), &append);
-    fx.new_input("2026-10-01", 700);
-    let mine = fx.run(&fx.clean, "2026-10-01", &url("append"), &append);
-    iceberg_engines_agree(
-        &catalog,
-        "append",
-        mine + other,
-        "an appended Iceberg table whose slice was replaced",
-    );
+    for (name, write, what) in [
+        (
+            "overwrite",
+            overwrite as fn(&Fixture, &str) -> u64,
+            "an overwritten Iceberg table",
+        ),
+        (
+            "merge",
+            merged,
+            "a merged Iceberg table whose merge deleted rows",
+        ),
+        (
+            "append",
+            appended,
+            "an appended Iceberg table whose slice was replaced",
+        ),
+    ] {
+        let rows = write(
+            &fx,
+            &format!("iceberg+sqlite://{}#sales.{name}", s(&catalog)),
+        );
+        iceberg_engines_agree(&catalog, name, rows, what);
+    }
 }

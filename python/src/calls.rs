@@ -153,7 +153,10 @@ impl Publish {
 /// the calls of a process (a Spark executor's tasks, a notebook's runs)
 /// share what it learned (a receiver down is not tried again for a
 /// minute by each call).
-fn shared_lineage(target: &str, namespace: Option<String>) -> Result<Arc<Lineage>, String> {
+pub(crate) fn shared_lineage(
+    target: &str,
+    namespace: Option<String>,
+) -> Result<Arc<Lineage>, String> {
     type Receivers = Mutex<Vec<((String, Option<String>), Arc<Lineage>)>>;
     static RECEIVERS: std::sync::OnceLock<Receivers> = std::sync::OnceLock::new();
     let key = (target.to_string(), namespace);

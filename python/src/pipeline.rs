@@ -117,10 +117,10 @@ pub fn pipeline_run(
         let mut p = Pipeline::load(&file).map_err(|e| fail(&e, e.kind()))?;
         // `lineage` overrides the file's `[pipeline] lineage`, as `--lineage` does.
         let given = match &lineage {
-            Some(target) => Some(std::sync::Arc::new(
-                idem::lineage::Lineage::new(target, lineage_namespace)
+            Some(target) => Some(
+                crate::calls::shared_lineage(target, lineage_namespace)
                     .map_err(|why| errors::of_kind(Kind::Input, why))?,
-            )),
+            ),
             None => None,
         };
         let lineage = given.or_else(|| p.lineage.clone());

@@ -15,15 +15,13 @@ use crate::table::{CommitRequest, Table};
 /// The run's manifest: its spec, the run key the plan computed from it,
 /// what the execution produced, and the imports its modules were admitted
 /// with (a v2 manifest's provenance).
-pub(super) fn manifest_of(p: &Planned, ex: &mut Executed) -> Result<Manifest, RunError> {
-    // Admitted already: reading the import names again compiles nothing.
-    let imports = |m: &crate::sandbox::ModuleId| crate::sandbox::declared_imports(&m.bytes);
+pub(super) fn manifest_of(p: &Planned, ex: &mut Executed) -> Manifest {
     let provenance = Provenance {
-        imports: imports(&p.module)?,
-        audit_imports: p.audit.as_ref().map(|(m, _)| imports(m)).transpose()?,
+        imports: p.module.imports.clone(),
+        audit_imports: p.audit.as_ref().map(|(m, _)| m.imports.clone()),
     };
     let o = &ex.outcome;
-    Ok(Manifest {
+    Manifest {
         provenance: (!crate::fault::writes_v1_manifests()).then_some(provenance),
         run_key: p.run_key.clone(),
         spec: p.spec.clone(),
@@ -36,7 +34,7 @@ pub(super) fn manifest_of(p: &Planned, ex: &mut Executed) -> Result<Manifest, Ru
             dictionaries: o.dictionaries.clone(),
             audits: std::mem::take(&mut ex.audits),
         },
-    })
+    }
 }
 
 /// What [`commit`] did: the manifest's digest, its envelope's (when

@@ -318,7 +318,7 @@ impl Run {
         let mut timings = p.timings.clone();
         let mut executed = self.land(rt, sandbox, &table, &p, &mut timings)?;
         clock.check(EXECUTING)?;
-        let manifest = commit::manifest_of(&p, &mut executed)?;
+        let manifest = commit::manifest_of(&p, &mut executed);
         let sealed = sign::seal(rt, &table, &manifest, self.signer.as_ref())?;
         let done = commit::commit(rt, &mut table, p, executed, sealed, &clock, &mut timings)?;
         let mut report = record::report(

@@ -117,6 +117,8 @@ pub struct ModuleId {
     pub digest: Digest,
     /// The component bytes the digest covers.
     pub bytes: Arc<Vec<u8>>,
+    /// The imports it declares, all admitted (a v2 manifest states them).
+    pub imports: Vec<String>,
 }
 
 /// A module that passed admission and is compiled for this engine.
@@ -224,8 +226,13 @@ impl Sandbox {
         let bytes = Arc::new(admission::to_component(bytes)?);
         let digest = Digest::of_bytes(&bytes);
         // A forbidden import costs a parse, never a compile or a cache entry.
-        admission::check_imports(&admission::declared_imports(&bytes)?, self.config.profile)?;
-        Ok(ModuleId { digest, bytes })
+        let imports = admission::declared_imports(&bytes)?;
+        admission::check_imports(&imports, self.config.profile)?;
+        Ok(ModuleId {
+            digest,
+            bytes,
+            imports,
+        })
     }
 
     /// The second half of [`Sandbox::load`]: compiled code (from the cache
