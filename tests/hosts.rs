@@ -4,13 +4,16 @@
 //! them run every slice with the final params at once. The table must end exactly as one clean single-host
 //! run leaves it (row by row, two independent readers, no duplicates),
 //! and `idem audit` must prove every slice. On local disk (overwrite-
-//! partition and append tables) and on the S3 test server.
+//! partition and append tables), on the S3 test server, and as Iceberg
+//! tables in a SQL catalog on a real PostgreSQL server (read back by
+//! PyIceberg's SqlCatalog on the same database).
 
 mod common;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::postgres::Postgres;
 use common::{S3, read_table, read_table_s3};
 
 const HOSTS: usize = 4;
@@ -344,4 +347,82 @@ fn many_hosts_on_s3_end_as_one_clean_run() {
     assert_eq!(got.rows.len(), want.rows.len(), "row count (duplicates?)");
     assert!(got.rows == want.rows, "rows differ from one clean run");
     audit(&env, &table, days.len());
+}
+
+/// The rows PyIceberg's SqlCatalog reads in `ident` of the catalog at
+/// `uri`, sorted, as canonical JSON.
+fn read_iceberg(uri: &str, warehouse: &std::path::Path, ident: &str) -> Vec<String> {
+    let out = Command::new(common::python())
+        .arg(common::root().join("tests/read_iceberg.py"))
+        .arg(uri)
+        .arg(warehouse)
+        .arg(ident)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pyiceberg could not read {ident}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn many_hosts_on_an_iceberg_catalog_in_postgres_end_as_one_clean_run() {
+    let pg = Postgres::start();
+    let env = pg.env();
+    let module = common::guest("examples/clean_orders");
+    let module = module.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("data");
+    let days = ["2026-10-01", "2026-10-02", "2026-10-03"];
+    for d in days {
+        common::orders(&root, d, 3000, 2);
+    }
+    let root = root.to_str().unwrap();
+    let warehouse = dir.path().join("warehouse");
+    let wh = warehouse.to_str().unwrap();
+    for mode in ["overwrite-partition", "append"] {
+        let name = mode.replace('-', "_");
+        let table = pg.table(wh, &format!("sales.chaos_{name}"));
+        let reference = pg.table(wh, &format!("sales.clean_{name}"));
+        let tally = chaos(&env, module, root, &table, mode, &days);
+        clean(&env, module, root, &reference, mode, &days);
+        let got = read_iceberg(
+            &pg.sqlalchemy_uri(),
+            &warehouse,
+            &format!("sales.chaos_{name}"),
+        );
+        let want = read_iceberg(
+            &pg.sqlalchemy_uri(),
+            &warehouse,
+            &format!("sales.clean_{name}"),
+        );
+        assert!(!want.is_empty());
+        assert_eq!(got.len(), want.len(), "{mode}: row count (duplicates?)");
+        assert!(got == want, "{mode}: rows differ from one clean run");
+        audit(&env, &table, days.len());
+        // Every commit a run reported is a snapshot the catalog's row
+        // moved through: the row names the newest metadata file and the
+        // one before it.
+        let row = pg.psql(
+            common::postgres::DB,
+            &format!(
+                "SELECT metadata_location, previous_metadata_location FROM iceberg_tables \
+                 WHERE table_namespace = 'sales' AND table_name = 'chaos_{name}'"
+            ),
+        );
+        let (current, previous) = row.trim().split_once('|').unwrap();
+        assert!(
+            current.ends_with(".metadata.json") && previous.ends_with(".metadata.json"),
+            "{row}"
+        );
+        assert!(tally.claimed.len() >= days.len());
+    }
 }

@@ -1001,4 +1001,78 @@ fn an_iceberg_table_at_a_pinned_version_is_a_slice_input() {
         err.contains("no snapshot with that sequence number"),
         "{err}"
     );
+    // The same snapshot named by its id (PyIceberg's), with the
+    // format-neutral flags: the same pinned input, so the same run key
+    // (nothing to do); the former flags above still work.
+    let snapshots = fx.read("bronze")["snapshots"].clone();
+    let id_of = |seq: i64| {
+        snapshots
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["sequence"] == seq)
+            .unwrap()["id"]
+            .as_i64()
+            .unwrap()
+            .to_string()
+    };
+    let by_id = |from: &str, id: &str, day: &str| {
+        common::idem(&[
+            "run",
+            "--module",
+            s(&revenue).as_str(),
+            "--input",
+            from,
+            "--iceberg-snapshot",
+            id,
+            "--table-slice",
+            &format!("date={day}"),
+            "--partition",
+            &format!("date={day}"),
+            "--table",
+            s(&a).as_str(),
+        ])
+    };
+    let same = ok(by_id(&ice, &id_of(2), "2026-10-01"));
+    assert_eq!(
+        field(&same, "run key:"),
+        field(&from_ice, "run key:"),
+        "{same}"
+    );
+    assert!(field(&same, "result:").contains("version 1"), "{same}");
+    // Snapshot 1 holds no commit of day 2, as version 1 did not.
+    let (code, _, err) = by_id(&ice, &id_of(1), "2026-10-02");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("holds no commit of slice `date=2026-10-02`"),
+        "{err}"
+    );
+    // An id the table never had, a Delta table, and both pins at once
+    // are clear errors.
+    let (code, _, err) = by_id(&ice, "12345", "2026-10-01");
+    assert_ne!(code, 0);
+    assert!(err.contains("no snapshot with that id"), "{err}");
+    let (code, _, err) = by_id(&s(&delta), &id_of(2), "2026-10-01");
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("is a Delta table: it has versions, not snapshot ids"),
+        "{err}"
+    );
+    let (code, _, err) = common::idem(&[
+        "run",
+        "--module",
+        s(&revenue).as_str(),
+        "--input",
+        &ice,
+        "--iceberg-snapshot",
+        &id_of(2),
+        "--table-version",
+        "2",
+        "--partition",
+        "date=2026-10-01",
+        "--table",
+        s(&a).as_str(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
 }

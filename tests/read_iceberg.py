@@ -5,6 +5,7 @@ snapshot summaries' idem fields and every row as canonical JSON, rows
 sorted, so two tables can be compared row by row.
 
 usage: read_iceberg.py CATALOG_DB WAREHOUSE NAMESPACE.TABLE [CATALOG_NAME]
+(CATALOG_DB a SQLite file, or a SQLAlchemy URI: postgresql+psycopg2://...)
 (WAREHOUSE a local folder, or s3://... with the AWS_* variables set)
 """
 import datetime
@@ -40,7 +41,7 @@ def main() -> None:
         }
     else:
         warehouse = f"file://{warehouse}"
-    catalog = SqlCatalog(name, uri=f"sqlite:///{db}", warehouse=warehouse, **props)
+    catalog = SqlCatalog(name, uri=db if "://" in db else f"sqlite:///{db}", warehouse=warehouse, **props)
     table = catalog.load_table(ident)
     snap = table.current_snapshot()
     arrow = table.scan().to_arrow()
@@ -58,6 +59,7 @@ def main() -> None:
         summaries.append(
             {
                 "sequence": s.sequence_number,
+                "id": s.snapshot_id,
                 "operation": s.summary.operation.value if s.summary else None,
                 **{k: v for k, v in props.items() if k.startswith("idem.")},
             }

@@ -16,7 +16,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 def main() -> None:
     db, warehouse, ident, op = sys.argv[1:5]
-    catalog = SqlCatalog("idem", uri=f"sqlite:///{db}", warehouse=f"file://{warehouse}")
+    catalog = SqlCatalog("idem", uri=db if "://" in db else f"sqlite:///{db}", warehouse=f"file://{warehouse}")
     table = catalog.load_table(ident)
     if op == "delete":
         table.delete(delete_filter=sys.argv[5])

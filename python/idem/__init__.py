@@ -169,20 +169,34 @@ def _publish(
     }
 
 
+def _either(new: Any, old: Any, new_name: str, old_name: str) -> Any:
+    """A keyword under its format-neutral name or its former Delta one."""
+    if new is not None and old is not None:
+        raise InputError(f"give {new_name} (formerly {old_name}), not both")
+    return old if new is None else new
+
+
 def _slice(
     input: Any,
     partition: Optional[str],
     files: Any,
     slice_id: Optional[str],
-    delta_version: Any,
-    delta_slice: Optional[str],
+    pin: Tuple[Any, Any, Any, Any, Any],
     next: bool,
     max_objects: Any,
     max_bytes: Any,
 ) -> dict:
+    table_version, delta_version, iceberg_snapshot, table_slice, delta_slice = pin
     if not next and (max_objects != 100 or max_bytes is not None):
         raise InputError("max_objects and max_bytes are for next=True (an append-only input)")
+    delta_version = _either(table_version, delta_version, "table_version", "delta_version")
+    delta_slice = _either(table_slice, delta_slice, "table_slice", "delta_slice")
+    if iceberg_snapshot is not None and (isinstance(iceberg_snapshot, bool) or not isinstance(iceberg_snapshot, int)):
+        raise InputError(f"iceberg_snapshot must be an int (a snapshot id), not {type(iceberg_snapshot).__name__}")
+    if iceberg_snapshot is not None and delta_version is not None:
+        raise InputError("give the input table's table_version or its iceberg_snapshot, not both")
     return {
+        "iceberg_snapshot": iceberg_snapshot,
         "input": _maybe_text(input, "input"),
         "partition": partition,
         "files": _strings(files, "files"),
@@ -218,6 +232,9 @@ def run(
     partition: Optional[str] = None,
     files: Optional[Sequence[PathLike]] = None,
     slice_id: Optional[str] = None,
+    table_version: Optional[int] = None,
+    iceberg_snapshot: Optional[int] = None,
+    table_slice: Optional[str] = None,
     delta_version: Optional[int] = None,
     delta_slice: Optional[str] = None,
     next: bool = False,
@@ -244,9 +261,13 @@ def run(
     committed only when its output is new for the slice.
 
     The slice is one of: ``input`` (a Parquet dataset root) with
-    ``partition="date=2026-10-01"``; ``input`` (a Delta table) with
-    ``delta_version`` (and ``partition`` or ``delta_slice``); ``input`` (an
-    append-only prefix) with ``next=True``; or ``files=[...]``.
+    ``partition="date=2026-10-01"``; ``input`` (a Delta or Iceberg table)
+    with ``table_version`` (a Delta version or an Iceberg snapshot's
+    sequence number) or ``iceberg_snapshot`` (a snapshot id), and
+    ``partition`` or ``table_slice``; ``input`` (an append-only prefix)
+    with ``next=True``; or ``files=[...]``. ``delta_version`` and
+    ``delta_slice`` are the former names of ``table_version`` and
+    ``table_slice``.
 
     ``mode`` is ``overwrite-partition`` (the default with a partition),
     ``merge`` (with ``key``) or ``append``. ``params`` is a mapping or JSON
@@ -270,7 +291,8 @@ def run(
     ``unchanged``, ``memo`` or ``up-to-date``. Raises :class:`IdemError`
     subclasses, as the CLI exits.
     """
-    slice_args = _slice(input, partition, files, slice_id, delta_version, delta_slice, next, max_objects, max_bytes)
+    pin = (table_version, delta_version, iceberg_snapshot, table_slice, delta_slice)
+    slice_args = _slice(input, partition, files, slice_id, pin, next, max_objects, max_bytes)
     publish = _publish(
         mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params, sign_key,
         lineage, lineage_namespace, _lineage_parent,
@@ -296,6 +318,9 @@ def explain(
     partition: Optional[str] = None,
     files: Optional[Sequence[PathLike]] = None,
     slice_id: Optional[str] = None,
+    table_version: Optional[int] = None,
+    iceberg_snapshot: Optional[int] = None,
+    table_slice: Optional[str] = None,
     delta_version: Optional[int] = None,
     delta_slice: Optional[str] = None,
     next: bool = False,
@@ -325,7 +350,8 @@ def explain(
         return _idem.compare(pair[0], pair[1], _maybe_text(table, "table"))
     if module is None or table is None:
         raise InputError("give the planned run's module and table (and its slice), or runs=(a, b)")
-    slice_args = _slice(input, partition, files, slice_id, delta_version, delta_slice, next, max_objects, max_bytes)
+    pin = (table_version, delta_version, iceberg_snapshot, table_slice, delta_slice)
+    slice_args = _slice(input, partition, files, slice_id, pin, next, max_objects, max_bytes)
     publish = _publish(mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params)
     return _idem.explain(_run_args(module, table, slice_args, publish, False), limits)
 

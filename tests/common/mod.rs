@@ -7,6 +7,8 @@ use std::sync::{Mutex, OnceLock};
 
 use idem::sandbox::{Limits, Sandbox, SandboxConfig};
 
+pub mod postgres;
+
 /// The workspace root.
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -311,6 +311,15 @@ def test_other_slices_files_a_pinned_delta_version_and_next(tmp_path):
     dedup = os.path.join(os.path.dirname(os.environ["IDEM_TEST_PIPELINE"]), "wasm", "dedup_events.wasm")
     pinned = idem.run(dedup, str(tmp_path / "t2"), input=table, delta_version=r.version, mode="append")
     assert pinned.outcome == "committed" and pinned.rows_in == r.rows_out
+    # table_version is its format-neutral name: the same run.
+    again = idem.run(dedup, str(tmp_path / "t2"), input=table, table_version=r.version, mode="append")
+    assert again.outcome == "memo" and again.run_key == pinned.run_key
+    with pytest.raises(idem.InputError, match="table_version \\(formerly delta_version\\), not both"):
+        idem.run(dedup, str(tmp_path / "t2"), input=table, table_version=1, delta_version=1, mode="append")
+    with pytest.raises(idem.InputError, match="iceberg_snapshot must be an int"):
+        idem.run(dedup, str(tmp_path / "t2"), input=table, iceberg_snapshot="1", mode="append")
+    with pytest.raises(idem.IdemError, match="is a Delta table: it has versions, not snapshot ids"):
+        idem.run(dedup, str(tmp_path / "t2"), input=table, iceberg_snapshot=1, mode="append")
     # An append-only prefix: the next objects after the last one consumed.
     nxt = dict(input=day, next=True, max_objects=1, mode="append")
     first = idem.run(MODULE, str(tmp_path / "t3"), **nxt)

@@ -17,8 +17,8 @@ use super::flags::{LimitArgs, LineageArgs, PublishArgs, RunFlags, SignArgs};
 /// flags `idem run` and `idem explain` share.
 #[derive(Args, Debug)]
 pub struct SliceArgs {
-    /// Input: a Parquet dataset root (with --partition), or a Delta table
-    /// (with --delta-version).
+    /// Input: a Parquet dataset root (with --partition), or a Delta or
+    /// Iceberg table (with --table-version or --iceberg-snapshot).
     #[arg(long)]
     pub input: Option<String>,
     /// The slice: hive partition column=value (of the dataset, or of the
@@ -31,17 +31,23 @@ pub struct SliceArgs {
     /// Slice id for --files (default: derived from the file names).
     #[arg(long)]
     pub slice_id: Option<String>,
-    /// The slice: the --input Delta table at this version.
-    #[arg(long)]
+    /// The slice: the --input table at this version (a Delta version, or
+    /// an Iceberg snapshot's sequence number: what `committed version N`
+    /// says). Formerly --delta-version, which still works.
+    #[arg(long = "table-version", visible_alias = "delta-version")]
     pub delta_version: Option<u64>,
-    /// With --delta-version: only the rows this slice of the table owns
-    /// (what an upstream idem run committed for it, e.g. date=2026-10-01).
-    #[arg(long, requires = "delta_version")]
+    /// The slice: the --input Iceberg table at the snapshot with this id.
+    #[arg(long, conflicts_with = "delta_version")]
+    pub iceberg_snapshot: Option<i64>,
+    /// With --table-version or --iceberg-snapshot: only the rows this
+    /// slice of the table owns (what an upstream idem run committed for
+    /// it, e.g. date=2026-10-01). Formerly --delta-slice, which still works.
+    #[arg(long = "table-slice", visible_alias = "delta-slice")]
     pub delta_slice: Option<String>,
     /// The slice: the next objects of the append-only prefix --input, after
     /// the last one this table consumed (the position is committed with
     /// the output).
-    #[arg(long, requires = "input", conflicts_with_all = ["partition", "delta_version", "files"])]
+    #[arg(long, requires = "input", conflicts_with_all = ["partition", "delta_version", "iceberg_snapshot", "files"])]
     pub next: bool,
     /// With --next: most objects per run.
     #[arg(long, default_value_t = 100, requires = "next")]
@@ -71,6 +77,7 @@ impl SliceArgs {
             files: a.files.clone(),
             slice_id: a.slice_id.clone(),
             delta_version: a.delta_version,
+            iceberg_snapshot: a.iceberg_snapshot,
             delta_slice: a.delta_slice.clone(),
             next: a.next,
             max_objects: a.max_objects,

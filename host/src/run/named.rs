@@ -1,5 +1,6 @@
 //! A slice and a mode as a caller names them: the CLI's flags (`--input`,
-//! `--partition`, `--files`, `--delta-version`, `--mode`, `--key`) and the
+//! `--partition`, `--files`, `--table-version` or `--iceberg-snapshot`,
+//! `--mode`, `--key`) and the
 //! Python package's keywords (`input=`, `partition=`, ...) are the same
 //! names, turned into a [`SliceSpec`] and a [`Mode`] here, once.
 
@@ -9,9 +10,10 @@ use super::{RunError, SliceSpec, parse_partition};
 use crate::table::Mode;
 
 /// The names of a slice: one of `input` + `partition` (a dataset's hive
-/// partition), `input` + `delta_version` (a pinned Delta table, optionally
-/// one partition or one upstream slice of it), `input` + `next` (the next
-/// objects of an append-only prefix), or `files`.
+/// partition), `input` + `delta_version` or `iceberg_snapshot` (a pinned
+/// Delta or Iceberg table, optionally one partition or one upstream slice
+/// of it), `input` + `next` (the next objects of an append-only prefix),
+/// or `files`.
 #[derive(Debug, Clone, Default)]
 pub struct NamedSlice {
     /// A Parquet dataset root, a Delta table, or an append-only prefix.
@@ -24,8 +26,13 @@ pub struct NamedSlice {
     /// The slice id of a file list (default: the partition, else derived
     /// from the file names).
     pub slice_id: Option<String>,
-    /// The input Delta table at this version.
+    /// The input table at this version (`--table-version`, formerly
+    /// `--delta-version`: a Delta version or an Iceberg snapshot's
+    /// sequence number).
     pub delta_version: Option<u64>,
+    /// The input Iceberg table at the snapshot with this id (pinned as
+    /// its sequence number: the run key is the same either way).
+    pub iceberg_snapshot: Option<i64>,
     /// With `delta_version`: only the rows this upstream slice owns.
     pub delta_slice: Option<String>,
     /// The next objects of the append-only prefix `input`.
@@ -42,9 +49,10 @@ impl NamedSlice {
         self.partition.as_deref().map(parse_partition).transpose()
     }
 
-    /// The slice these names describe.
+    /// The slice these names describe (an Iceberg snapshot id is looked
+    /// up in its table, so this reads the table's metadata).
     pub fn spec(&self) -> Result<SliceSpec, RunError> {
-        let a = self;
+        let a = &self.with_snapshot_pinned()?;
         let partition = a.partition()?;
         let usage = |m: &str| Err(RunError::Usage(m.into()));
         if a.next && (partition.is_some() || a.delta_version.is_some() || !a.files.is_empty()) {
@@ -53,7 +61,9 @@ impl NamedSlice {
             );
         }
         if a.delta_slice.is_some() && a.delta_version.is_none() {
-            return usage("a Delta slice needs the Delta version it is read at");
+            return usage(
+                "a table slice (--table-slice) needs the table version it is read at (--table-version N or --iceberg-snapshot ID)",
+            );
         }
         Ok(
             match (&a.input, a.delta_version, partition, a.files.is_empty()) {
@@ -80,16 +90,41 @@ impl NamedSlice {
                 },
                 (Some(_), None, None, true) => {
                     return usage(
-                        "an input needs a partition column=value (a dataset partition) or a Delta version (a Delta table)",
+                        "an input needs a partition column=value (a dataset partition) or a table version (--table-version N, or --iceberg-snapshot ID)",
                     );
                 }
                 _ => {
                     return usage(
-                        "give one slice: an input ROOT with a partition K=V, an input TABLE with a Delta version [and a partition K=V], or a list of files",
+                        "give one slice: an input ROOT with a partition K=V, an input TABLE with a table version [and a partition K=V], or a list of files",
                     );
                 }
             },
         )
+    }
+
+    /// These names with an Iceberg snapshot id replaced by the version
+    /// it is (its sequence number).
+    fn with_snapshot_pinned(&self) -> Result<NamedSlice, RunError> {
+        let Some(id) = self.iceberg_snapshot else {
+            return Ok(self.clone());
+        };
+        let usage = |m: &str| Err(RunError::Usage(m.into()));
+        if self.delta_version.is_some() {
+            return usage("give the input table's version or its Iceberg snapshot id, not both");
+        }
+        let (Some(table), true, false) = (&self.input, self.files.is_empty(), self.next) else {
+            return usage("an Iceberg snapshot id pins an input table: give it with --input TABLE");
+        };
+        let version = super::runtime()?.block_on(async {
+            crate::table::Table::open_existing(table)
+                .await?
+                .version_of_snapshot(id)
+        })?;
+        Ok(NamedSlice {
+            delta_version: Some(version),
+            iceberg_snapshot: None,
+            ..self.clone()
+        })
     }
 
     /// The mode `name` (with merge `keys`), or the default: a Delta slice

@@ -87,6 +87,9 @@ pub enum TableError {
     /// A setting (an `IDEM_*` variable) is out of range.
     #[error("{0}")]
     Setting(String),
+    /// A pinned table input named in a way its format has no name for.
+    #[error("{0}")]
+    Pin(String),
     /// The staged output (local scratch files) could not be read back.
     #[error("reading the staged output {0}")]
     Staged(String),
@@ -189,6 +192,7 @@ impl TableError {
             TableError::NoTable { .. }
             | TableError::Partitioning(_)
             | TableError::Setting(_)
+            | TableError::Pin(_)
             | TableError::UnreadableInput { .. }
             | TableError::NoKeyColumn { .. }
             | TableError::ModeMismatch { .. }

@@ -225,6 +225,18 @@ impl Table {
         }
     }
 
+    /// The version (what `committed version N` says) of an Iceberg
+    /// snapshot named by its id; a Delta table has no snapshot ids.
+    pub fn version_of_snapshot(&self, id: i64) -> Result<u64, TableError> {
+        match self {
+            Table::Delta(_) => Err(TableError::Pin(format!(
+                "{} is a Delta table: it has versions, not snapshot ids (use --table-version N)",
+                self.url()
+            ))),
+            Table::Iceberg(t) => t.version_of_snapshot(id),
+        }
+    }
+
     pub async fn load_version(&mut self, version: u64) -> Result<(), TableError> {
         match self {
             Table::Delta(t) => t.load_version(version).await,

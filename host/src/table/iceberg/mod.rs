@@ -5,7 +5,9 @@
 //! (a SQL catalog in a SQLite file, the schema PyIceberg's `SqlCatalog`
 //! and Java's `JdbcCatalog` use), optionally `?warehouse=URL` (default: the
 //! folder `warehouse` beside the catalog file) and `&catalog=NAME`
-//! (default `idem`). The table lives at `WAREHOUSE/NAMESPACE.db/TABLE/`.
+//! (default `idem`); or the same catalog in PostgreSQL, shared by many
+//! hosts: `iceberg+postgres://[USER@]HOST[:PORT]/DB?warehouse=URL#NAMESPACE.TABLE`.
+//! The table lives at `WAREHOUSE/NAMESPACE.db/TABLE/`.
 //!
 //! A commit is one snapshot: its data files added, the slice's earlier
 //! files (and, for overwrite-partition, every file of its partition)

@@ -19,7 +19,7 @@ impl Iceberg {
     pub async fn open(location: &str, create: bool) -> Result<Self, TableError> {
         let loc = Location::parse(location)?;
         if create {
-            catalog::ensure(&loc)?;
+            catalog::ensure(&loc).await?;
         }
         let (store, prefix) = crate::storage::object_store_for(&loc.table_url)?;
         let mut t = Iceberg {
@@ -61,7 +61,7 @@ impl Iceberg {
 
     /// Re-read the table's metadata through the catalog.
     pub async fn refresh(&mut self) -> Result<(), TableError> {
-        let Some(path) = catalog::load(&self.loc)? else {
+        let Some(path) = catalog::load(&self.loc).await? else {
             self.current = None;
             return Ok(());
         };
@@ -86,6 +86,17 @@ impl Iceberg {
     /// The current metadata, `None` before the table exists.
     pub(super) fn metadata(&self) -> Option<&TableMetadata> {
         self.current.as_ref().map(|(_, m)| m)
+    }
+
+    /// The sequence number of the snapshot with id `id`.
+    pub fn version_of_snapshot(&self, id: i64) -> Result<u64, TableError> {
+        self.metadata()
+            .and_then(|m| m.snapshot_by_id(id))
+            .map(|s| s.sequence_number().max(0) as u64)
+            .ok_or_else(|| TableError::Iceberg {
+                what: format!("reading snapshot {id}"),
+                detail: "the table has no snapshot with that id (see `idem log` for the versions; expired snapshots cannot be read)".into(),
+            })
     }
 
     /// Read the table as of the snapshot with sequence number `version`

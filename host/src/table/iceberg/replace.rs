@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use iceberg::MetadataLocation;
 use iceberg::spec::{DataContentType, DataFile, Snapshot, TableMetadata};
 
+use super::catalog::Swapped;
 use super::live::Live;
 use super::manifests::NewSnapshot;
 use super::ownership::{file_name, in_partition, names_digest, owned_by, slice_tag};
@@ -123,16 +124,25 @@ impl Iceberg {
         // kill here must leave the table as it was.
         fault_point("before-log-write");
         let landed = match base_path {
-            Some(b) => catalog::swap(&self.loc, b, &next_path.to_string())?,
-            None => catalog::create(&self.loc, &next_path.to_string())?,
+            Some(b) => catalog::swap(&self.loc, b, &next_path.to_string()).await?,
+            None => catalog::create(&self.loc, &next_path.to_string()).await?,
         };
-        if !landed {
-            let _ = self.io.delete(next_path.to_string()).await;
-            return Err(TableError::Conflict(format!(
-                "another writer committed to {} since {}",
-                self.location,
-                base_path.unwrap_or("it did not exist")
-            )));
+        match landed {
+            Swapped::Landed => {}
+            Swapped::Lost => {
+                let _ = self.io.delete(next_path.to_string()).await;
+                return Err(TableError::Conflict(format!(
+                    "another writer committed to {} since {}",
+                    self.location,
+                    base_path.unwrap_or("it did not exist")
+                )));
+            }
+            // It may have landed: nothing it names is deleted, and the
+            // table is re-read to see (as for a lost response below).
+            Swapped::Unknown(why) => {
+                *swapped = true;
+                return Err(TableError::Conflict(why));
+            }
         }
         *swapped = true;
         lost_response()?;
