@@ -96,14 +96,33 @@ fn engines_agree(
     agree(&got, &["clickhouse", "duckdb"], want, rows, what);
 }
 
+/// The metadata file the SQLite catalog names for `sales.<name>`.
+fn metadata_of(catalog: &Path, name: &str) -> String {
+    let conn = rusqlite::Connection::open(catalog).unwrap();
+    conn.query_row(
+        "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'sales' AND table_name = ?1",
+        [name],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
 /// Both engines read the Iceberg table `name` of the catalog `catalog`
-/// (its warehouse beside it) as PyIceberg does, `rows` rows: ClickHouse
-/// from the engines' environment, DuckDB from its Iceberg one (1.4.4).
-fn iceberg_engines_agree(catalog: &Path, name: &str, rows: u64, what: &str) {
-    let warehouse = catalog.parent().unwrap().join("warehouse");
+/// (its files under `warehouse`, a folder or `s3://...` with `env`) as
+/// PyIceberg does, `rows` rows: ClickHouse from the engines'
+/// environment, DuckDB from its Iceberg one (1.4.4).
+fn iceberg_engines_agree(
+    catalog: &Path,
+    warehouse: &str,
+    env: &[(&'static str, String)],
+    name: &str,
+    rows: u64,
+    what: &str,
+) {
     let out = std::process::Command::new(common::python())
         .arg(common::root().join("tests/read_iceberg.py"))
-        .args([s(catalog), s(&warehouse), format!("sales.{name}")])
+        .args([s(catalog), warehouse.to_string(), format!("sales.{name}")])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .output()
         .unwrap();
     assert!(
@@ -118,7 +137,8 @@ fn iceberg_engines_agree(catalog: &Path, name: &str, rows: u64, what: &str) {
         .iter()
         .map(|r| r.as_str().unwrap().to_string())
         .collect();
-    let dir = s(&warehouse.join("sales.db").join(name));
+    let dir = format!("{}/sales.db/{name}", warehouse.trim_end_matches('/'));
+    let metadata = metadata_of(catalog, name);
     for (var, default, engine) in [
         (
             "IDEM_ENGINES_PYTHON",
@@ -133,8 +153,15 @@ fn iceberg_engines_agree(catalog: &Path, name: &str, rows: u64, what: &str) {
     ] {
         let got = read_with(
             &engines_python(var, default),
-            &[&dir, "--iceberg", "--engines", engine],
-            &[],
+            &[
+                &dir,
+                "--iceberg",
+                "--metadata",
+                &metadata,
+                "--engines",
+                engine,
+            ],
+            env,
         );
         agree(&got, &[engine], &want, rows, what);
     }
@@ -280,6 +307,30 @@ fn clickhouse_and_duckdb_read_every_kind_of_iceberg_table_idem_writes() {
             &fx,
             &format!("iceberg+sqlite://{}#sales.{name}", s(&catalog)),
         );
-        iceberg_engines_agree(&catalog, name, rows, what);
+        let warehouse = s(&fx.path("warehouse"));
+        iceberg_engines_agree(&catalog, &warehouse, &[], name, rows, what);
     }
+}
+
+#[test]
+fn clickhouse_and_duckdb_read_idems_iceberg_tables_on_s3() {
+    let mut fx = Fixture::new();
+    let s3 = common::S3::start("lake");
+    fx.env = s3.env();
+    let catalog = fx.path("catalog.db");
+    let warehouse = s3.url("wh");
+    let table = format!(
+        "iceberg+sqlite://{}?warehouse={warehouse}#sales.overwrite",
+        s(&catalog)
+    );
+    let rows = overwrite(&fx, &table);
+    let env = fx.env.clone();
+    iceberg_engines_agree(
+        &catalog,
+        &warehouse,
+        &env,
+        "overwrite",
+        rows,
+        "an overwritten Iceberg table on S3",
+    );
 }
