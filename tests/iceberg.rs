@@ -996,7 +996,7 @@ fn an_iceberg_table_at_a_pinned_version_is_a_slice_input() {
     );
     // A version the table never had is a clear error.
     let (code, _, err) = silver(&ice, &a, "9", "2026-10-01");
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("no snapshot with that sequence number"),
         "{err}"
@@ -1050,10 +1050,10 @@ fn an_iceberg_table_at_a_pinned_version_is_a_slice_input() {
     // An id the table never had, a Delta table, and both pins at once
     // are clear errors.
     let (code, _, err) = by_id(&ice, "12345", "2026-10-01");
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{err}");
     assert!(err.contains("no snapshot with that id"), "{err}");
     let (code, _, err) = by_id(&s(&delta), &id_of(2), "2026-10-01");
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("is a Delta table: it has versions, not snapshot ids"),
         "{err}"

@@ -283,6 +283,28 @@ fn an_unreachable_server_a_wrong_password_and_a_password_in_the_location_are_cle
     assert_ne!(code, 0);
     assert!(err.contains("set PGPASSWORD instead"), "{err}");
     assert!(!err.contains("hunter22"), "{err}");
+    // Nor is it sent as the failed run's lineage job name.
+    let events = dir.path().join("events");
+    let args = [
+        "run",
+        "--module",
+        s(&module),
+        "--input",
+        s(&data),
+        "--partition",
+        "date=2026-10-01",
+        "--table",
+        &with_pw,
+        "--lineage",
+        &format!("file://{}", s(&events)),
+    ];
+    let (code, _, err) = common::idem_env(&args, &[]);
+    assert_ne!(code, 0, "{err}");
+    let sent = common::lineage_events(&events);
+    assert_eq!(sent.len(), 2, "START and FAIL: {sent:?}");
+    for e in &sent {
+        assert!(!e.to_string().contains("hunter22"), "{e}");
+    }
     // No warehouse: where would the files go?
     let (code, _, err) = idem(
         &format!("iceberg+postgres://idem@127.0.0.1:{}/{DB}#a.t", pg.port),

@@ -456,7 +456,7 @@ fn batches_with_disagreeing_schemas_are_rejected() {
 fn a_guest_error_is_reported_as_the_transforms_own() {
     let e = hostile("fail", "", Limits::default());
     assert!(
-        matches!(&e, SandboxError::Guest { call: "push", message } if message.contains("refuses batch 1")),
+        matches!(&e, SandboxError::Guest { call: "push", message, .. } if message.contains("refuses batch 1")),
         "{e}"
     );
 }

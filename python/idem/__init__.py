@@ -169,11 +169,12 @@ def _publish(
     }
 
 
-def _either(new: Any, old: Any, new_name: str, old_name: str) -> Any:
-    """A keyword under its format-neutral name or its former Delta one."""
+def _either(new: Any, old: Any, new_name: str, old_name: str) -> Tuple[Any, str]:
+    """A keyword under its format-neutral name or its former Delta one, and
+    the name it was given under."""
     if new is not None and old is not None:
         raise InputError(f"give {new_name} (formerly {old_name}), not both")
-    return old if new is None else new
+    return (old, old_name) if new is None else (new, new_name)
 
 
 def _slice(
@@ -189,10 +190,10 @@ def _slice(
     table_version, delta_version, iceberg_snapshot, table_slice, delta_slice = pin
     if not next and (max_objects != 100 or max_bytes is not None):
         raise InputError("max_objects and max_bytes are for next=True (an append-only input)")
-    delta_version = _either(table_version, delta_version, "table_version", "delta_version")
-    delta_slice = _either(table_slice, delta_slice, "table_slice", "delta_slice")
-    if iceberg_snapshot is not None and (isinstance(iceberg_snapshot, bool) or not isinstance(iceberg_snapshot, int)):
-        raise InputError(f"iceberg_snapshot must be an int (a snapshot id), not {type(iceberg_snapshot).__name__}")
+    delta_version, version_name = _either(table_version, delta_version, "table_version", "delta_version")
+    delta_slice, _ = _either(table_slice, delta_slice, "table_slice", "delta_slice")
+    if iceberg_snapshot is not None:
+        iceberg_snapshot = _count(iceberg_snapshot, "iceberg_snapshot (a snapshot id)", 2**63 - 1, -(2**63))
     if iceberg_snapshot is not None and delta_version is not None:
         raise InputError("give the input table's table_version or its iceberg_snapshot, not both")
     return {
@@ -201,7 +202,7 @@ def _slice(
         "partition": partition,
         "files": _strings(files, "files"),
         "slice_id": slice_id,
-        "delta_version": _maybe_count(delta_version, "delta_version"),
+        "delta_version": _maybe_count(delta_version, version_name),
         "delta_slice": delta_slice,
         "next": bool(next),
         "max_objects": _count(max_objects, "max_objects"),

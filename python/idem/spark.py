@@ -82,7 +82,7 @@ OUTCOME_SCHEMA = (
 def _slice_name(spec: Mapping[str, Any]) -> str:
     """How a slice is named in the outcomes before it ran (its id once it
     has: the partition, the slice id, or the files)."""
-    for k in ("partition", "slice_id", "delta_slice"):
+    for k in ("partition", "slice_id", "table_slice", "delta_slice"):
         if spec.get(k):
             return str(spec[k])
     if spec.get("files"):

@@ -305,9 +305,10 @@ impl BackfillArgs {
             expectations,
             signer: self.publish.signer()?,
             // Every slice's events name the backfill as their parent run.
-            lineage: self
-                .publish
-                .lineage(Some(&format!("backfill {}", self.table)))?,
+            lineage: self.publish.lineage(Some(&format!(
+                "backfill {}",
+                idem::table::shown_location(&self.table)
+            )))?,
         })
     }
 }

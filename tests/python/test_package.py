@@ -316,8 +316,12 @@ def test_other_slices_files_a_pinned_delta_version_and_next(tmp_path):
     assert again.outcome == "memo" and again.run_key == pinned.run_key
     with pytest.raises(idem.InputError, match="table_version \\(formerly delta_version\\), not both"):
         idem.run(dedup, str(tmp_path / "t2"), input=table, table_version=1, delta_version=1, mode="append")
-    with pytest.raises(idem.InputError, match="iceberg_snapshot must be an int"):
+    with pytest.raises(idem.InputError, match="iceberg_snapshot \\(a snapshot id\\) must be an integer"):
         idem.run(dedup, str(tmp_path / "t2"), input=table, iceberg_snapshot="1", mode="append")
+    with pytest.raises(idem.InputError, match="iceberg_snapshot \\(a snapshot id\\) must be from"):
+        idem.run(dedup, str(tmp_path / "t2"), input=table, iceberg_snapshot=2**64, mode="append")
+    with pytest.raises(idem.InputError, match="table_version must be from 0"):
+        idem.run(dedup, str(tmp_path / "t2"), input=table, table_version=-1, mode="append")
     with pytest.raises(idem.IdemError, match="is a Delta table: it has versions, not snapshot ids"):
         idem.run(dedup, str(tmp_path / "t2"), input=table, iceberg_snapshot=1, mode="append")
     # An append-only prefix: the next objects after the last one consumed.

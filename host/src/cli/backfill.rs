@@ -85,9 +85,12 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
     // Every slice's events name the backfill as their parent run.
     let lineage = a.lineage.lineage()?;
     super::interrupt::abort_on_signal(lineage.as_ref());
-    let parent = lineage
-        .as_ref()
-        .map(|l| l.parent(&format!("backfill {}", a.table)));
+    let parent = lineage.as_ref().map(|l| {
+        l.parent(&format!(
+            "backfill {}",
+            idem::table::shown_location(&a.table)
+        ))
+    });
     let make = |date: &str| {
         slice_run(&a, mode.as_ref(), date)
             .sign_with(signer.clone())

@@ -37,7 +37,7 @@ pub struct SliceArgs {
     #[arg(long = "table-version", visible_alias = "delta-version")]
     pub delta_version: Option<u64>,
     /// The slice: the --input Iceberg table at the snapshot with this id.
-    #[arg(long, conflicts_with = "delta_version")]
+    #[arg(long, conflicts_with = "delta_version", allow_negative_numbers = true)]
     pub iceberg_snapshot: Option<i64>,
     /// With --table-version or --iceberg-snapshot: only the rows this
     /// slice of the table owns (what an upstream idem run committed for

@@ -63,7 +63,7 @@ fn print_slice(m: &Manifest) {
     let pinned = s
         .slice
         .delta_version
-        .map(|v| format!(", Delta version {v}"))
+        .map(|v| format!(", table version {v}"))
         .unwrap_or_default();
     println!(
         "slice:        {}  ({} under {}{pinned})",

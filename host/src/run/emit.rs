@@ -36,7 +36,9 @@ impl<'a> Emitter<'a> {
         Emitter {
             lineage,
             parent,
-            table: table.to_string(),
+            // Never a password typed into the location (it may fail to
+            // parse, and then names the job).
+            table: crate::table::shown_location(table),
             started: RefCell::new(None),
             columns: RefCell::new(Vec::new()),
             committed: RefCell::new(None),

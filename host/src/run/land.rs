@@ -183,9 +183,18 @@ impl super::Run {
             expect,
             failed,
         } = checks;
+        // A trap's message quotes every error line the guest logged: they
+        // are not shown twice.
+        let quoted = matches!(
+            &executed,
+            Err(ExecError::Sandbox(crate::sandbox::SandboxError::Trap { guest_log, .. }))
+                if !guest_log.is_empty()
+        );
         let (outcome, landed) = complete(executed, landing, failed, || {
             progress.finish();
-            crate::execute::show_guest_log(&name, &instance.log_lines());
+            let mut lines = instance.log_lines();
+            lines.retain(|l| !(quoted && l.starts_with("error:")));
+            crate::execute::show_guest_log(&name, &lines);
         })?;
         // Audit before publish: nothing below (manifest, data files,
         // commit) happens for an output that fails an expectation.

@@ -138,20 +138,28 @@ pub enum SandboxError {
         detail: String,
     },
     /// The guest trapped (a panic, an `unreachable`, a stack overflow...).
-    #[error("guest trapped in `{call}`: {trap}{}", fmt_log(guest_log))]
+    #[error(
+        "guest trapped in `{call}`{}: {trap}{}",
+        fmt_at(at),
+        fmt_log(guest_log)
+    )]
     Trap {
         /// Which export was running.
         call: &'static str,
+        /// In `push`: which input batch (`input batch 3, rows 16385-24576`).
+        at: Option<String>,
         /// The trap's description.
         trap: String,
         /// Error lines the guest logged before trapping (its panic message).
         guest_log: Vec<String>,
     },
     /// The guest returned an error of its own.
-    #[error("transform failed in `{call}`: {message}")]
+    #[error("transform failed in `{call}`{}: {message}", fmt_at(at))]
     Guest {
         /// Which export returned the error.
         call: &'static str,
+        /// In `push`: which input batch.
+        at: Option<String>,
         /// The guest's message.
         message: String,
     },
@@ -235,15 +243,18 @@ impl SandboxError {
             },
             SandboxError::Trap {
                 call,
+                at,
                 trap,
                 guest_log,
             } => SandboxError::Trap {
                 call,
+                at,
                 trap: clip(trap, MESSAGE_SHARE / 2),
                 guest_log: quote_lines(guest_log),
             },
-            SandboxError::Guest { call, message } => SandboxError::Guest {
+            SandboxError::Guest { call, at, message } => SandboxError::Guest {
                 call,
+                at,
                 message: c(message),
             },
             SandboxError::BadOutput { batch, detail, len } => SandboxError::BadOutput {
@@ -264,6 +275,10 @@ impl SandboxError {
             other => other,
         }
     }
+}
+
+fn fmt_at(at: &Option<String>) -> String {
+    at.as_ref().map(|a| format!(" ({a})")).unwrap_or_default()
 }
 
 fn fmt_log(lines: &[String]) -> String {

@@ -88,6 +88,11 @@ pub struct Instance {
     output_rows: u64,
     output_schema: Option<SchemaRef>,
     batches_out: usize,
+    /// Input batches pushed (the one being pushed included) and the rows
+    /// before it: a failure in `push` names its batch.
+    batches_in: u64,
+    rows_in: u64,
+    pushing: Option<String>,
     poisoned: bool,
     /// The last input batch's IPC bytes, kept for their allocation: each
     /// push encodes into it instead of into a fresh buffer.
@@ -136,6 +141,9 @@ impl Instance {
             output_rows: 0,
             output_schema: None,
             batches_out: 0,
+            batches_in: 0,
+            rows_in: 0,
+            pushing: None,
             poisoned: false,
             input: Vec::new(),
         })
@@ -185,6 +193,7 @@ impl Instance {
             self.poisoned = true;
             return Err(SandboxError::Guest {
                 call: "dictionary-columns",
+                at: None,
                 message: format!(
                     "its {INPUT_ENCODING_EXPORT} export lacks `dictionary-columns: func() -> list<string>`: rebuild it with this idem's idem-guest (`idem build`)"
                 ),
@@ -200,13 +209,26 @@ impl Instance {
         let bytes = idem_guest::ipc::encode_into(batch, std::mem::take(&mut self.input))
             .map_err(|e| SandboxError::Host(format!("encoding input batch: {e}")))?;
         self.enter()?;
+        let rows = batch.num_rows() as u64;
+        self.batches_in += 1;
+        self.pushing = Some(match rows {
+            0 => format!("input batch {}, no rows", self.batches_in),
+            _ => format!(
+                "input batch {}, rows {}-{} of the slice",
+                self.batches_in,
+                self.rows_in + 1,
+                self.rows_in + rows
+            ),
+        });
+        self.rows_in += rows;
         let r = self
             .world
             .idem_transform_transform()
             .call_push(&mut self.store, &bytes);
         self.input = bytes;
-        let out = self.settle("push", r)?;
-        self.accept_output(out)
+        let out = self.settle("push", r);
+        self.pushing = None;
+        self.accept_output(out?)
     }
 
     /// Tell the guest the input is done; returns its last output rows.
@@ -264,7 +286,8 @@ impl Instance {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(message)) => {
                 self.poisoned = true;
-                Err(SandboxError::Guest { call, message }.bounded())
+                let at = self.pushing.clone();
+                Err(SandboxError::Guest { call, at, message }.bounded())
             }
             Err(e) => {
                 self.poisoned = true;
@@ -283,6 +306,7 @@ impl Instance {
         if let Some(why) = &self.store.data().limiter.grow_failed {
             return SandboxError::Trap {
                 call,
+                at: self.pushing.clone(),
                 trap: format!(
                     "growing guest memory failed ({why}): a failed memory.grow stops the run (it is never answered -1, which would let the guest go on differently on another host)"
                 ),
@@ -306,6 +330,7 @@ impl Instance {
             },
             Some(Trap::StackOverflow) => SandboxError::Trap {
                 call,
+                at: self.pushing.clone(),
                 trap: format!(
                     "stack overflow (limit {} bytes)",
                     self.limits.max_stack_bytes
@@ -314,11 +339,13 @@ impl Instance {
             },
             Some(t) => SandboxError::Trap {
                 call,
+                at: self.pushing.clone(),
                 trap: t.to_string(),
                 guest_log,
             },
             None => SandboxError::Trap {
                 call,
+                at: self.pushing.clone(),
                 trap: format!("{e:#}"),
                 guest_log,
             },

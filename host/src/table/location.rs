@@ -16,6 +16,12 @@ pub fn table_url(location: &str) -> Result<Url, TableError> {
     delta::open::folder_url(location)
 }
 
+/// `location` as it may be shown or sent anywhere (logs, lineage job
+/// names): a PostgreSQL catalog's password, if one was typed, replaced.
+pub fn shown_location(location: &str) -> String {
+    iceberg::location::redacted(location)
+}
+
 /// How a manifest names the target table at `location` (whose folder is
 /// `url`): the folder's URL for Delta, the canonical Iceberg location
 /// (catalog file, warehouse, catalog name, table) for Iceberg.

@@ -28,7 +28,7 @@ pub use datafile::target_file_bytes;
 pub use delta::Delta;
 pub use error::TableError;
 use iceberg::Iceberg;
-pub use location::{table_url, target_name};
+pub use location::{shown_location, table_url, target_name};
 pub use mode::{KeyChecker, Mode, OWNER_COLUMN};
 pub use readback::InputFile;
 pub use record::{LogCommit, SliceCommit};

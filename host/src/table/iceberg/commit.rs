@@ -146,8 +146,8 @@ impl Iceberg {
             .await
         {
             Ok(version) => Ok(Attempt::Done(SliceOutcome::Committed { version, drift })),
-            Err(TableError::Conflict(_)) if *swapped => {
-                self.after_swap(req).await.map(Attempt::Done)
+            Err(TableError::Conflict(why)) if *swapped => {
+                self.after_swap(req, &why).await.map(Attempt::Done)
             }
             Err(TableError::Conflict(detail)) => Ok(Attempt::Raced(detail)),
             Err(e) => Err(e),
@@ -214,8 +214,19 @@ impl Iceberg {
     /// response): the commit is ours if the slice's record names this
     /// process's commit. Nothing is retried (a retry could plan against
     /// our own commit and delete its files).
-    async fn after_swap(&mut self, req: &CommitRequest<'_>) -> Result<SliceOutcome, TableError> {
-        self.refresh().await?;
+    async fn after_swap(
+        &mut self,
+        req: &CommitRequest<'_>,
+        why: &str,
+    ) -> Result<SliceOutcome, TableError> {
+        if let Err(e) = self.refresh().await {
+            return Err(TableError::Iceberg {
+                what: "committing".into(),
+                detail: format!(
+                    "the catalog swap's outcome was lost ({why}), and re-reading the table failed ({e}): run again (a rerun finds the commit if it landed; nothing it may name was deleted)"
+                ),
+            });
+        }
         match self.record(req.slice) {
             Some(rec) if rec.attempt == self.attempt => Ok(SliceOutcome::Committed {
                 version: rec.version,
@@ -223,7 +234,9 @@ impl Iceberg {
             }),
             _ => Err(TableError::Iceberg {
                 what: "committing".into(),
-                detail: "the catalog swap's outcome was lost and the table does not show this commit: run again".into(),
+                detail: format!(
+                    "the catalog swap's outcome was lost ({why}) and the table does not show this commit: run again"
+                ),
             }),
         }
     }

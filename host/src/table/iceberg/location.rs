@@ -126,7 +126,7 @@ fn bad(location: &str, why: impl std::fmt::Display) -> TableError {
 /// password may hold any character, so everything from the first `:` to
 /// the last `@` before the table name goes (more, if the warehouse holds
 /// an `@`: never less).
-fn redacted(location: &str) -> String {
+pub(crate) fn redacted(location: &str) -> String {
     let Some(rest) = location.strip_prefix(POSTGRES_PREFIX) else {
         return location.into();
     };

@@ -49,7 +49,7 @@ mod history;
 mod inputs;
 mod io;
 mod live;
-mod location;
+pub(crate) mod location;
 mod manifests;
 mod merge;
 mod open;

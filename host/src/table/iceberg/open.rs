@@ -93,9 +93,11 @@ impl Iceberg {
         self.metadata()
             .and_then(|m| m.snapshot_by_id(id))
             .map(|s| s.sequence_number().max(0) as u64)
-            .ok_or_else(|| TableError::Iceberg {
-                what: format!("reading snapshot {id}"),
-                detail: "the table has no snapshot with that id (see `idem log` for the versions; expired snapshots cannot be read)".into(),
+            .ok_or_else(|| {
+                TableError::Pin(format!(
+                    "iceberg table {}: reading snapshot {id}: the table has no snapshot with that id (see `idem log` for the versions; expired snapshots cannot be read)",
+                    self.location
+                ))
             })
     }
 
@@ -109,9 +111,11 @@ impl Iceberg {
             .snapshots()
             .find(|s| s.sequence_number() as u64 == version)
             .map(|s| s.snapshot_id())
-            .ok_or_else(|| TableError::Iceberg {
-                what: format!("reading version {version}"),
-                detail: "the table has no snapshot with that sequence number (see `idem log`; expired snapshots cannot be read)".into(),
+            .ok_or_else(|| {
+                TableError::Pin(format!(
+                    "iceberg table {}: reading version {version}: the table has no snapshot with that sequence number (see `idem log`; expired snapshots cannot be read)",
+                    self.location
+                ))
             })?;
         self.pinned = Some(id);
         Ok(())

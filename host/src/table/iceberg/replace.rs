@@ -146,7 +146,16 @@ impl Iceberg {
         }
         *swapped = true;
         lost_response()?;
-        self.refresh().await
+        // Landed: a failure to re-read the table now does not make the
+        // commit a failure (the snapshot and version are known).
+        if let Err(e) = self.refresh().await {
+            tracing::warn!(
+                "committed to {}, but re-reading it failed: {e}",
+                self.location
+            );
+            self.current = Some((next_path.to_string(), next));
+        }
+        Ok(())
     }
 }
 

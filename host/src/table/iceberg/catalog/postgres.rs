@@ -81,12 +81,22 @@ fn err(server: &Server, what: &str, e: &tokio_postgres::Error) -> TableError {
     failed(server, format!("{what}: {detail}"))
 }
 
-/// A statement's failure: the server's refusal is sure (the statement,
-/// and its transaction, had no effect); a broken connection is not.
+/// A statement's failure: the server's refusal (severity ERROR) is sure:
+/// the statement, and its transaction, had no effect. A broken
+/// connection, a FATAL or PANIC (a shutdown or failover may come after a
+/// commit landed), a connection-class (08) or operator-intervention (57P)
+/// state, or `40003` (the statement's completion is unknown) is not.
 fn statement_failure(server: &Server, what: &str, e: &tokio_postgres::Error) -> Failure {
-    match e.as_db_error() {
-        Some(_) => Failure::Sure(err(server, what, e)),
-        None => Failure::Unknown(err(server, what, e)),
+    let sure = e.as_db_error().is_some_and(|db| {
+        let code = db.code().code();
+        db.severity() == "ERROR"
+            && !code.starts_with("08")
+            && !code.starts_with("57P")
+            && code != "40003"
+    });
+    match sure {
+        true => Failure::Sure(err(server, what, e)),
+        false => Failure::Unknown(err(server, what, e)),
     }
 }
 
@@ -234,24 +244,32 @@ pub(super) async fn load(server: &Server, loc: &Location) -> Result<Option<Strin
 /// `USAGE` on it) are not made again beside them: that is refused.
 pub(super) async fn ensure(server: &Server) -> Result<(), TableError> {
     let hidden = with_client(server, "making the catalog's tables", async |c| {
-        let visible: bool = c
-            .query_one(
-                "SELECT to_regclass('iceberg_tables') IS NOT NULL
-                    AND to_regclass('iceberg_namespace_properties') IS NOT NULL",
-                &[],
-            )
-            .await?
-            .try_get(0)?;
-        if visible {
+        let (tables, namespaces): (bool, bool) = {
+            let row = c
+                .query_one(
+                    "SELECT to_regclass('iceberg_tables') IS NOT NULL,
+                            to_regclass('iceberg_namespace_properties') IS NOT NULL",
+                    &[],
+                )
+                .await?;
+            (row.try_get(0)?, row.try_get(1)?)
+        };
+        if tables && namespaces {
             return Ok(None);
         }
-        let elsewhere = c
+        // An older JdbcCatalog made iceberg_tables alone: the other table
+        // is made beside it below.
+        let elsewhere = if tables {
+            None
+        } else {
+            c
             .query_opt(
                 "SELECT left(n.nspname, 64) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                  WHERE c.relname = 'iceberg_tables' AND c.relkind IN ('r', 'p') LIMIT 1",
                 &[],
             )
-            .await?;
+            .await?
+        };
         if let Some(row) = elsewhere {
             return Ok(Some(row.try_get::<_, String>(0)?));
         }
