@@ -687,3 +687,150 @@ fn inspect_reads_and_fills_the_compiled_code_cache() {
         "the second inspect compiled again"
     );
 }
+
+/// The messages a new user met first (issue 34), each naming the cause
+/// and the fix, once.
+#[test]
+fn the_first_mistakes_get_messages_that_name_what_is_there_and_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = d.join("data");
+    for day in [
+        "2026-10-01",
+        "2026-10-02",
+        "2026-10-03",
+        "2026-10-05",
+        "2026-10-06",
+        "2026-10-07",
+        "2026-10-08",
+    ] {
+        common::orders(&data, day, 50, 1);
+    }
+    let module = common::guest("examples/clean_orders");
+    let run = |input: &str, partition: &str, table: &str| {
+        common::idem(&[
+            "run",
+            "--module",
+            s(&module),
+            "--input",
+            input,
+            "--partition",
+            partition,
+            "--table",
+            table,
+        ])
+    };
+    let table = d.join("t");
+    // A missing module is said once.
+    let (code, _, err) = common::idem(&[
+        "run",
+        "--module",
+        s(&d.join("nope.wasm")),
+        "--input",
+        s(&data),
+        "--partition",
+        "date=2026-10-01",
+        "--table",
+        s(&table),
+    ]);
+    assert_ne!(code, 0);
+    assert_eq!(err.matches("does not exist").count(), 1, "{err}");
+    // A missing partition names the partitions around it, and no flag
+    // (backfill and the service have no --partition).
+    let (code, _, err) = run(s(&data), "date=2026-10-04", s(&table));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("run from date=2026-10-01 to date=2026-10-08 (7 in all; around date=2026-10-04: date=2026-10-03, date=2026-10-05)"),
+        "{err}"
+    );
+    assert!(!err.contains("--partition"), "{err}");
+    // Another column: what is there.
+    let (_, _, err) = run(s(&data), "day=2026-10-01", s(&table));
+    assert!(
+        err.contains("it holds no day= directories (it holds date=2026-10-01/"),
+        "{err}"
+    );
+    // The partition directory itself, or one file of it, as the input.
+    let day = data.join("date=2026-10-01");
+    let (_, _, err) = run(s(&day), "date=2026-10-01", s(&table));
+    assert!(
+        err.contains(
+            "the input is itself the partition directory date=2026-10-01/: give the dataset root"
+        ),
+        "{err}"
+    );
+    let file = std::fs::read_dir(&day)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let (_, _, err) = run(s(&file), "date=2026-10-01", s(&table));
+    assert!(
+        err.contains(
+            "the input is a file, not a dataset root: to read files, give them with --files"
+        ),
+        "{err}"
+    );
+    // A CSV file is called one.
+    let csv = d.join("orders.csv");
+    std::fs::write(&csv, "order_id,amount\n1,10\n").unwrap();
+    let (code, _, err) = common::idem(&[
+        "run",
+        "--module",
+        s(&module),
+        "--files",
+        s(&csv),
+        "--mode",
+        "append",
+        "--table",
+        s(&table),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("it is a CSV file (by its name), and idem reads Parquet inputs: convert it to Parquet first"), "{err}");
+    // A dataset's folder is not made a table; a new folder is, and then
+    // `idem show TABLE` lists its slices.
+    let (code, _, err) = run(s(&data), "date=2026-10-01", s(&data));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("has no Delta log but holds data (date=2026-10-01, date=2026-10-02, date=2026-10-03, ...): it is a dataset, not a table"), "{err}");
+    assert!(!data.join("_delta_log").exists() && !data.join("_idem").exists());
+    for day in ["date=2026-10-02", "date=2026-10-01"] {
+        let (code, _, err) = run(s(&data), day, s(&table));
+        assert_eq!(code, 0, "{err}");
+    }
+    let (code, out, err) = common::idem(&["show", s(&table)]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("date=")).collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert!(
+        rows[0].starts_with("date=2026-10-01") && rows[1].contains("overwrite-partition"),
+        "{out}"
+    );
+    // A guest's trap names its batch, and its panic message is said once.
+    let hostile = common::guest("tests/guests/hostile");
+    let (code, _, err) = common::idem(&[
+        "run",
+        "--module",
+        s(&hostile),
+        "--input",
+        s(&data),
+        "--partition",
+        "date=2026-10-01",
+        "--table",
+        s(&d.join("h")),
+        "--params",
+        r#"{"mode": "panic"}"#,
+        "--batch-rows",
+        "20",
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("guest trapped in `push` (input batch 1, rows 1-20 of the slice)"),
+        "{err}"
+    );
+    assert_eq!(
+        err.matches("deliberate panic in batch 1").count(),
+        1,
+        "{err}"
+    );
+}

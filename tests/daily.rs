@@ -406,6 +406,10 @@ fn json_outputs_match_their_schemas() {
     assert_eq!(log["runs"].as_array().unwrap().len(), 3);
     let by_slice = format!("{}#date=2026-10-01", s(&table));
     json("manifest", &["show", &by_slice], 0);
+    // The table alone: its slices' current commits.
+    let shown = json("show-table", &["show", s(&table)], 0);
+    assert_eq!(shown["slices"][0]["slice"], "date=2026-10-01", "{shown}");
+    assert_eq!(shown["slices"][0]["runKey"], committed["runKey"], "{shown}");
     let mut explain = run.clone();
     explain[0] = "explain";
     json("explain", &explain, 0);

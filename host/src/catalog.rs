@@ -100,6 +100,29 @@ pub fn find(reference: &str, table: Option<&str>) -> Result<Found, RunError> {
     })
 }
 
+/// The current commit of each slice of the table at `location`, when it
+/// names an existing table (and nothing else: a manifest file, a run
+/// key, `TABLE#SLICE`); `None` otherwise.
+pub fn table_slices(location: &str) -> Result<Option<Vec<crate::table::SliceCommit>>, RunError> {
+    let iceberg = crate::table::iceberg::is_iceberg(location);
+    let slice_named = location.matches('#').count() > usize::from(iceberg);
+    if looks_like_key(location) || location.ends_with(".json") || slice_named {
+        return Ok(None);
+    }
+    let rt = crate::run::runtime()?;
+    rt.block_on(async {
+        let table = match Table::open_existing(location).await {
+            Ok(t) => t,
+            Err(TableError::NoTable { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let mut commits = table.slice_commits().await?;
+        commits.retain(|c| c.current);
+        commits.sort_by(|a, b| a.slice.cmp(&b.slice));
+        Ok(Some(commits))
+    })
+}
+
 /// The hex (lowercase) of `sha256:<hex>` or of bare hex, when it is one.
 fn key_hex(reference: &str) -> Option<String> {
     let hex = reference.strip_prefix("sha256:").unwrap_or(reference);

@@ -14,8 +14,8 @@ use super::Out;
 #[derive(Args, Debug)]
 pub struct ShowArgs {
     /// A manifest file (path or URL), TABLE#SLICE (the slice's current
-    /// run), or a run key or manifest digest (a prefix of 8+ hex digits
-    /// will do) with --table.
+    /// run), a run key or manifest digest (a prefix of 8+ hex digits will
+    /// do) with --table, or a TABLE (its slices' current runs).
     pub run: String,
     /// The table that holds the run key.
     #[arg(long)]
@@ -23,6 +23,12 @@ pub struct ShowArgs {
 }
 
 pub fn show(a: ShowArgs, out: Out) -> Result<ExitCode> {
+    if a.table.is_none()
+        && let Some(slices) = idem::catalog::table_slices(&a.run)?
+    {
+        print_slices(&a.run, &slices, out);
+        return Ok(ExitCode::SUCCESS);
+    }
     let found = idem::catalog::find(&a.run, a.table.as_deref())?;
     if out.json {
         // Exactly the stored bytes: what the manifest's digest covers.
@@ -35,6 +41,55 @@ pub fn show(a: ShowArgs, out: Out) -> Result<ExitCode> {
     let holding = idem::catalog::holding(&found);
     print_manifest(&found, &holding);
     Ok(ExitCode::SUCCESS)
+}
+
+/// A table's slices: each one's current commit (what `TABLE#SLICE`
+/// shows in full).
+fn print_slices(table: &str, slices: &[idem::table::SliceCommit], out: Out) {
+    let short = |d: &Option<idem::digest::Digest>| {
+        d.as_ref()
+            .map(|d| d.to_string().chars().take(19).collect::<String>())
+            .unwrap_or_else(|| "-".into())
+    };
+    if out.json {
+        let rows: Vec<serde_json::Value> = slices
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "slice": c.slice,
+                    "version": c.version,
+                    "mode": c.mode,
+                    "runKey": c.run_key.as_ref().map(|d| d.to_string()),
+                    "outputDigest": c.output_digest.as_ref().map(|d| d.to_string()),
+                    "manifestDigest": c.manifest_digest.as_ref().map(|d| d.to_string()),
+                })
+            })
+            .collect();
+        super::print_json(&serde_json::json!({ "table": table, "slices": rows }));
+        return;
+    }
+    if slices.is_empty() {
+        println!("{table} has no slice committed by idem (see `idem log {table}`)");
+        return;
+    }
+    println!(
+        "{:<24} {:>7}  {:<20} {:<20} {:<20}",
+        "SLICE", "VERSION", "MODE", "RUN KEY", "OUTPUT"
+    );
+    for c in slices {
+        println!(
+            "{:<24} {:>7}  {:<20} {:<20} {:<20}",
+            c.slice,
+            c.version,
+            c.mode,
+            short(&c.run_key),
+            short(&c.output_digest)
+        );
+    }
+    println!(
+        "{} slice(s); one in full: idem show '{table}#SLICE'",
+        slices.len()
+    );
 }
 
 fn size(bytes: u64) -> String {

@@ -14,13 +14,16 @@ pub enum SliceError {
     NotFound(String),
     /// The dataset has no directory (or no file) for the partition.
     #[error(
-        "slice `{slice}` matches no Parquet files under {root}: there is no partition directory {slice}/, or it holds no *.parquet files (check --partition)"
+        "slice `{slice}` matches no Parquet files under {root}: there is no partition directory {slice}/ (or it is empty){nearby}"
     )]
     NoPartition {
         /// The slice id (`column=value`).
         slice: String,
         /// The dataset root.
         root: String,
+        /// What is there instead (`; the date= partitions there are ...`,
+        /// or that the root is itself a partition or a file).
+        nearby: String,
     },
     /// The slice resolved to no objects.
     #[error("slice `{slice}` matches no Parquet files under {root}: {hint}")]

@@ -70,6 +70,71 @@ pub fn files_id(files: &[impl AsRef<OsStr>]) -> Result<String, SliceError> {
     ))
 }
 
+/// What a dataset root holds instead of a missing partition of `key`,
+/// for the message: the `key=` partitions there (the first and last
+/// few), or that the root is itself a partition directory or a file (and
+/// what to give instead). Best effort: empty when nothing can be said.
+pub(super) fn nearby(store: &Store, key: &str, value: &str) -> String {
+    let url = store.url();
+    let last = url
+        .path_segments()
+        .and_then(|s| s.filter(|s| !s.is_empty()).next_back())
+        .map(|s| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .to_string()
+        })
+        .unwrap_or_default();
+    if last.starts_with(&format!("{key}=")) {
+        let parent = url.join("../").map(|u| u.to_string()).unwrap_or_default();
+        return format!(
+            "; the input is itself the partition directory {last}/: give the dataset root, --input {parent}"
+        );
+    }
+    let file = url.as_str().trim_end_matches('/');
+    if let Ok((dir, name, _)) = Store::of_file(file)
+        && dir.size(&name).ok().flatten().is_some()
+    {
+        return format!(
+            "; the input is a file, not a dataset root: to read files, give them with --files {file}"
+        );
+    }
+    let Ok((folders, _)) = store.folders(100_000) else {
+        return String::new();
+    };
+    let prefix = format!("{key}=");
+    let parts: Vec<&String> = folders.iter().filter(|f| f.starts_with(&prefix)).collect();
+    match parts.len() {
+        0 if folders.is_empty() => "; the input holds no partition directories".into(),
+        0 => {
+            let some: Vec<&str> = folders.iter().take(5).map(String::as_str).collect();
+            format!(
+                "; it holds no {prefix} directories (it holds {}{}): check the partition column",
+                some.join("/, "),
+                if folders.len() > 5 { "/, ..." } else { "/" }
+            )
+        }
+        n if n <= 6 => {
+            let all: Vec<&str> = parts.iter().map(|p| p.as_str()).collect();
+            format!("; the {prefix} partitions there are {}", all.join(", "))
+        }
+        n => {
+            let wanted = format!("{prefix}{value}");
+            let at = parts.partition_point(|p| p.as_str() < wanted.as_str());
+            let around: Vec<&str> = parts[at.saturating_sub(1)..(at + 1).min(n)]
+                .iter()
+                .map(|p| p.as_str())
+                .collect();
+            format!(
+                "; the {prefix} partitions there run from {} to {} ({n} in all; around {wanted}: {})",
+                parts[0],
+                parts[n - 1],
+                around.join(", ")
+            )
+        }
+    }
+}
+
 /// The store `files` share and their names below their common parent.
 pub(super) fn locate_files(
     id: &str,

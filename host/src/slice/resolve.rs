@@ -73,7 +73,15 @@ impl ResolvedSlice {
         let no_dir = || SliceError::NoPartition {
             slice: id.clone(),
             root: store.url().to_string(),
+            nearby: super::locate::nearby(&store, key, value),
         };
+        // A file given as the root: said as such, not as a failed listing.
+        if store
+            .local_dir()
+            .is_some_and(|d| d.components().collect::<std::path::PathBuf>().is_file())
+        {
+            return Err(no_dir());
+        }
         let listing = match store.list(&id) {
             Ok(l) => l,
             Err(StorageError::NotFound(u)) if u == store.url().as_str() => {
@@ -92,7 +100,11 @@ impl ResolvedSlice {
             if parquet {
                 files.push(f.rel);
             } else {
-                skipped.push((f.rel, "not Parquet (no PAR1 magic at start and end)".into()));
+                let why = match super::schema::other_format(&f.rel) {
+                    Some(kind) => super::schema::other_format_detail(kind),
+                    None => "not Parquet (no PAR1 magic at start and end)".into(),
+                };
+                skipped.push((f.rel, why));
             }
         }
         skipped.sort();

@@ -103,6 +103,64 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The names of the directories directly below the store's directory
+    /// (on an object store: the key prefixes one `/` deeper), sorted, at
+    /// most `limit` of them, and how many there are in all. For messages
+    /// (which partitions exist); hidden and `_` names are left out.
+    pub fn folders(&self, limit: usize) -> Result<(Vec<String>, usize), StorageError> {
+        let (mut names, _) = self.top_level()?;
+        names.retain(|n| !n.starts_with('.') && !n.starts_with('_'));
+        names.sort();
+        let all = names.len();
+        names.truncate(limit);
+        Ok((names, all))
+    }
+
+    /// The names directly below the store's directory: its directories
+    /// (key prefixes one `/` deeper) and its files, unsorted, hidden and
+    /// `_` names included. One listing call, never recursive.
+    pub fn top_level(&self) -> Result<(Vec<String>, Vec<String>), StorageError> {
+        match self.local_dir() {
+            Some(dir) => {
+                let io = |e| StorageError::Io {
+                    what: "listing".into(),
+                    path: dir.display().to_string(),
+                    source: e,
+                };
+                let (mut dirs, mut files) = (Vec::new(), Vec::new());
+                for entry in std::fs::read_dir(&dir).map_err(io)? {
+                    let entry = entry.map_err(io)?;
+                    let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                        continue;
+                    };
+                    match entry.file_type().map_err(io)?.is_dir() {
+                        true => dirs.push(name),
+                        false => files.push(name),
+                    }
+                }
+                Ok((dirs, files))
+            }
+            None => {
+                let prefix = self.path("")?;
+                let inner = self.inner.clone();
+                let p = prefix.clone();
+                let found = block(async move { inner.list_with_delimiter(Some(&p)).await })
+                    .map_err(|e| self.fail_list("listing", "", e))?;
+                let name = |p: &object_store::path::Path| p.filename().map(str::to_string);
+                Ok((
+                    found.common_prefixes.iter().filter_map(name).collect(),
+                    found
+                        .objects
+                        .iter()
+                        .filter_map(|o| name(&o.location))
+                        .collect(),
+                ))
+            }
+        }
+    }
+}
+
 /// A local directory walk that never leaves its root.
 #[derive(Default)]
 struct Walk {

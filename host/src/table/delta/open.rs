@@ -38,6 +38,47 @@ async fn off_runtime<T: Send + 'static>(
 /// the table); to read, its `_delta_log` must be there (a missing one is
 /// no table, one that cannot be read is named as such). Other stores
 /// have no folders.
+/// The marker a new table's folder gets before anything is written there.
+const CLAIMED: &str = "_idem/claimed";
+
+/// A new table's folder (no Delta log yet) must not be a dataset: one
+/// that holds Parquet files or `column=value/` folders, and nothing of
+/// idem's (`_idem/`), would get a log that ignores them, and readers of
+/// the "table" would never see those files. Refused, naming them; else
+/// the folder is claimed (so a first run killed after writing data files
+/// is retried there, not refused).
+fn claim_new_folder(
+    location: &str,
+    store: &crate::storage::Store,
+) -> Result<(), crate::storage::StorageError> {
+    if store.size(CLAIMED)?.is_some() {
+        return Ok(());
+    }
+    let (dirs, files) = store.top_level()?;
+    let idems = dirs.iter().any(|d| d == "_idem");
+    let mut data: Vec<&String> = files
+        .iter()
+        .filter(|f| f.ends_with(".parquet"))
+        .chain(
+            dirs.iter()
+                .filter(|d| d.contains('=') && !d.starts_with('_')),
+        )
+        .collect();
+    data.sort();
+    if !idems && !data.is_empty() {
+        let some: Vec<&str> = data.iter().take(3).map(|s| s.as_str()).collect();
+        return Err(crate::storage::StorageError::Setting(format!(
+            "`{location}` has no Delta log but holds data ({}{}): it is a dataset, not a table, and a table made there would ignore those files. Give the table a folder of its own (a new path), or read this dataset with --input",
+            some.join(", "),
+            if data.len() > 3 { ", ..." } else { "" }
+        )));
+    }
+    store.put(
+        CLAIMED,
+        bytes::Bytes::from_static(b"a Delta table idem writes\n"),
+    )
+}
+
 fn local_folder(location: &str, url: &Url, create: bool) -> Result<(), TableError> {
     if url.scheme() != "file" {
         return Ok(());
@@ -108,6 +149,10 @@ impl Delta {
             return Err(TableError::NoTable {
                 location: location.into(),
             });
+        }
+        if create && delta.version().is_none() {
+            let named = location.to_string();
+            off_runtime(location, &store, move |s| claim_new_folder(&named, s)).await?;
         }
         let opened = Delta {
             url,
