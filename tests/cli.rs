@@ -768,7 +768,7 @@ fn the_first_mistakes_get_messages_that_name_what_is_there_and_what_to_do() {
     let (_, _, err) = run(s(&file), "date=2026-10-01", s(&table));
     assert!(
         err.contains(
-            "the input is a file, not a dataset root: to read files, give them with --files"
+            "is refused: it is a file, not a dataset root. Nothing was run or committed; to read files, give them with --files"
         ),
         "{err}"
     );
@@ -825,12 +825,34 @@ fn the_first_mistakes_get_messages_that_name_what_is_there_and_what_to_do() {
     ]);
     assert_ne!(code, 0);
     assert!(
-        err.contains("guest trapped in `push` (input batch 1, rows 1-20 of the slice)"),
+        err.contains("guest trapped in `push` (input batch 1, rows 1-20 of its input)"),
         "{err}"
     );
     assert_eq!(
         err.matches("deliberate panic in batch 1").count(),
         1,
+        "{err}"
+    ); // A Rust transform that reads the wall clock is told what to use.
+    let (code, _, err) = common::idem(&[
+        "run",
+        "--module",
+        s(&hostile),
+        "--input",
+        s(&data),
+        "--partition",
+        "date=2026-10-01",
+        "--table",
+        s(&d.join("h")),
+        "--params",
+        r#"{"mode": "clock"}"#,
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("time not implemented on this platform"),
+        "{err}"
+    );
+    assert!(
+        err.contains("use ctx.logical_date, not SystemTime/Instant::now()"),
         "{err}"
     );
 }

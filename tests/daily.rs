@@ -404,8 +404,34 @@ fn json_outputs_match_their_schemas() {
     json("audit", &["audit", s(&table)], 0);
     let log = json("log", &["log", s(&table)], 0);
     assert_eq!(log["runs"].as_array().unwrap().len(), 3);
+    // Each run's params are logged; the log filters by slice, time and count.
+    assert!(
+        log["runs"][0]["params"].as_str().unwrap().starts_with('{'),
+        "{log}"
+    );
+    let last = json(
+        "log",
+        &[
+            "log",
+            s(&table),
+            "--slice",
+            "date=2026-10-01",
+            "--limit",
+            "1",
+        ],
+        0,
+    );
+    assert_eq!(last["runs"].as_array().unwrap().len(), 1, "{last}");
+    assert_eq!(last["runs"][0]["outcome"], "unchanged", "{last}");
+    let none = json("log", &["log", s(&table), "--since", "2100-01-01"], 0);
+    assert_eq!(none["runs"].as_array().unwrap().len(), 0, "{none}");
+    let other = json("log", &["log", s(&table), "--slice", "date=1999-01-01"], 0);
+    assert_eq!(other["runs"].as_array().unwrap().len(), 0, "{other}");
     let by_slice = format!("{}#date=2026-10-01", s(&table));
     json("manifest", &["show", &by_slice], 0);
+    // verify takes TABLE#SLICE as show does.
+    let verified = json("verify", &["verify", &by_slice], 0);
+    assert_eq!(verified["match"], true, "{verified}");
     // The table alone: its slices' current commits.
     let shown = json("show-table", &["show", s(&table)], 0);
     assert_eq!(shown["slices"][0]["slice"], "date=2026-10-01", "{shown}");

@@ -1039,7 +1039,7 @@ fn a_pipeline_rerun_is_a_no_op_and_a_changed_row_moves_only_what_depends_on_it()
             common::idem(&["show", &format!("{}#date={date}", s(&lake("gold")))]);
         assert_eq!(code, 0, "{err}");
         assert!(
-            out.contains(&format!("Delta version {}", of("silver").3.unwrap())),
+            out.contains(&format!("table version {}", of("silver").3.unwrap())),
             "{out}"
         );
     }

@@ -18,7 +18,17 @@ mod wasm {
     pub fn install_panic_hook() {
         PANIC_HOOK.call_once(|| {
             std::panic::set_hook(Box::new(|info| {
-                log(Level::Error, &format!("guest panicked: {info}"));
+                let message = format!("guest panicked: {info}");
+                log(Level::Error, &message);
+                // std's answer to SystemTime/Instant::now() here: say why,
+                // and what to use (as the JavaScript and Python SDKs do), on
+                // a line of its own (the host quotes the last lines whole).
+                if message.contains("time not implemented on this platform") {
+                    log(
+                        Level::Error,
+                        "idem runs transforms without a clock (a rerun must compute the same output): use ctx.logical_date, not SystemTime/Instant::now()",
+                    );
+                }
             }));
         });
     }

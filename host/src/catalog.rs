@@ -111,10 +111,9 @@ pub fn table_slices(location: &str) -> Result<Option<Vec<crate::table::SliceComm
     }
     let rt = crate::run::runtime()?;
     rt.block_on(async {
-        let table = match Table::open_existing(location).await {
-            Ok(t) => t,
-            Err(TableError::NoTable { .. }) => return Ok(None),
-            Err(e) => return Err(e.into()),
+        // Not a table (or not one that opens): `find` says what it is.
+        let Ok(table) = Table::open_existing(location).await else {
+            return Ok(None);
         };
         let mut commits = table.slice_commits().await?;
         commits.retain(|c| c.current);

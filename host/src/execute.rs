@@ -63,6 +63,23 @@ pub fn show_guest_log(module: &str, lines: &[String]) {
     }
 }
 
+/// The guest's log `lines` (`level: message`) without the error lines a
+/// trap in `executed` already quotes whole in its message (they would be
+/// said twice); lines it left out or cut are kept.
+pub fn unquoted<T>(lines: Vec<String>, executed: &Result<T, ExecError>) -> Vec<String> {
+    let quoted: &[String] = match executed {
+        Err(ExecError::Sandbox(SandboxError::Trap { guest_log, .. })) => guest_log,
+        _ => &[],
+    };
+    lines
+        .into_iter()
+        .filter(|l| {
+            !l.strip_prefix("error: ")
+                .is_some_and(|m| quoted.iter().any(|q| q == m))
+        })
+        .collect()
+}
+
 /// Something that transforms batches: a sandboxed [`Instance`] or a native
 /// [`Native`] build.
 pub trait Transformer {

@@ -88,8 +88,9 @@ enum Command {
         after_help = "Example:\n  idem verify lake/daily_revenue/_idem/manifests/<sha256>.json"
     )]
     Verify {
-        /// The manifest file (e.g. TABLE/_idem/manifests/<hex>.json), or
-        /// its DSSE envelope (TABLE/_idem/attestations/<hex>/<hex>.json).
+        /// The manifest file (e.g. TABLE/_idem/manifests/<hex>.json), its
+        /// DSSE envelope (TABLE/_idem/attestations/<hex>/<hex>.json), or
+        /// TABLE#SLICE (the slice's current run).
         manifest: PathBuf,
         /// Re-run a manifest made by another engine (idem, wasmtime or crate
         /// versions) and report whether the output still matches.
@@ -108,11 +109,10 @@ enum Command {
     )]
     Audit(cli::audit::AuditArgs),
     /// List the runs recorded for a table, per slice.
-    #[command(after_help = "Example:\n  idem log lake/daily_revenue")]
-    Log {
-        /// The table (path or URL).
-        table: String,
-    },
+    #[command(
+        after_help = "Example:\n  idem log lake/daily_revenue --slice date=2026-10-01 --since 2026-12-01 --limit 20"
+    )]
+    Log(cli::log::LogArgs),
     /// Write deterministic sample orders, partitioned by date.
     #[command(
         after_help = "Example:\n  idem sample --out data/orders --dates 2026-10-01 2026-10-02 --rows 100000"
@@ -274,7 +274,7 @@ fn try_main(args: Args) -> Result<ExitCode> {
         } => cli::verify::verify(&manifest, &limits, &keys, allow_engine, out),
         Command::Keygen(a) => cli::keygen::keygen(a, out),
         Command::Audit(a) => cli::audit::audit(a, out),
-        Command::Log { table } => cli::log::log(&table, out),
+        Command::Log(a) => cli::log::log(&a, out),
         Command::Sample(a) => cli::sample::sample(a, out),
         Command::SampleHistory(a) => cli::history::sample_history(a),
         Command::Backfill(a) => cli::backfill::backfill(a, out),

@@ -63,7 +63,7 @@ pub fn implied_by_partition(value: &str) -> Option<String> {
 }
 
 /// `YYYY-MM-DD` of a day number (civil_from_days).
-pub(crate) fn date_of(z: i64) -> String {
+pub fn date_of(z: i64) -> String {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;

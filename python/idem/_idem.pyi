@@ -115,6 +115,7 @@ class LogEntry:
     rows: int
     timings_ms: Dict[str, int]
     origin: Optional[str]
+    params: Optional[str]
 
 class Change:
     field: str

@@ -83,6 +83,9 @@ pub struct LogEntry {
     pub timings_ms: BTreeMap<String, u64>,
     /// Who ran it (`idem.run(origin=...)`; idem.spark's task attempts).
     pub origin: Option<String>,
+    /// The run's params as canonical JSON (the first 256 bytes; `None`
+    /// for runs logged before idem logged them).
+    pub params: Option<String>,
 }
 
 #[pymethods]
@@ -109,6 +112,7 @@ impl LogEntry {
             rows: e.rows,
             timings_ms: crate::results::timings_map(t),
             origin: e.origin.clone(),
+            params: e.params.clone(),
         }
     }
 }

@@ -125,6 +125,7 @@ def test_verify_audit_show_and_log_read_what_the_run_committed(tmp_path):
     assert idem.show(r.run_key[7:19], table=table).digest == r.manifest_digest
     entries = idem.log(table)
     assert [(e.slice, e.outcome, e.version) for e in entries] == [(DAY, "committed", r.version)]
+    assert entries[0].params.startswith("{")
     code, out, err = cli("audit", table)
     assert code == 0 and out["proven"] and out["slices"][0]["proof"] == "proven", err
 

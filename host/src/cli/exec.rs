@@ -74,7 +74,8 @@ pub fn exec(a: ExecArgs, out: Out) -> Result<ExitCode> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    idem::execute::show_guest_log(&name, &instance.log_lines());
+    let lines = idem::execute::unquoted(instance.log_lines(), &executed);
+    idem::execute::show_guest_log(&name, &lines);
     let outcome = executed?;
     let inputs = read.finish()?;
     let path = place_output(staged?, outcome.output_schema.as_ref(), &a.output)?;

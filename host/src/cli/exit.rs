@@ -13,14 +13,14 @@ pub fn kind_of_chain<'a>(
 }
 
 /// The message of an error and its causes, outermost first, joined by
-/// `: `; a cause whose text an outer message already holds (an error that
-/// prints its source, as many do) is not repeated.
+/// `: `; a cause an outer message already ends with (an error that prints
+/// its source, as many do) is not repeated.
 pub fn message_of_chain<'a>(
     chain: impl Iterator<Item = &'a (dyn std::error::Error + 'static)>,
 ) -> String {
     let mut out = String::new();
     for part in chain.map(|e| e.to_string()) {
-        if part.is_empty() || out.contains(&part) {
+        if part.is_empty() || out.ends_with(&part) {
             continue;
         }
         if !out.is_empty() {

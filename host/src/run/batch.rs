@@ -119,7 +119,7 @@ pub fn dates(from: &str, to: &str) -> Result<Vec<String>, RunError> {
 }
 
 /// Days since 1970-01-01 of a `YYYY-MM-DD` date (proleptic Gregorian).
-fn day_number(s: &str) -> Result<i64, RunError> {
+pub fn day_number(s: &str) -> Result<i64, RunError> {
     let bad = || {
         RunError::Usage(format!(
             "`{s}` is not a date: use YYYY-MM-DD (e.g. 2026-10-01)"

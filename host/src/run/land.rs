@@ -183,17 +183,10 @@ impl super::Run {
             expect,
             failed,
         } = checks;
-        // A trap's message quotes every error line the guest logged: they
-        // are not shown twice.
-        let quoted = matches!(
-            &executed,
-            Err(ExecError::Sandbox(crate::sandbox::SandboxError::Trap { guest_log, .. }))
-                if !guest_log.is_empty()
-        );
+        // The lines a trap's message quotes are not shown twice.
+        let lines = crate::execute::unquoted(instance.log_lines(), &executed);
         let (outcome, landed) = complete(executed, landing, failed, || {
             progress.finish();
-            let mut lines = instance.log_lines();
-            lines.retain(|l| !(quoted && l.starts_with("error:")));
             crate::execute::show_guest_log(&name, &lines);
         })?;
         // Audit before publish: nothing below (manifest, data files,

@@ -35,6 +35,23 @@ pub struct LogEntry {
     /// Who ran it ([`super::Run::origin`]), when the caller said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
+    /// The run's params as canonical JSON, cut at [`MAX_LOGGED_PARAMS`]
+    /// bytes (the manifest holds them whole); absent in entries written
+    /// before idem logged them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<String>,
+}
+
+/// The most bytes of a run's params a log entry keeps.
+pub const MAX_LOGGED_PARAMS: usize = 256;
+
+/// `text` cut at `max` bytes, at a character boundary.
+fn cut(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
 }
 
 /// An origin label as kept: at most [`MAX_ORIGIN`] bytes (a caller's label
@@ -213,6 +230,10 @@ pub(super) async fn log(
         timings: r.timings_ms.clone(),
         // Its length was checked with the run's arguments.
         origin: origin.map(str::to_string),
+        params: Some(cut(
+            &String::from_utf8_lossy(&crate::manifest::canonical_json(&r.manifest.spec.params)),
+            MAX_LOGGED_PARAMS,
+        )),
     };
     // Twins of one run (same run key) may end in the same millisecond in
     // processes with the same pid (containers): their origins tell them
@@ -254,6 +275,7 @@ pub fn run_log_since(table: &str, since_ms: u64) -> Result<Vec<LogEntry>, RunErr
             {
                 // A planted entry's label is cut as a written one is.
                 e.origin = e.origin.as_deref().map(bounded_origin);
+                e.params = e.params.as_deref().map(|p| cut(p, MAX_LOGGED_PARAMS));
                 out.push(e);
             }
         }

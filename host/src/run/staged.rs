@@ -45,7 +45,8 @@ pub(super) fn audit_staged(
         let reader = staged.reader(job.batch_rows as usize)?;
         drive(&mut instance, job, Feed::Read(reader), collect)
     };
-    crate::execute::show_guest_log(&name, &Transformer::log_lines(&instance));
+    let lines = crate::execute::unquoted(Transformer::log_lines(&instance), &executed);
+    crate::execute::show_guest_log(&name, &lines);
     if let Some(why) = bad_shape {
         return Err(RunError::Usage(format!("{name}: {why}")));
     }

@@ -214,7 +214,7 @@ impl Instance {
         self.pushing = Some(match rows {
             0 => format!("input batch {}, no rows", self.batches_in),
             _ => format!(
-                "input batch {}, rows {}-{} of the slice",
+                "input batch {}, rows {}-{} of its input",
                 self.batches_in,
                 self.rows_in + 1,
                 self.rows_in + rows

@@ -72,13 +72,15 @@ pub fn files_id(files: &[impl AsRef<OsStr>]) -> Result<String, SliceError> {
 
 /// What a dataset root holds instead of a missing partition of `key`,
 /// for the message: the `key=` partitions there (the first and last
-/// few), or that the root is itself a partition directory or a file (and
-/// what to give instead). Best effort: empty when nothing can be said.
+/// few; a local root's only: on an object store that listing reads every
+/// page of the root, for each missing date of a backfill), or that the
+/// root is itself a partition directory or a file (and what to give
+/// instead). Best effort: empty when nothing can be said.
 pub(super) fn nearby(store: &Store, key: &str, value: &str) -> String {
     let url = store.url();
     let last = url
         .path_segments()
-        .and_then(|s| s.filter(|s| !s.is_empty()).next_back())
+        .and_then(|mut s| s.rfind(|s| !s.is_empty()))
         .map(|s| {
             percent_encoding::percent_decode_str(s)
                 .decode_utf8_lossy()
@@ -99,11 +101,18 @@ pub(super) fn nearby(store: &Store, key: &str, value: &str) -> String {
             "; the input is a file, not a dataset root: to read files, give them with --files {file}"
         );
     }
-    let Ok((folders, _)) = store.folders(100_000) else {
+    if store.local_dir().is_none() {
+        return String::new();
+    }
+    let Ok((folders, _)) = store.folders(usize::MAX) else {
         return String::new();
     };
     let prefix = format!("{key}=");
     let parts: Vec<&String> = folders.iter().filter(|f| f.starts_with(&prefix)).collect();
+    let wanted = format!("{prefix}{value}");
+    if parts.iter().any(|p| **p == wanted) {
+        return format!("; {wanted}/ is there but holds no *.parquet files (it is empty)");
+    }
     match parts.len() {
         0 if folders.is_empty() => "; the input holds no partition directories".into(),
         0 => {
@@ -119,7 +128,6 @@ pub(super) fn nearby(store: &Store, key: &str, value: &str) -> String {
             format!("; the {prefix} partitions there are {}", all.join(", "))
         }
         n => {
-            let wanted = format!("{prefix}{value}");
             let at = parts.partition_point(|p| p.as_str() < wanted.as_str());
             let around: Vec<&str> = parts[at.saturating_sub(1)..(at + 1).min(n)]
                 .iter()

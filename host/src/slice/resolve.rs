@@ -75,12 +75,18 @@ impl ResolvedSlice {
             root: store.url().to_string(),
             nearby: super::locate::nearby(&store, key, value),
         };
-        // A file given as the root: said as such, not as a failed listing.
-        if store
+        // A file given as the root: said as such (not a failed listing,
+        // nor a missing partition a backfill would skip).
+        if let Some(file) = store
             .local_dir()
-            .is_some_and(|d| d.components().collect::<std::path::PathBuf>().is_file())
+            .map(|d| d.components().collect::<std::path::PathBuf>())
+            .filter(|f| f.is_file())
         {
-            return Err(no_dir());
+            return Err(SliceError::Refused {
+                path: file.display().to_string(),
+                why: "it is a file, not a dataset root".into(),
+                fix: format!("to read files, give them with --files {}", file.display()),
+            });
         }
         let listing = match store.list(&id) {
             Ok(l) => l,

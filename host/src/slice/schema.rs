@@ -93,15 +93,17 @@ impl ResolvedSlice {
                 ),
             });
         }
-        if let Some(kind) = other_format(&input.path) {
-            return Err(malformed(other_format_detail(kind)));
-        }
+        // Not Parquet: a CSV or JSON file is called one (by its name).
+        let not_parquet = |why: String| match other_format(&input.path) {
+            Some(kind) => malformed(other_format_detail(kind)),
+            None => malformed(why),
+        };
         if len < 12 {
-            return Err(malformed(format!("{len} bytes is too small for Parquet")));
+            return Err(not_parquet(format!("{len} bytes is too small for Parquet")));
         }
         let tail = self.store.read_range(&input.path, len - 8..len)?;
         if &tail[4..8] != b"PAR1" {
-            return Err(malformed(
+            return Err(not_parquet(
                 "no PAR1 magic at the end (corrupt or encrypted footer)".into(),
             ));
         }

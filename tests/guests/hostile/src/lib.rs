@@ -134,6 +134,9 @@ mod guest {
                 }
                 "big" => Ok(vec![7u8; bytes as usize]),
                 "panic" => panic!("hostile guest: deliberate panic in batch {n}"),
+                // A transform that reads the wall clock (std panics on
+                // wasm32-unknown-unknown).
+                "clock" => Ok(format!("{:?}", std::time::SystemTime::now()).into_bytes()),
                 "garbage" => Ok(b"this is not an Arrow IPC stream".to_vec()),
                 "fail" => Err(format!("hostile guest refuses batch {n}")),
                 // Benchmarks: the cost of the boundary alone (copy in, no work).
