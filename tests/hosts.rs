@@ -352,20 +352,7 @@ fn many_hosts_on_s3_end_as_one_clean_run() {
 /// The rows PyIceberg's SqlCatalog reads in `ident` of the catalog at
 /// `uri`, sorted, as canonical JSON.
 fn read_iceberg(uri: &str, warehouse: &std::path::Path, ident: &str) -> Vec<String> {
-    let out = Command::new(common::python())
-        .arg(common::root().join("tests/read_iceberg.py"))
-        .arg(uri)
-        .arg(warehouse)
-        .arg(ident)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pyiceberg could not read {ident}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["rows"]
+    common::read_iceberg(uri, warehouse, ident)["rows"]
         .as_array()
         .unwrap()
         .iter()

@@ -9,7 +9,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::postgres::{DB, Postgres};
 use serde_json::Value;
@@ -21,19 +20,7 @@ fn s(p: &Path) -> &str {
 /// What PyIceberg reads in `ident` of the catalog `db` (a SQLAlchemy URI
 /// or a SQLite file).
 fn read(db: &str, warehouse: &Path, ident: &str) -> Value {
-    let out = Command::new(common::python())
-        .arg(common::root().join("tests/read_iceberg.py"))
-        .arg(db)
-        .arg(warehouse)
-        .arg(ident)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pyiceberg could not read {ident}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::read_iceberg(db, warehouse, ident)
 }
 
 fn run(

@@ -298,6 +298,26 @@ pub fn field(stdout: &str, label: &str) -> String {
         .to_string()
 }
 
+/// What PyIceberg's SqlCatalog (tests/read_iceberg.py, sharing no code
+/// with idem) reads in table `ident` of the catalog `db` (a SQLite file or
+/// a SQLAlchemy URI) whose files are under `warehouse`: rows (sorted
+/// canonical JSON), version, snapshots, schema.
+pub fn read_iceberg(db: &str, warehouse: &Path, ident: &str) -> serde_json::Value {
+    let out = std::process::Command::new(python())
+        .arg(root().join("tests/read_iceberg.py"))
+        .arg(db)
+        .arg(warehouse)
+        .arg(ident)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pyiceberg could not read {ident}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// A real S3-compatible server on 127.0.0.1 (tests/s3_server.py: moto's
 /// S3 with atomic conditional PUTs and enforced credentials), with one
 /// bucket. Stopped when dropped (its stdin closes).

@@ -10,6 +10,23 @@ mod sqlite;
 use super::location::{Backend, Location};
 use crate::table::error::TableError;
 
+/// The catalog's two tables, in the V1 schema of Java's JdbcCatalog and
+/// PyIceberg's SqlCatalog (the same SQL on SQLite and PostgreSQL).
+const CREATE_TABLES: &str = "CREATE TABLE IF NOT EXISTS iceberg_tables (
+                catalog_name VARCHAR(255) NOT NULL,
+                table_namespace VARCHAR(255) NOT NULL,
+                table_name VARCHAR(255) NOT NULL,
+                metadata_location VARCHAR(1000),
+                previous_metadata_location VARCHAR(1000),
+                iceberg_type VARCHAR(5),
+                PRIMARY KEY (catalog_name, table_namespace, table_name));
+             CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
+                catalog_name VARCHAR(255) NOT NULL,
+                namespace VARCHAR(255) NOT NULL,
+                property_key VARCHAR(255) NOT NULL,
+                property_value VARCHAR(1000),
+                PRIMARY KEY (catalog_name, namespace, property_key));";
+
 /// What a catalog write did.
 pub(super) enum Swapped {
     /// It landed: the table names the new metadata.

@@ -276,23 +276,7 @@ pub(super) async fn ensure(server: &Server) -> Result<(), TableError> {
         let tx = c.transaction().await?;
         tx.query("SELECT pg_advisory_xact_lock($1)", &[&CREATE_LOCK])
             .await?;
-        tx.batch_execute(
-            "CREATE TABLE IF NOT EXISTS iceberg_tables (
-                catalog_name VARCHAR(255) NOT NULL,
-                table_namespace VARCHAR(255) NOT NULL,
-                table_name VARCHAR(255) NOT NULL,
-                metadata_location VARCHAR(1000),
-                previous_metadata_location VARCHAR(1000),
-                iceberg_type VARCHAR(5),
-                PRIMARY KEY (catalog_name, table_namespace, table_name));
-             CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
-                catalog_name VARCHAR(255) NOT NULL,
-                namespace VARCHAR(255) NOT NULL,
-                property_key VARCHAR(255) NOT NULL,
-                property_value VARCHAR(1000),
-                PRIMARY KEY (catalog_name, namespace, property_key));",
-        )
-        .await?;
+        tx.batch_execute(super::CREATE_TABLES).await?;
         tx.commit().await.map(|_| None)
     })
     .await

@@ -31,23 +31,8 @@ fn open(db: &Path, create: bool) -> Result<rusqlite::Connection, TableError> {
         .map_err(|e| err(db, e))?;
     if create {
         // The tables PyIceberg's SqlCatalog and Java's JdbcCatalog use.
-        conn.execute_batch(
-            "CREATE TABLE IF NOT EXISTS iceberg_tables (
-                catalog_name VARCHAR(255) NOT NULL,
-                table_namespace VARCHAR(255) NOT NULL,
-                table_name VARCHAR(255) NOT NULL,
-                metadata_location VARCHAR(1000),
-                previous_metadata_location VARCHAR(1000),
-                iceberg_type VARCHAR(5),
-                PRIMARY KEY (catalog_name, table_namespace, table_name));
-             CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
-                catalog_name VARCHAR(255) NOT NULL,
-                namespace VARCHAR(255) NOT NULL,
-                property_key VARCHAR(255) NOT NULL,
-                property_value VARCHAR(1000),
-                PRIMARY KEY (catalog_name, namespace, property_key));",
-        )
-        .map_err(|e| err(db, e))?;
+        conn.execute_batch(super::CREATE_TABLES)
+            .map_err(|e| err(db, e))?;
     }
     Ok(conn)
 }
