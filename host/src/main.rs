@@ -211,7 +211,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             let kind = cli::exit::kind_of_chain(e.chain());
-            let message = cli::exit::message_of_chain(e.chain());
+            let message = idem::text::message_of(e.as_ref());
             if json {
                 cli::print_json(&serde_json::json!({
                     "error": {

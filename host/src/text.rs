@@ -53,6 +53,26 @@ pub fn quote_lines(lines: Vec<String>) -> Vec<String> {
     out
 }
 
+/// An error and its causes, outermost first, joined by `: ` (what the
+/// CLI prints after `error: `, and the Python exceptions' text); a cause
+/// the message so far already ends with (an error that prints its source,
+/// as many do) is not said twice.
+pub fn message_of(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let part = c.to_string();
+        if !part.is_empty() && !out.ends_with(&part) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&part);
+        }
+        cause = c.source();
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +102,32 @@ mod tests {
         assert!(q[1].starts_with("996x"));
         assert!(q.iter().map(String::len).sum::<usize>() < MESSAGE_SHARE);
         assert_eq!(quote_lines(vec!["a".into()]), vec!["a".to_string()]);
+    }
+
+    #[test]
+    fn a_cause_the_message_already_ends_with_is_said_once() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "reading module m.wasm: {}", self.0)
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let missing = std::io::Error::other("`m.wasm` does not exist");
+        assert_eq!(
+            message_of(&Outer(missing)),
+            "reading module m.wasm: `m.wasm` does not exist"
+        );
+        let e = anyhow::Error::new(std::io::Error::other("disk full"))
+            .context("writing disk full.parquet");
+        assert_eq!(
+            message_of(e.as_ref()),
+            "writing disk full.parquet: disk full"
+        );
     }
 }

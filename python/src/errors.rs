@@ -77,14 +77,7 @@ pub fn run_error(e: idem::run::RunError) -> PyErr {
 
 /// What the CLI prints after `error: ` for `e`: the error and its causes.
 fn message(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
+    idem::text::message_of(e)
 }
 
 /// The exception classes, with each kind's `kind` and `exit_code` set on

@@ -12,25 +12,6 @@ pub fn kind_of_chain<'a>(
     chain.filter_map(kind_of).next().unwrap_or(Kind::Input)
 }
 
-/// The message of an error and its causes, outermost first, joined by
-/// `: `; a cause an outer message already ends with (an error that prints
-/// its source, as many do) is not repeated.
-pub fn message_of_chain<'a>(
-    chain: impl Iterator<Item = &'a (dyn std::error::Error + 'static)>,
-) -> String {
-    let mut out = String::new();
-    for part in chain.map(|e| e.to_string()) {
-        if part.is_empty() || out.ends_with(&part) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&part);
-    }
-    out
-}
-
 /// The kind of one error, when it is one of the library's.
 fn kind_of(e: &(dyn std::error::Error + 'static)) -> Option<Kind> {
     macro_rules! known {
@@ -62,26 +43,4 @@ fn kind_of(e: &(dyn std::error::Error + 'static)) -> Option<Kind> {
         return Some(Kind::Storage);
     }
     None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_cause_an_outer_message_already_holds_is_said_once() {
-        let missing = std::io::Error::other("`m.wasm` does not exist: check the path or URL");
-        let e = anyhow::Error::new(missing)
-            .context("reading module m.wasm: `m.wasm` does not exist: check the path or URL");
-        assert_eq!(
-            message_of_chain(e.chain()),
-            "reading module m.wasm: `m.wasm` does not exist: check the path or URL"
-        );
-        let e =
-            anyhow::Error::new(std::io::Error::other("disk full")).context("writing out.parquet");
-        assert_eq!(
-            message_of_chain(e.chain()),
-            "writing out.parquet: disk full"
-        );
-    }
 }

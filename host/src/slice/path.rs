@@ -91,6 +91,30 @@ pub(super) fn read_order(mut files: Vec<String>) -> Result<Vec<String>, SliceErr
     Ok(files)
 }
 
+/// The format a file's name says it is in, when that is one idem does
+/// not read as a slice input (CSV, JSON).
+pub(super) fn other_format(path: &str) -> Option<&'static str> {
+    let name = path.rsplit('/').next().unwrap_or(path).to_ascii_lowercase();
+    let name = name.strip_suffix(".gz").unwrap_or(&name);
+    [
+        (".csv", "CSV"),
+        (".tsv", "TSV"),
+        (".jsonl", "JSON lines"),
+        (".ndjson", "JSON lines"),
+        (".json", "JSON"),
+    ]
+    .into_iter()
+    .find(|(ext, _)| name.ends_with(ext))
+    .map(|(_, kind)| kind)
+}
+
+/// Why a file in `kind` is not read, and what to do.
+pub(super) fn other_format_detail(kind: &str) -> String {
+    format!(
+        "it is a {kind} file (by its name), and idem reads Parquet inputs: convert it to Parquet first, e.g. `duckdb -c \"COPY (FROM 'in.csv') TO 'out.parquet'\"`"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -106,8 +106,8 @@ impl ResolvedSlice {
             if parquet {
                 files.push(f.rel);
             } else {
-                let why = match super::schema::other_format(&f.rel) {
-                    Some(kind) => super::schema::other_format_detail(kind),
+                let why = match super::path::other_format(&f.rel) {
+                    Some(kind) => super::path::other_format_detail(kind),
                     None => "not Parquet (no PAR1 magic at start and end)".into(),
                 };
                 skipped.push((f.rel, why));

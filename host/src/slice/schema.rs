@@ -19,30 +19,6 @@ pub(super) fn reader_options() -> ArrowReaderOptions {
     ArrowReaderOptions::new().with_skip_arrow_metadata(true)
 }
 
-/// The format a file's name says it is in, when that is one idem does
-/// not read as a slice input (CSV, JSON).
-pub(super) fn other_format(path: &str) -> Option<&'static str> {
-    let name = path.rsplit('/').next().unwrap_or(path).to_ascii_lowercase();
-    let name = name.strip_suffix(".gz").unwrap_or(&name);
-    [
-        (".csv", "CSV"),
-        (".tsv", "TSV"),
-        (".jsonl", "JSON lines"),
-        (".ndjson", "JSON lines"),
-        (".json", "JSON"),
-    ]
-    .into_iter()
-    .find(|(ext, _)| name.ends_with(ext))
-    .map(|(_, kind)| kind)
-}
-
-/// Why a file in `kind` is not read, and what to do.
-pub(super) fn other_format_detail(kind: &str) -> String {
-    format!(
-        "it is a {kind} file (by its name), and idem reads Parquet inputs: convert it to Parquet first, e.g. `duckdb -c \"COPY (FROM 'in.csv') TO 'out.parquet'\"`"
-    )
-}
-
 /// Schema equality ignoring metadata (writers add their own key/values).
 fn strip_meta(s: &SchemaRef) -> arrow::datatypes::Schema {
     arrow::datatypes::Schema::new(s.fields().clone())
@@ -94,8 +70,8 @@ impl ResolvedSlice {
             });
         }
         // Not Parquet: a CSV or JSON file is called one (by its name).
-        let not_parquet = |why: String| match other_format(&input.path) {
-            Some(kind) => malformed(other_format_detail(kind)),
+        let not_parquet = |why: String| match super::path::other_format(&input.path) {
+            Some(kind) => malformed(super::path::other_format_detail(kind)),
             None => malformed(why),
         };
         if len < 12 {
