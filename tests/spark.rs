@@ -696,17 +696,5 @@ fn first_arrival(dir: &Path) -> i32 {
 
 fn read_iceberg(catalog: &Path, ident: &str) -> Value {
     let warehouse = catalog.parent().unwrap().join("warehouse");
-    let out = Command::new(common::python())
-        .arg(common::root().join("tests/read_iceberg.py"))
-        .arg(catalog)
-        .arg(&warehouse)
-        .arg(ident)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pyiceberg could not read {ident}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::read_iceberg(catalog.to_str().unwrap(), &warehouse, ident)
 }

@@ -61,7 +61,12 @@ fn failed(server: &Server, detail: String) -> TableError {
 
 /// A failure while doing `what`, naming what the server said.
 fn err(server: &Server, what: &str, e: &tokio_postgres::Error) -> TableError {
-    let detail = match e.as_db_error() {
+    failed(server, format!("{what}: {}", said(e)))
+}
+
+/// What the server (or the connection) said.
+fn said(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
         Some(db) => format!(
             "{}: {} (SQLSTATE {})",
             db.severity(),
@@ -77,8 +82,7 @@ fn err(server: &Server, what: &str, e: &tokio_postgres::Error) -> TableError {
             }
             detail
         }
-    };
-    failed(server, format!("{what}: {detail}"))
+    }
 }
 
 /// A statement's failure: the server's refusal (severity ERROR) is sure:
@@ -122,8 +126,7 @@ async fn connect(server: &Server) -> Result<(Client, tokio::task::JoinHandle<()>
         match tokio::time::timeout(CONNECT_TIMEOUT, config.connect(NoTls)).await {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
-                let e = err(server, "connecting", &e);
-                return Err(failed(server, format!("{}{hint}", detail_of(e))));
+                return Err(failed(server, format!("connecting: {}{hint}", said(&e))));
             }
             Err(_) => {
                 return Err(failed(
@@ -148,16 +151,6 @@ async fn connect(server: &Server) -> Result<(Client, tokio::task::JoinHandle<()>
         return Err(err(server, "setting the session's timeouts", &e));
     }
     Ok((client, connection))
-}
-
-fn detail_of(e: TableError) -> String {
-    match e {
-        TableError::Location { detail, .. } => detail
-            .strip_prefix("Iceberg catalog: ")
-            .map(str::to_string)
-            .unwrap_or(detail),
-        other => other.to_string(),
-    }
 }
 
 /// Run `f` on a fresh connection, bounded in time; the connection is
