@@ -237,38 +237,34 @@ pub(super) async fn load(server: &Server, loc: &Location) -> Result<Option<Strin
 /// `USAGE` on it) are not made again beside them: that is refused.
 pub(super) async fn ensure(server: &Server) -> Result<(), TableError> {
     let hidden = with_client(server, "making the catalog's tables", async |c| {
-        let (tables, namespaces): (bool, bool) = {
-            let row = c
-                .query_one(
-                    "SELECT to_regclass('iceberg_tables') IS NOT NULL,
-                            to_regclass('iceberg_namespace_properties') IS NOT NULL",
-                    &[],
-                )
-                .await?;
-            (row.try_get(0)?, row.try_get(1)?)
+        let visible = |row: tokio_postgres::Row| -> Result<(bool, bool), tokio_postgres::Error> {
+            Ok((row.try_get(0)?, row.try_get(1)?))
         };
+        if visible(c.query_one(VISIBLE, &[]).await?)? == (true, true) {
+            return Ok(None);
+        }
+        // Under the lock, looked at again: another host may have made them
+        // since (it held the lock until its commit).
+        let tx = c.transaction().await?;
+        tx.query("SELECT pg_advisory_xact_lock($1)", &[&CREATE_LOCK])
+            .await?;
+        let (tables, namespaces) = visible(tx.query_one(VISIBLE, &[]).await?)?;
         if tables && namespaces {
             return Ok(None);
         }
         // An older JdbcCatalog made iceberg_tables alone: the other table
-        // is made beside it below.
-        let elsewhere = if tables {
-            None
-        } else {
-            c
-            .query_opt(
-                "SELECT left(n.nspname, 64) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                 WHERE c.relname = 'iceberg_tables' AND c.relkind IN ('r', 'p') LIMIT 1",
-                &[],
-            )
-            .await?
-        };
-        if let Some(row) = elsewhere {
+        // is made beside it. One this user cannot see is named instead.
+        if !tables
+            && let Some(row) = tx
+                .query_opt(
+                    "SELECT left(n.nspname, 64) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                     WHERE c.relname = 'iceberg_tables' AND c.relkind IN ('r', 'p') LIMIT 1",
+                    &[],
+                )
+                .await?
+        {
             return Ok(Some(row.try_get::<_, String>(0)?));
         }
-        let tx = c.transaction().await?;
-        tx.query("SELECT pg_advisory_xact_lock($1)", &[&CREATE_LOCK])
-            .await?;
         tx.batch_execute(super::CREATE_TABLES).await?;
         tx.commit().await.map(|_| None)
     })
@@ -284,6 +280,10 @@ pub(super) async fn ensure(server: &Server) -> Result<(), TableError> {
         )),
     }
 }
+
+/// Whether the catalog's two tables are visible to this user.
+const VISIBLE: &str = "SELECT to_regclass('iceberg_tables') IS NOT NULL,
+                              to_regclass('iceberg_namespace_properties') IS NOT NULL";
 
 /// A write's outcome from its call's result.
 fn outcome(r: Result<bool, Failure>) -> Result<Swapped, TableError> {
