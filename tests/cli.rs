@@ -772,22 +772,22 @@ fn the_first_mistakes_get_messages_that_name_what_is_there_and_what_to_do() {
         ),
         "{err}"
     );
-    // A CSV file is called one.
-    let csv = d.join("orders.csv");
-    std::fs::write(&csv, "order_id,amount\n1,10\n").unwrap();
+    // A JSON file (not JSON lines) is called one.
+    let json = d.join("orders.json");
+    std::fs::write(&json, "[{\"order_id\": 1}]").unwrap();
     let (code, _, err) = common::idem(&[
         "run",
         "--module",
         s(&module),
         "--files",
-        s(&csv),
+        s(&json),
         "--mode",
         "append",
         "--table",
         s(&table),
     ]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("it is a CSV file (by its name), and idem reads Parquet inputs: convert it to Parquet first"), "{err}");
+    assert!(err.contains("it is a JSON file (by its name): idem reads JSON lines, one object per line, named .jsonl, .ndjson or .json.gz"), "{err}");
     // A dataset's folder is not made a table; a new folder is, and then
     // `idem show TABLE` lists its slices.
     let (code, _, err) = run(s(&data), "date=2026-10-01", s(&data));

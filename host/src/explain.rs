@@ -149,6 +149,7 @@ mod tests {
                 ],
                 delta_version: None,
                 delta_slice: None,
+                text: None,
             },
             params: serde_json::json!({"min": 1, "tags": ["x"]}),
             logical_date: Some("2026-10-01".into()),

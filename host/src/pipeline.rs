@@ -95,6 +95,8 @@ pub struct Stage {
     batch_rows: u32,
     expect: Vec<crate::expect::Expectation>,
     audit: Option<(PathBuf, String)>,
+    /// How a first stage reads CSV, TSV or JSON-lines inputs.
+    text: crate::slice::TextOptions,
 }
 
 /// A checked pipeline file.

@@ -36,6 +36,12 @@ pub fn clip_str(text: &str, max: usize) -> String {
     format!("{}… [{} more bytes cut]", &text[..cut], text.len() - cut)
 }
 
+/// Untrusted `text` as a message quotes it: clipped to `max` bytes, then
+/// control characters escaped (a row's value, a header's name).
+pub fn shown(text: &str, max: usize) -> String {
+    clip_str(text, max).escape_debug().to_string()
+}
+
 /// The last [`MAX_QUOTED_LINES`] of `lines`, each clipped, saying how many
 /// earlier lines were left out.
 pub fn quote_lines(lines: Vec<String>) -> Vec<String> {

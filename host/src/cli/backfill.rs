@@ -17,7 +17,7 @@ use idem::table::Mode;
 
 use super::Out;
 use super::batch::{self, counts, status_kind, status_text, tally};
-use super::flags::{LimitArgs, LineageArgs, PublishArgs, RunFlags, SignArgs};
+use super::flags::{LimitArgs, LineageArgs, PublishArgs, RunFlags, SignArgs, TextArgs};
 
 #[derive(Args, Debug)]
 #[command(mut_args(backfill_words))]
@@ -56,6 +56,8 @@ pub struct BackfillArgs {
     pub force: bool,
     #[command(flatten)]
     pub publish: PublishArgs,
+    #[command(flatten)]
+    pub text: TextArgs,
     #[command(flatten)]
     pub sign: SignArgs,
     #[command(flatten)]
@@ -130,7 +132,7 @@ fn slice_run(a: &BackfillArgs, mode: Option<&Mode>, date: &str) -> Run {
     .logical_date(Some(date.to_string()))
     .batch_rows(a.batch_rows)
     .force(a.force);
-    run = a.publish.apply(run);
+    run = a.text.apply(a.publish.apply(run));
     if let Some(m) = mode {
         run = run.mode(m.clone());
     }

@@ -124,6 +124,49 @@ impl PublishArgs {
     }
 }
 
+/// How text inputs (CSV, TSV, JSON lines) are read (`run`, `explain`,
+/// `backfill`).
+#[derive(Args, Debug, Clone)]
+pub struct TextArgs {
+    /// The columns of CSV, TSV or JSON-lines inputs, by name, with their
+    /// types: a JSON list like '[{"name":"id","type":"int64"}]', or a file
+    /// holding one. Without it, the schema is inferred from all the
+    /// slice's rows (and recorded in the manifest).
+    #[arg(long, value_name = "JSON|FILE", value_parser = declared_schema)]
+    pub schema: Option<arrow::datatypes::SchemaRef>,
+    /// Skip and count up to N rows of text inputs that do not decode (the
+    /// count is in the manifest); the first bad row past N fails the run,
+    /// naming its file, line and column. Default 0: the first fails it.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_rejects: u64,
+}
+
+impl TextArgs {
+    /// `run` reading text inputs so.
+    pub fn apply(&self, run: Run) -> Run {
+        run.text(idem::slice::TextOptions {
+            schema: self.schema.clone(),
+            max_rejects: self.max_rejects,
+        })
+    }
+}
+
+/// `--schema`: the JSON itself, or a file of it (at most 1 MiB).
+fn declared_schema(s: &str) -> Result<arrow::datatypes::SchemaRef, String> {
+    if s.trim_start().starts_with(['[', '{']) {
+        return idem::slice::parse_declared(s);
+    }
+    let path = std::path::Path::new(s);
+    let size = std::fs::metadata(path)
+        .map_err(|e| format!("`{s}` is neither a JSON list of columns nor a file it can read ({e})"))?
+        .len();
+    if size > 1 << 20 {
+        return Err(format!("`{s}` is {size} bytes: a schema file is at most 1 MiB"));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("reading `{s}`: {e}"))?;
+    idem::slice::parse_declared(&text)
+}
+
 /// Signing a run's manifests (`run`, `backfill`, `pipeline run|backfill`).
 #[derive(Args, Debug, Clone)]
 pub struct SignArgs {

@@ -11,7 +11,7 @@ use serde_json::json;
 use idem::run::{NamedSlice, Run};
 
 use super::Out;
-use super::flags::{LimitArgs, LineageArgs, PublishArgs, RunFlags, SignArgs};
+use super::flags::{LimitArgs, LineageArgs, PublishArgs, RunFlags, SignArgs, TextArgs};
 
 /// What a run reads, how it commits, and what the guest is given: the
 /// flags `idem run` and `idem explain` share.
@@ -25,7 +25,8 @@ pub struct SliceArgs {
     /// pinned Delta table); also the target partition for overwrite-partition.
     #[arg(long)]
     pub partition: Option<String>,
-    /// The slice: an explicit list of Parquet files.
+    /// The slice: an explicit list of files (Parquet, or CSV, TSV or JSON
+    /// lines: see --schema).
     #[arg(long, num_args = 1.., conflicts_with = "input")]
     pub files: Vec<PathBuf>,
     /// Slice id for --files (default: derived from the file names).
@@ -65,6 +66,8 @@ pub struct SliceArgs {
     pub batch_rows: u32,
     #[command(flatten)]
     pub publish: PublishArgs,
+    #[command(flatten)]
+    pub text: TextArgs,
 }
 
 impl SliceArgs {
@@ -94,7 +97,7 @@ impl SliceArgs {
             .params(a.flags.params.clone())
             .logical_date(a.logical_date.clone())
             .batch_rows(a.batch_rows);
-        run = a.publish.apply(run);
+        run = a.text.apply(a.publish.apply(run));
         if let Some(m) = mode {
             run = run.mode(m);
         }

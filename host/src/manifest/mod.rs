@@ -13,7 +13,8 @@ mod spec;
 
 pub use provenance::{BUILD_TYPE, BUILDER_ID, Provenance};
 pub use spec::{
-    AuditRecord, RunResult, RunSpec, SliceRecord, TargetRecord, canonical_json, run_key,
+    AuditRecord, RunResult, RunSpec, SliceRecord, TargetRecord, TextRecord, canonical_json,
+    run_key,
 };
 
 /// Version of the run-key material; bump when its meaning changes.
@@ -375,6 +376,7 @@ mod tests {
                 inputs: vec![],
                 delta_version: None,
                 delta_slice: None,
+                text: None,
             },
             params: serde_json::from_str(params).unwrap(),
             logical_date: Some("2026-10-01".into()),
@@ -563,6 +565,7 @@ mod tests {
             columns: None,
             dictionaries: vec![],
             audits: vec![],
+            rejected_rows: None,
         }
     }
 

@@ -56,6 +56,9 @@ pub fn build_definition(spec: &RunSpec, p: &Provenance) -> Value {
     if let Some(a) = &spec.audit {
         external["audit"] = json!({"module": a.module.as_str(), "params": a.params});
     }
+    if let Some(t) = &spec.slice.text {
+        external["inputDecoding"] = json!(t);
+    }
     json!({
         "buildType": BUILD_TYPE,
         "externalParameters": external,

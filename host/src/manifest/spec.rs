@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::digest::Digest;
-use crate::slice::InputObject;
+use crate::slice::{ColumnRecord, InputObject, TextFormat, TextInput};
 
 /// The slice as the run saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +27,54 @@ pub struct SliceRecord {
     /// for the same date).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delta_slice: Option<String>,
+    /// For text inputs (CSV, TSV, JSON lines): how they were decoded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<TextRecord>,
+}
+
+/// How a slice's text inputs were decoded: their format, the schema
+/// declared or inferred from them, and the bad rows allowed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TextRecord {
+    /// `csv`, `tsv` or `jsonl`.
+    pub format: String,
+    /// The columns taken, by name, in order.
+    pub columns: Vec<ColumnRecord>,
+    /// Whether the schema was inferred from the inputs (else declared).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inferred: bool,
+    /// Most bad rows skipped and counted (`--max-rejects`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_rejects: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl TextRecord {
+    /// The record of `t`.
+    pub fn of(t: &TextInput) -> Self {
+        TextRecord {
+            format: t.format.name().into(),
+            columns: crate::slice::columns_of(&t.schema),
+            inferred: t.inferred,
+            max_rejects: t.max_rejects,
+        }
+    }
+
+    /// What it records, or why it records nothing this idem decodes.
+    pub fn input(&self) -> Result<TextInput, String> {
+        let format = TextFormat::from_name(&self.format)
+            .ok_or_else(|| format!("text format `{}` is not one idem reads", self.format))?;
+        Ok(TextInput {
+            format,
+            schema: crate::slice::schema_of(&self.columns)?,
+            inferred: self.inferred,
+            max_rejects: self.max_rejects,
+        })
+    }
 }
 
 /// Where and how the output is committed.
@@ -109,6 +157,10 @@ pub struct RunResult {
     /// publishes nothing).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub audits: Vec<crate::expect::Verdict>,
+    /// Rows of text inputs skipped as bad, when the run allowed any
+    /// (`--max-rejects`). Fixed by the inputs and the spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_rows: Option<u64>,
 }
 
 /// RFC 8785 canonical JSON of any serializable value.

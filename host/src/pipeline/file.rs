@@ -52,6 +52,11 @@ struct StageConfig {
     expect: Vec<String>,
     audit_module: Option<String>,
     audit_params: Option<toml::Table>,
+    /// The columns of a first stage's CSV, TSV or JSON-lines input
+    /// (`[{ name = "id", type = "int64" }, ...]`); inferred when absent.
+    schema: Option<Vec<crate::slice::ColumnRecord>>,
+    /// Bad rows of its text input skipped and counted.
+    max_rejects: Option<u64>,
 }
 
 /// Paths in the file are relative to its folder; URLs are kept.
@@ -189,6 +194,7 @@ fn check_stage(s: StageConfig, i: usize, earlier: &[Stage], dir: &Path) -> Resul
     if s.batch_rows == Some(0) {
         return Err(at("batch-rows must be at least 1".into()));
     }
+    let text = text_of(&s, &source).map_err(at)?;
     Ok(Stage {
         name: s.name.clone(),
         module: PathBuf::from(locate(dir, &s.module)),
@@ -199,6 +205,26 @@ fn check_stage(s: StageConfig, i: usize, earlier: &[Stage], dir: &Path) -> Resul
         batch_rows: s.batch_rows.unwrap_or(8192),
         expect,
         audit,
+        text,
+    })
+}
+
+/// How a first stage reads text inputs; a later stage reads a table.
+fn text_of(s: &StageConfig, source: &Source) -> Result<crate::slice::TextOptions, String> {
+    if matches!(source, Source::Stage(_)) && (s.schema.is_some() || s.max_rejects.is_some()) {
+        return Err(
+            "schema and max-rejects are for a first stage's CSV, TSV or JSON-lines input; this stage reads a table".into(),
+        );
+    }
+    let schema = match &s.schema {
+        Some(columns) => {
+            Some(crate::slice::schema_of(columns).map_err(|e| format!("schema: {e}"))?)
+        }
+        None => None,
+    };
+    Ok(crate::slice::TextOptions {
+        schema,
+        max_rejects: s.max_rejects.unwrap_or(0),
     })
 }
 

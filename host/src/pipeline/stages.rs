@@ -47,6 +47,7 @@ impl Pipeline {
             .batch_rows(s.batch_rows)
             .expect(s.expect.clone())
             .audit_module(audit, audit_params)
+            .text(s.text.clone())
             .sign_with(self.signer.clone())
             .lineage(self.lineage.clone(), self.lineage_parent.clone())
     }

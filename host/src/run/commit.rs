@@ -33,6 +33,7 @@ pub(super) fn manifest_of(p: &Planned, ex: &mut Executed) -> Manifest {
             columns: o.columns.clone(),
             dictionaries: o.dictionaries.clone(),
             audits: std::mem::take(&mut ex.audits),
+            rejected_rows: ex.rejected,
         },
     }
 }

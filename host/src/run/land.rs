@@ -103,6 +103,8 @@ pub(super) struct Executed {
     pub(super) outcome: Outcome,
     pub(super) landed: Landed,
     pub(super) audits: Vec<crate::expect::Verdict>,
+    /// Rows of text inputs skipped as bad, when the run allowed any.
+    pub(super) rejected: Option<u64>,
     pub(super) _staging: Option<tempfile::TempDir>,
 }
 
@@ -151,6 +153,7 @@ impl super::Run {
             .slice
             .reader(self.batch_rows as usize)?
             .with_input_budget(sandbox.config().limits.input_budget());
+        let rejected = reader.rejected();
         let job = Job {
             slice_id: p.slice.id.clone(),
             logical_date: self.logical_date.clone(),
@@ -209,10 +212,12 @@ impl super::Run {
             }
         }
         timings.exec_ms = super::ms(t);
+        let allowed = p.slice.text.as_ref().is_some_and(|t| t.max_rejects > 0);
         Ok(Executed {
             outcome,
             landed,
             audits,
+            rejected: allowed.then(|| rejected.rows()),
             _staging: staging,
         })
     }

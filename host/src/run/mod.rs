@@ -85,6 +85,7 @@ pub struct Run {
     force: bool,
     expectations: Vec<crate::expect::Expectation>,
     audit: Option<(PathBuf, String)>,
+    text: crate::slice::TextOptions,
     native: Option<TransformerFactory>,
     time_limit: Option<std::time::Duration>,
     origin: Option<String>,
@@ -175,6 +176,7 @@ impl Run {
             force: false,
             expectations: Vec::new(),
             audit: None,
+            text: Default::default(),
             native: None,
             time_limit: None,
             origin: None,
@@ -261,6 +263,13 @@ impl Run {
     /// Expectations the output must meet before it is published.
     pub fn expect(mut self, expectations: Vec<crate::expect::Expectation>) -> Self {
         self.expectations = expectations;
+        self
+    }
+
+    /// How text inputs (CSV, TSV, JSON lines) are read: the declared
+    /// schema (else inferred from them) and the bad rows allowed.
+    pub fn text(mut self, options: crate::slice::TextOptions) -> Self {
+        self.text = options;
         self
     }
 

@@ -126,6 +126,8 @@ impl Run {
                 (slice, kind, None)
             }
         };
+        // Text inputs: their schema declared, or inferred from their bytes.
+        let slice = slice.with_text(&self.text)?;
         check_not_inside(table, &slice, kind)?;
         let mut timings = Timings {
             resolve_ms: ms(t),
@@ -213,6 +215,7 @@ impl Run {
                 inputs: slice.inputs.clone(),
                 delta_version,
                 delta_slice,
+                text: slice.text.as_ref().map(crate::manifest::TextRecord::of),
             },
             params,
             logical_date: self.logical_date.clone(),

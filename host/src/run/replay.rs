@@ -67,6 +67,12 @@ pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
     if let Some(why) = changed_input(&m, &slice) {
         return Ok(Verdict::Mismatch(why));
     }
+    // Text inputs decoded as recorded (the schema is not inferred again).
+    let slice = match m.spec.slice.text.as_ref().map(|t| t.input()) {
+        None => slice,
+        Some(Ok(text)) => slice.with_recorded_text(text)?,
+        Some(Err(why)) => return Ok(Verdict::Mismatch(why)),
+    };
     let module = sandbox.load_identified(&id)?;
     let reader = slice.reader(m.spec.batch_rows as usize)?;
     let job = Job {

@@ -128,6 +128,17 @@ pub(super) enum PrivateCopy {
 }
 
 impl PrivateCopy {
+    /// The copy's bytes as a stream, from the start (a text input's).
+    pub(super) fn into_read(self) -> std::io::Result<Box<dyn std::io::Read + Send>> {
+        match self {
+            PrivateCopy::Memory(b) => Ok(Box::new(std::io::Cursor::new(b))),
+            PrivateCopy::Disk(mut f) => {
+                f.seek(SeekFrom::Start(0))?;
+                Ok(Box::new(f))
+            }
+        }
+    }
+
     /// The copy's sha256 (to name a copy that is not what was pinned).
     fn sha256(&mut self) -> std::io::Result<Digest> {
         match self {

@@ -1,10 +1,12 @@
 //! Decoding one verified private copy: a Parquet decoder over the columns
 //! wanted, in batches the input budget allows, checked at its end against
-//! the rows its row groups hold.
+//! the rows its row groups hold; or a text input's rows
+//! ([`super::text_rows`]).
 
 use std::sync::Arc;
 
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
 };
@@ -15,6 +17,7 @@ use super::guard;
 use super::pin::InputObject;
 use super::resolve::ResolvedSlice;
 use super::schema::reader_options;
+use super::text_rows::{Rejects, TextRows};
 
 /// How the files of a reader are decoded.
 #[derive(Clone, Copy)]
@@ -28,12 +31,20 @@ pub(super) struct Decode<'a> {
     pub(super) decode_as: Option<&'a SchemaRef>,
     /// Most bytes a batch of decoded input may hold.
     pub(super) budget: u64,
+    /// The rejects text inputs may have, and have had.
+    pub(super) rejects: &'a Rejects,
+}
+
+/// Where a file's batches come from.
+pub(super) enum Rows {
+    Parquet(ParquetRecordBatchReader),
+    Text(Box<TextRows>),
 }
 
 /// One input file being decoded.
 pub(super) struct Decoding {
     pub(super) path: String,
-    pub(super) reader: ParquetRecordBatchReader,
+    pub(super) reader: Rows,
     /// Rows its footer says it holds: what decoding it must yield.
     pub(super) rows: u64,
     /// Rows decoded so far.
@@ -41,11 +52,25 @@ pub(super) struct Decoding {
 }
 
 impl Decoding {
+    /// The file's next batch, `None` at its end.
+    pub(super) fn next_batch(&mut self) -> Option<Result<RecordBatch, SliceError>> {
+        match &mut self.reader {
+            Rows::Parquet(r) => r.next().map(|b| {
+                b.map_err(|e| SliceError::Malformed {
+                    path: self.path.clone(),
+                    detail: e.to_string(),
+                })
+            }),
+            Rows::Text(t) => t.next(),
+        }
+    }
+
     /// At the file's end: never fewer (or more) rows than it holds. A
     /// decoder that stopped at a footer's wrong total delivered 0 rows of
     /// a file of 6, and the run exited 0.
     pub(super) fn check_rows(&self) -> Result<(), SliceError> {
-        if self.read == self.rows {
+        // A text file's rows are what its lines hold (there is no count).
+        if self.read == self.rows || matches!(self.reader, Rows::Text(_)) {
             return Ok(());
         }
         Err(SliceError::Refused {
@@ -68,6 +93,26 @@ impl ResolvedSlice {
         copy: PrivateCopy,
         how: &Decode<'_>,
     ) -> Result<Decoding, SliceError> {
+        if let Some(text) = &self.text {
+            let read = copy.into_read().map_err(|source| SliceError::Io {
+                path: input.path.clone(),
+                source,
+            })?;
+            let rows = TextRows::open(
+                &input.path,
+                super::text::stream(&input.path, read),
+                text,
+                how.batch_rows,
+                handed_on(&text.schema, how),
+                how.rejects.clone(),
+            )?;
+            return Ok(Decoding {
+                path: input.path.clone(),
+                reader: Rows::Text(Box::new(rows)),
+                rows: 0,
+                read: 0,
+            });
+        }
         match copy {
             PrivateCopy::Memory(b) => self.decoder(b, input, how),
             PrivateCopy::Disk(f) => self.decoder(f, input, how),
@@ -89,6 +134,7 @@ impl ResolvedSlice {
             decode,
             decode_as,
             budget,
+            rejects: _,
         } = *how;
         let malformed = |e: parquet::errors::ParquetError| SliceError::Malformed {
             path: input.path.clone(),
@@ -146,22 +192,42 @@ impl ResolvedSlice {
             .map_err(malformed)?;
         Ok(Decoding {
             path: input.path.clone(),
-            reader,
+            reader: Rows::Parquet(reader),
             rows: plan.rows,
             read: 0,
         })
     }
 }
 
+/// The columns of a text input's `schema` a reader hands on and their
+/// types (dictionaries where the guest takes them), when not all as they are.
+fn handed_on(schema: &SchemaRef, how: &Decode<'_>) -> Option<(Vec<usize>, SchemaRef)> {
+    if how.decode.is_none() && how.decode_as.is_none() {
+        return None;
+    }
+    let at: Vec<usize> = match how.decode {
+        Some(at) => at.to_vec(),
+        None => (0..schema.fields().len()).collect(),
+    };
+    let typed = how.decode_as.unwrap_or(schema);
+    let fields: Vec<_> = at.iter().map(|&i| typed.field(i).clone()).collect();
+    Some((at, std::sync::Arc::new(Schema::new(fields))))
+}
+
 /// Every column of `schema`, `batch_rows` at a time, default budget.
 #[cfg(test)]
-pub(super) fn decode_all(schema: &SchemaRef, batch_rows: usize) -> Decode<'_> {
+pub(super) fn decode_all<'a>(
+    schema: &'a SchemaRef,
+    batch_rows: usize,
+    rejects: &'a Rejects,
+) -> Decode<'a> {
     Decode {
         batch_rows,
         schema,
         decode: None,
         decode_as: None,
         budget: super::guard::DEFAULT_INPUT_BATCH_BYTES,
+        rejects,
     }
 }
 
@@ -181,15 +247,14 @@ mod tests {
         let slice = ResolvedSlice::from_files("s", std::slice::from_ref(&path)).unwrap();
         let input = &slice.inputs[0];
         let schema = slice.peek_schema(input).unwrap();
-        let how = decode_all(&schema, 30);
+        let rejects = Rejects::default();
+        let how = decode_all(&schema, 30, &rejects);
         let copy = slice.private_copy_with(input, IN_MEMORY_MAX).unwrap();
         let mut file = slice.open(input, copy, &how).unwrap();
         assert_eq!(file.rows, 100);
-        file.read = file
-            .reader
-            .by_ref()
-            .map(|b| b.unwrap().num_rows() as u64)
-            .sum();
+        while let Some(b) = file.next_batch() {
+            file.read += b.unwrap().num_rows() as u64;
+        }
         file.check_rows().unwrap();
         file.rows = 101;
         let e = file.check_rows().unwrap_err().to_string();

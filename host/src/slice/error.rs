@@ -57,6 +57,20 @@ pub enum SliceError {
         /// What to do.
         fix: String,
     },
+    /// A row of a text input that does not decode to the slice's schema.
+    #[error("input `{path}`, line {line}{at}: {why}. Nothing was run or committed; {fix}")]
+    BadRow {
+        /// The object.
+        path: String,
+        /// The line the row starts on (1 is the first).
+        line: u64,
+        /// `, column `c`` when one column is at fault, else empty.
+        at: String,
+        /// What is wrong with the row.
+        why: String,
+        /// What to do.
+        fix: String,
+    },
     /// Objects of one slice disagree on their schema.
     #[error(
         "input `{path}` has schema {got}, but `{first}` has {expected}: all files of a slice must share one schema"
@@ -141,6 +155,7 @@ impl SliceError {
             | SliceError::NoPartition { .. }
             | SliceError::Empty { .. }
             | SliceError::Malformed { .. }
+            | SliceError::BadRow { .. }
             | SliceError::SchemaMismatch { .. }
             | SliceError::BadName { .. }
             | SliceError::Stores { .. }

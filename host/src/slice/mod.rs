@@ -17,7 +17,10 @@
 //! - `copy`: each input read once into a private copy, checked against its pin.
 //! - `schema`: the files' schema, from their footers, compared.
 //! - `pages`, `guard`: what an input must satisfy before and while it is decoded.
-//! - `decode`: a Parquet decoder over one verified copy.
+//! - `text`, `text_schema`, `text_infer`: CSV, TSV and JSON-lines inputs,
+//!   their schema declared or inferred from the pinned bytes.
+//! - `text_rows`: a text input decoded, its bad rows named or counted.
+//! - `decode`: a decoder over one verified copy (Parquet or text).
 //! - `as_read`: for `idem exec`, each copy hashed while it is decoded.
 //! - `reader`: [`SliceReader`], the fixed-size batches, file after file.
 //! - `narrow`: the reader narrowed to what a transform [`Declared`].
@@ -40,6 +43,10 @@ mod reader;
 mod resolve;
 mod rows;
 mod schema;
+mod text;
+mod text_infer;
+mod text_rows;
+mod text_schema;
 
 pub use as_read::InputsRead;
 pub use copy::IN_MEMORY_MAX;
@@ -52,3 +59,6 @@ pub use pin::InputObject;
 pub use prefetch::Prefetch;
 pub use reader::SliceReader;
 pub use resolve::ResolvedSlice;
+pub use text::{MAX_LINE_BYTES, TextFormat, TextInput, TextOptions};
+pub use text_rows::Rejected;
+pub use text_schema::{ColumnRecord, columns_of, parse_declared, schema_of};

@@ -108,10 +108,19 @@ pub(super) fn other_format(path: &str) -> Option<&'static str> {
     .map(|(_, kind)| kind)
 }
 
-/// Why a file in `kind` is not read, and what to do.
-pub(super) fn other_format_detail(kind: &str) -> String {
+/// Why a file in `kind` is not read (`beside_parquet`: in a partition
+/// of Parquet files), and what to do.
+pub(super) fn other_format_detail(kind: &str, beside_parquet: bool) -> String {
+    if kind == "JSON" {
+        return "it is a JSON file (by its name): idem reads JSON lines, one object per line, named .jsonl, .ndjson or .json.gz; rename it if it is that, or convert it".into();
+    }
+    if beside_parquet {
+        return format!(
+            "it is a {kind} file (by its name) beside Parquet files, and a slice reads one format: move it to a dataset of its own"
+        );
+    }
     format!(
-        "it is a {kind} file (by its name), and idem reads Parquet inputs: convert it to Parquet first, e.g. `duckdb -c \"COPY (FROM 'in.csv') TO 'out.parquet'\"`"
+        "it is a {kind} file (by its name), and this command reads Parquet inputs: `idem run` reads {kind} inputs, or convert it to Parquet first"
     )
 }
 

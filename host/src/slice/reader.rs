@@ -17,6 +17,7 @@ use super::error::SliceError;
 use super::guard::DEFAULT_INPUT_BATCH_BYTES;
 use super::pin::InputObject;
 use super::resolve::ResolvedSlice;
+use super::text_rows::{Rejected, Rejects};
 
 /// Streams a slice as fixed-size batches, file after file, in pinned order.
 pub struct SliceReader {
@@ -57,6 +58,8 @@ pub struct SliceReader {
         usize,
         std::thread::JoinHandle<Result<PrivateCopy, SliceError>>,
     )>,
+    /// The bad rows its text inputs may have, and have had.
+    rejects: Rejects,
     /// Set when the reader is dropped: a copy being made ahead stops.
     stop: Arc<std::sync::atomic::AtomicBool>,
     /// With [`Pins::AsRead`](crate::slice::pin::Pins::AsRead): each copy's sha256, taken while it is decoded.
@@ -79,14 +82,20 @@ impl ResolvedSlice {
     /// first (fail early); each file is checked again, digest and schema,
     /// from its private copy when its turn to be decoded comes.
     pub fn reader(&self, batch_rows: usize) -> Result<SliceReader, SliceError> {
-        let mut schema: Option<SchemaRef> = None;
-        for input in &self.inputs {
+        let mut schema: Option<SchemaRef> = self.text.as_ref().map(|t| t.schema.clone());
+        // Text inputs have the schema the run declared or inferred.
+        for input in self.inputs.iter().filter(|_| self.text.is_none()) {
             let s = self.peek_schema(input)?;
             match &schema {
                 None => schema = Some(s),
                 Some(first) => self.same_schema(input, first, &s)?,
             }
         }
+        let rejects = self.text.as_ref().map_or_else(Rejects::default, |t| Rejects {
+            max: t.max_rejects,
+            count: Default::default(),
+            inferred: t.inferred,
+        });
         let file_schema = schema.or_else(|| self.empty_schema.clone());
         let file_schema = file_schema.ok_or_else(|| SliceError::Empty {
             slice: self.id.clone(),
@@ -136,6 +145,7 @@ impl ResolvedSlice {
             decode_as: None,
             canonical: Default::default(),
             ahead: None,
+            rejects,
             stop: Default::default(),
             read: None,
             in_memory_max: IN_MEMORY_MAX,
@@ -158,6 +168,11 @@ impl SliceReader {
     /// The schema of every batch.
     pub fn schema(&self) -> SchemaRef {
         self.schema.clone()
+    }
+
+    /// How many rows its text inputs rejected (read once it has run).
+    pub fn rejected(&self) -> Rejected {
+        self.rejects.handle()
     }
 
     /// Decode until a batch of `batch_rows` rows is complete, or the slice
@@ -206,6 +221,7 @@ impl SliceReader {
             decode: self.decode.as_deref(),
             decode_as: self.decode_as.as_ref(),
             budget: self.budget,
+            rejects: &self.rejects,
         };
         self.current = Some(self.slice.open(&input, copy, &how)?);
         Ok(())
@@ -253,17 +269,12 @@ impl SliceReader {
         let Some(file) = self.current.as_mut() else {
             return Ok(());
         };
-        match file.reader.next() {
+        match file.next_batch() {
             None => {
                 file.check_rows()?;
                 self.current = None;
             }
-            Some(Err(e)) => {
-                return Err(SliceError::Malformed {
-                    path: file.path.clone(),
-                    detail: e.to_string(),
-                });
-            }
+            Some(Err(e)) => return Err(e),
             Some(Ok(batch)) => {
                 file.read += batch.num_rows() as u64;
                 let path = file.path.clone();

@@ -45,6 +45,8 @@ pub struct ResolvedSlice {
     pub empty_schema: Option<SchemaRef>,
     /// How the private copies are proved.
     pub(super) pins: Pins,
+    /// For text inputs, how they are decoded ([`ResolvedSlice::with_text`]).
+    pub text: Option<super::text::TextInput>,
 }
 
 impl ResolvedSlice {
@@ -101,13 +103,16 @@ impl ResolvedSlice {
         }
         let mut skipped = listing.skipped;
         let magic = has_parquet_magic(&store, &listing.files)?;
+        // A partition of Parquet files reads those; one with none, its
+        // text files (CSV, TSV or JSON lines: one format).
+        let text = !magic.iter().any(|&m| m);
         let mut files = Vec::new();
         for (f, parquet) in listing.files.into_iter().zip(magic) {
-            if parquet {
+            if parquet || (text && super::text::TextFormat::of_path(&f.rel).is_some()) {
                 files.push(f.rel);
             } else {
                 let why = match super::path::other_format(&f.rel) {
-                    Some(kind) => super::path::other_format_detail(kind),
+                    Some(kind) => super::path::other_format_detail(kind, !text),
                     None => "not Parquet (no PAR1 magic at start and end)".into(),
                 };
                 skipped.push((f.rel, why));
@@ -118,7 +123,9 @@ impl ResolvedSlice {
             tracing::warn!("slice {id}: skipped {path}: {why}");
         }
         if files.is_empty() {
-            let mut hint = "the partition directory holds no *.parquet files".to_string();
+            let mut hint =
+                "the partition directory holds no Parquet, CSV, TSV or JSON-lines files"
+                    .to_string();
             if !skipped.is_empty() {
                 let list: Vec<String> = skipped
                     .iter()
@@ -251,6 +258,7 @@ impl ResolvedSlice {
             row_filter: None,
             empty_schema: None,
             pins,
+            text: None,
         }
     }
 

@@ -71,7 +71,7 @@ impl ResolvedSlice {
         }
         // Not Parquet: a CSV or JSON file is called one (by its name).
         let not_parquet = |why: String| match super::path::other_format(&input.path) {
-            Some(kind) => malformed(super::path::other_format_detail(kind)),
+            Some(kind) => malformed(super::path::other_format_detail(kind, false)),
             None => malformed(why),
         };
         if len < 12 {

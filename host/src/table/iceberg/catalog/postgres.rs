@@ -237,36 +237,21 @@ pub(super) async fn load(server: &Server, loc: &Location) -> Result<Option<Strin
 /// `USAGE` on it) are not made again beside them: that is refused.
 pub(super) async fn ensure(server: &Server) -> Result<(), TableError> {
     let hidden = with_client(server, "making the catalog's tables", async |c| {
-        let visible = |row: tokio_postgres::Row| -> Result<(bool, bool), tokio_postgres::Error> {
-            Ok((row.try_get(0)?, row.try_get(1)?))
-        };
         if visible(c.query_one(VISIBLE, &[]).await?)? == (true, true) {
             return Ok(None);
         }
         // Under the lock, looked at again: another host may have made them
-        // since (it held the lock until its commit).
-        let tx = c.transaction().await?;
-        tx.query("SELECT pg_advisory_xact_lock($1)", &[&CREATE_LOCK])
+        // since (it held the lock until its commit). The lock is the
+        // session's, so that each look below is a transaction of its own:
+        // to_regclass reads the catalog cache, which a transaction renews
+        // only when it starts, so inside one transaction begun before the
+        // lock it could still miss a table pg_class already shows.
+        c.query("SELECT pg_advisory_lock($1)", &[&CREATE_LOCK])
             .await?;
-        let (tables, namespaces) = visible(tx.query_one(VISIBLE, &[]).await?)?;
-        if tables && namespaces {
-            return Ok(None);
-        }
-        // An older JdbcCatalog made iceberg_tables alone: the other table
-        // is made beside it. One this user cannot see is named instead.
-        if !tables
-            && let Some(row) = tx
-                .query_opt(
-                    "SELECT left(n.nspname, 64) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                     WHERE c.relname = 'iceberg_tables' AND c.relkind IN ('r', 'p') LIMIT 1",
-                    &[],
-                )
-                .await?
-        {
-            return Ok(Some(row.try_get::<_, String>(0)?));
-        }
-        tx.batch_execute(super::CREATE_TABLES).await?;
-        tx.commit().await.map(|_| None)
+        let hidden = create_under_lock(c).await?;
+        c.query("SELECT pg_advisory_unlock($1)", &[&CREATE_LOCK])
+            .await?;
+        Ok(hidden)
     })
     .await
     .map_err(Failure::error)?;
@@ -281,7 +266,37 @@ pub(super) async fn ensure(server: &Server) -> Result<(), TableError> {
     }
 }
 
+/// Under the creation lock: the catalog's tables made unless they are
+/// there, or the schema that hides iceberg_tables from this user.
+async fn create_under_lock(c: &mut Client) -> Result<Option<String>, tokio_postgres::Error> {
+    let (tables, namespaces) = visible(c.query_one(VISIBLE, &[]).await?)?;
+    if tables && namespaces {
+        return Ok(None);
+    }
+    // An older JdbcCatalog made iceberg_tables alone: the other table
+    // is made beside it. One this user cannot see is named instead.
+    if !tables
+        && let Some(row) = c
+            .query_opt(
+                "SELECT left(n.nspname, 64) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                 WHERE c.relname = 'iceberg_tables' AND c.relkind IN ('r', 'p') LIMIT 1",
+                &[],
+            )
+            .await?
+    {
+        return Ok(Some(row.try_get::<_, String>(0)?));
+    }
+    let tx = c.transaction().await?;
+    tx.batch_execute(super::CREATE_TABLES).await?;
+    tx.commit().await.map(|_| None)
+}
+
 /// Whether the catalog's two tables are visible to this user.
+/// Whether this user's search_path reaches each of the catalog's tables.
+fn visible(row: Row) -> Result<(bool, bool), tokio_postgres::Error> {
+    Ok((row.try_get(0)?, row.try_get(1)?))
+}
+
 const VISIBLE: &str = "SELECT to_regclass('iceberg_tables') IS NOT NULL,
                               to_regclass('iceberg_namespace_properties') IS NOT NULL";
 

@@ -1,0 +1,409 @@
+//! The inputs bronze layers get: CSV, TSV and JSON lines (gzipped or not)
+//! as slice inputs, through the real CLI and real .wasm transforms, the
+//! tables read back by readers that share no code with idem. The schema
+//! is declared or inferred from the pinned bytes and recorded in the
+//! manifest; a bad row fails the run naming file, line and column, or is
+//! skipped and counted within --max-rejects.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn gz(path: &Path, text: &str) {
+    let f = std::fs::File::create(path).unwrap();
+    let mut e = flate2::write::GzEncoder::new(f, flate2::Compression::default());
+    e.write_all(text.as_bytes()).unwrap();
+    e.finish().unwrap();
+}
+
+/// `idem run` of example `module` over partition `date` of `root` into
+/// `table`, with `extra` flags.
+fn run(module: &str, root: &Path, date: &str, table: &Path, extra: &[&str]) -> (i32, String, String) {
+    let module = common::guest(module);
+    let partition = format!("date={date}");
+    let mut args = vec![
+        "run",
+        "--module",
+        s(&module),
+        "--input",
+        s(root),
+        "--partition",
+        &partition,
+        "--table",
+        s(table),
+    ];
+    args.extend_from_slice(extra);
+    common::idem(&args)
+}
+
+/// The manifest a run printed.
+fn manifest(stdout: &str) -> Value {
+    let url = common::field(stdout, "manifest:");
+    let path = url.strip_prefix("file://").unwrap();
+    let m: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    m["predicate"].clone()
+}
+
+/// The table's rows (read by deltalake+polars and by a raw log replay),
+/// each as a JSON object.
+fn rows(table: &Path) -> Vec<Value> {
+    common::read_table(table, None)
+        .rows
+        .iter()
+        .map(|r| serde_json::from_str(r).unwrap())
+        .collect()
+}
+
+fn day(root: &Path, date: &str) -> PathBuf {
+    let d = root.join(format!("date={date}"));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The columns a manifest records for its text inputs, as `name:type`.
+fn recorded(m: &Value) -> Vec<String> {
+    m["run"]["slice"]["text"]["columns"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no text record in {m}"))
+        .iter()
+        .map(|c| format!("{}:{}", c["name"].as_str().unwrap(), c["type"].as_str().unwrap()))
+        .collect()
+}
+
+#[test]
+fn csv_tsv_and_gzipped_files_are_read_with_an_inferred_schema_recorded_and_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("bronze");
+    let d = day(&root, "2026-10-01");
+    // A byte-order mark, a quoted field with a comma and a newline, an
+    // empty amount (null, which clean_orders drops), CRLF line ends.
+    std::fs::write(
+        d.join("a.csv"),
+        "\u{feff}customer,amount,quantity\r\n\"c, \ninc\",5.5,1\r\nb,20,3\r\nx,,1\r\n",
+    )
+    .unwrap();
+    // Another file, gzipped, its columns in another order.
+    gz(&d.join("b.csv.gz"), "quantity,customer,amount\n2,d,10\n");
+    let table = dir.path().join("silver");
+    let (code, out, err) = run("examples/clean_orders", &root, "2026-10-01", &table, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let m = manifest(&out);
+    assert_eq!(
+        recorded(&m),
+        ["customer:string", "amount:float64", "quantity:int64"]
+    );
+    assert_eq!(m["run"]["slice"]["text"]["format"], "csv");
+    assert_eq!(m["run"]["slice"]["text"]["inferred"], true);
+    assert_eq!(m["result"]["rowsIn"], 4);
+    assert!(m["result"].get("rejectedRows").is_none(), "{m}");
+    // The provenance states the decoding too (it is derived from the spec).
+    assert_eq!(
+        m["buildDefinition"]["externalParameters"]["inputDecoding"],
+        m["run"]["slice"]["text"]
+    );
+    let mut got: Vec<(String, f64)> = rows(&table)
+        .iter()
+        .map(|r| {
+            (
+                r["customer"].as_str().unwrap().to_string(),
+                r["total"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        got,
+        [
+            ("b".to_string(), 60.0),
+            ("c, \ninc".to_string(), 5.5),
+            ("d".to_string(), 20.0)
+        ]
+    );
+    // The same bytes are the same run: nothing new is committed.
+    let key = common::field(&out, "run key:");
+    let (code, again, err) = run("examples/clean_orders", &root, "2026-10-01", &table, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(common::field(&again, "run key:"), key);
+    assert!(!again.contains("committed version 2"), "{again}");
+    // An auditor replays the manifest: the recorded schema, the same bytes.
+    let (code, out, err) = common::idem(&["audit", s(&table), "--replay"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("replay reproduced it"), "{out}");
+
+    // TSV, declared by file: the columns taken by name, in the order given.
+    let tsv = dir.path().join("tsv");
+    let d = day(&tsv, "2026-10-01");
+    std::fs::write(
+        d.join("x.tsv"),
+        "note\tquantity\tamount\tcustomer\nhi\t2\t1.25\tq\n",
+    )
+    .unwrap();
+    let schema = dir.path().join("schema.json");
+    std::fs::write(
+        &schema,
+        r#"[{"name":"customer","type":"string"},{"name":"amount","type":"double"},{"name":"quantity","type":"int64"}]"#,
+    )
+    .unwrap();
+    let table = dir.path().join("from_tsv");
+    let (code, out, err) = run(
+        "examples/clean_orders",
+        &tsv,
+        "2026-10-01",
+        &table,
+        &["--schema", s(&schema)],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let m = manifest(&out);
+    assert_eq!(m["run"]["slice"]["text"]["format"], "tsv");
+    assert!(m["run"]["slice"]["text"].get("inferred").is_none(), "{m}");
+    let r = rows(&table);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0]["total"], 2.5);
+    assert!(r[0].get("note").is_none(), "{:?}", r[0]);
+}
+
+#[test]
+fn json_lines_are_inferred_in_one_order_whatever_the_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("events");
+    let d = day(&root, "2026-10-01");
+    let mut lines = String::new();
+    for i in 0..50 {
+        // Many keys, some missing, a nested object, blank lines: the
+        // schema must come out the same in every process (arrow's
+        // inference returns the fields in a hash map's order).
+        lines.push_str(&format!(
+            "{{\"z{i}\":{i},\"event_id\":\"e{}\",\"amount\":{i}.5,\"meta\":{{\"k{i}\":true,\"a\":\"x\"}}}}\n\n",
+            i % 40
+        ));
+    }
+    gz(&d.join("part-0.json.gz"), &lines);
+    std::fs::write(d.join("part-1.ndjson"), "{\"event_id\":\"e99\"}\n").unwrap();
+    let mut records = Vec::new();
+    let mut schemas = Vec::new();
+    for n in 0..2 {
+        let table = dir.path().join(format!("t{n}"));
+        let (code, out, err) = run("examples/dedup_events", &root, "2026-10-01", &table, &[]);
+        assert_eq!(code, 0, "{out}{err}");
+        let m = manifest(&out);
+        records.push(m["run"]["slice"]["text"].to_string());
+        assert_eq!(m["run"]["slice"]["text"]["format"], "jsonl");
+        schemas.push(recorded(&m));
+        assert_eq!(m["result"]["rowsIn"], 51);
+        assert_eq!(m["result"]["rowsOut"], 41, "dedup keeps one row per event_id");
+    }
+    assert_eq!(records[0], records[1], "two processes inferred different schemas");
+    // Spark's order: columns by name (nested fields too).
+    assert_eq!(&schemas[0][..2], ["amount:float64", "event_id:string"]);
+    assert_eq!(schemas[0][3], "z0:int64");
+    assert!(schemas[0].iter().any(|c| c.starts_with("meta:Struct(")), "{:?}", schemas[0]);
+    let r = rows(&dir.path().join("t0"));
+    assert_eq!(r.len(), 41);
+    assert!(r.iter().any(|r| r["event_id"] == "e99" && r["amount"].is_null()));
+}
+
+#[test]
+fn a_bad_row_fails_the_run_naming_file_line_and_column_and_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("bronze");
+    let d = day(&root, "2026-10-01");
+    let declared = r#"[{"name":"customer","type":"string"},{"name":"amount","type":"float64"},{"name":"quantity","type":"int64"}]"#;
+    let table = dir.path().join("t");
+    std::fs::write(
+        d.join("a.csv"),
+        "customer,amount,quantity\na,1,1\nb,twenty,3\nc,1,2,9\nd,10,2\n",
+    )
+    .unwrap();
+    let (code, out, err) = run(
+        "examples/clean_orders",
+        &root,
+        "2026-10-01",
+        &table,
+        &["--schema", declared],
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("input `date=2026-10-01/a.csv`, line 3, column `amount`: `twenty` is not a float64. Nothing was run or committed; fix the row, declare a wider type in --schema, or let up to N bad rows be skipped and counted with --max-rejects N"),
+        "{err}"
+    );
+    assert!(!table.join("_delta_log").exists());
+    // Inferred, `twenty` makes amount a string, which the transform refuses
+    // by name; the ragged row is named by line.
+    let (code, _, err) = run(
+        "examples/clean_orders",
+        &root,
+        "2026-10-01",
+        &table,
+        &["--max-rejects", "1"],
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("column `amount` must be Float64, the input has Utf8"), "{err}");
+    // Within --max-rejects: skipped and counted, in the manifest.
+    let (code, out, err) = run(
+        "examples/clean_orders",
+        &root,
+        "2026-10-01",
+        &table,
+        &["--schema", declared, "--max-rejects", "2"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let m = manifest(&out);
+    assert_eq!(m["result"]["rejectedRows"], 2);
+    assert_eq!(m["run"]["slice"]["text"]["maxRejects"], 2);
+    assert_eq!(m["result"]["rowsIn"], 2);
+    assert_eq!(rows(&table).len(), 2);
+    let (code, out, err) = common::idem(&["audit", s(&table), "--replay"]);
+    assert_eq!(code, 0, "{out}{err}");
+    // One fewer allowed: the second bad row is the one named.
+    let (code, _, err) = run(
+        "examples/clean_orders",
+        &root,
+        "2026-10-01",
+        &table,
+        &["--schema", declared, "--max-rejects", "1"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("line 4: it has 4 fields, the header 3")
+            && err.contains("2 rows were rejected, more than --max-rejects 1 allows"),
+        "{err}"
+    );
+
+    // JSON lines: an object split over two lines, and a line that is not
+    // an object, are named by line.
+    let json = dir.path().join("json");
+    let d = day(&json, "2026-10-01");
+    std::fs::write(
+        d.join("e.jsonl"),
+        "{\"event_id\":\"a\"}\n{\"event_id\":\n\"b\"}\n[1]\n{\"event_id\":\"c\"}\n",
+    )
+    .unwrap();
+    let t = dir.path().join("tj");
+    let (code, _, err) = run("examples/dedup_events", &json, "2026-10-01", &t, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("input `date=2026-10-01/e.jsonl`, line 2: it is not JSON (EOF while parsing a value, at column 12)"),
+        "{err}"
+    );
+    let (code, out, err) = run(
+        "examples/dedup_events",
+        &json,
+        "2026-10-01",
+        &t,
+        &["--max-rejects", "3"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let m = manifest(&out);
+    assert_eq!(m["result"]["rejectedRows"], 3);
+    assert_eq!(m["result"]["rowsIn"], 2);
+}
+
+#[test]
+fn schemas_and_text_files_that_cannot_be_read_are_refused_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("bronze");
+    let d = day(&root, "2026-10-01");
+    std::fs::write(d.join("a.csv"), "customer,amount\na,1\n").unwrap();
+    let table = dir.path().join("t");
+    for (schema, says) in [
+        ("[{\"name\":\"quantity\",\"type\":\"int64\"}]", "line 1: the header has no column `quantity` (it has customer, amount)"),
+        ("{\"a\": \"int64\"}", "--schema is not a JSON list of columns"),
+        ("[{\"name\":\"a\",\"type\":\"money\"}]", "type `money` is not one idem knows"),
+        ("no-such-file.json", "is neither a JSON list of columns nor a file it can read"),
+    ] {
+        let (code, _, err) = run(
+            "examples/clean_orders",
+            &root,
+            "2026-10-01",
+            &table,
+            &["--schema", schema],
+        );
+        assert_eq!(code, 2, "{schema}: {err}");
+        assert!(err.contains(says), "{schema}: {err}");
+    }
+    // Text options for Parquet inputs are refused, not ignored.
+    let parquet = dir.path().join("parquet");
+    common::orders(&parquet, "2026-10-01", 10, 1);
+    let (code, _, err) = run(
+        "examples/clean_orders",
+        &parquet,
+        "2026-10-01",
+        &table,
+        &["--max-rejects", "5"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--schema and --max-rejects apply to CSV, TSV and JSON-lines inputs, and this slice's are Parquet"), "{err}");
+    // A slice of two formats is refused naming both.
+    std::fs::write(d.join("b.jsonl"), "{}\n").unwrap();
+    let (code, _, err) = run("examples/clean_orders", &root, "2026-10-01", &table, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("of the same slice is"), "{err}");
+    std::fs::remove_file(d.join("b.jsonl")).unwrap();
+    // A "gzip" file that is not, and a line past the cap, are refused by
+    // name before anything is committed.
+    std::fs::write(d.join("c.csv.gz"), "customer,amount\n").unwrap();
+    let (code, _, err) = run("examples/clean_orders", &root, "2026-10-01", &table, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("c.csv.gz` is refused: it cannot be read as text"), "{err}");
+    std::fs::remove_file(d.join("c.csv.gz")).unwrap();
+    let mut long = String::from("customer,amount\n");
+    long.push_str(&"x".repeat(idem::slice::MAX_LINE_BYTES + 10));
+    std::fs::write(d.join("d.csv"), long).unwrap();
+    let (code, _, err) = run("examples/clean_orders", &root, "2026-10-01", &table, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("a line longer than 16 MiB"), "{err}");
+    assert!(!table.join("_delta_log").exists());
+}
+
+#[test]
+fn hourly_json_lines_appended_to_a_prefix_are_taken_in_order_by_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let landing = dir.path().join("landing");
+    std::fs::create_dir_all(&landing).unwrap();
+    let table = dir.path().join("bronze");
+    let module = common::guest("examples/dedup_events");
+    let next = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--module",
+            s(&module),
+            "--input",
+            s(&landing),
+            "--next",
+            "--table",
+            s(&table),
+            "--mode",
+            "append",
+        ];
+        args.extend_from_slice(extra);
+        common::idem(&args)
+    };
+    for hour in 0..2 {
+        std::fs::write(
+            landing.join(format!("2026-10-01T{hour:02}.jsonl")),
+            format!("{{\"event_id\":\"h{hour}\",\"n\":{hour}}}\n"),
+        )
+        .unwrap();
+        let (code, out, err) = next(&[]);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    let (code, out, _) = next(&[]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("up to date: no new object in") && out.contains("after 2026-10-01T01.jsonl"),
+        "{out}"
+    );
+    let mut ids: Vec<String> = rows(&table)
+        .iter()
+        .map(|r| r["event_id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["h0", "h1"]);
+}
