@@ -25,7 +25,13 @@ fn gz(path: &Path, text: &str) {
 
 /// `idem run` of example `module` over partition `date` of `root` into
 /// `table`, with `extra` flags.
-fn run(module: &str, root: &Path, date: &str, table: &Path, extra: &[&str]) -> (i32, String, String) {
+fn run(
+    module: &str,
+    root: &Path,
+    date: &str,
+    table: &Path,
+    extra: &[&str],
+) -> (i32, String, String) {
     let module = common::guest(module);
     let partition = format!("date={date}");
     let mut args = vec![
@@ -43,11 +49,13 @@ fn run(module: &str, root: &Path, date: &str, table: &Path, extra: &[&str]) -> (
     common::idem(&args)
 }
 
-/// The manifest a run printed.
+/// The manifest a run printed (valid under schemas/manifest.schema.json).
 fn manifest(stdout: &str) -> Value {
     let url = common::field(stdout, "manifest:");
     let path = url.strip_prefix("file://").unwrap();
-    let m: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let text = std::fs::read_to_string(path).unwrap();
+    common::check_schemas(&[("manifest", &text)]).unwrap();
+    let m: Value = serde_json::from_str(&text).unwrap();
     m["predicate"].clone()
 }
 
@@ -73,7 +81,13 @@ fn recorded(m: &Value) -> Vec<String> {
         .as_array()
         .unwrap_or_else(|| panic!("no text record in {m}"))
         .iter()
-        .map(|c| format!("{}:{}", c["name"].as_str().unwrap(), c["type"].as_str().unwrap()))
+        .map(|c| {
+            format!(
+                "{}:{}",
+                c["name"].as_str().unwrap(),
+                c["type"].as_str().unwrap()
+            )
+        })
         .collect()
 }
 
@@ -197,16 +211,29 @@ fn json_lines_are_inferred_in_one_order_whatever_the_process() {
         assert_eq!(m["run"]["slice"]["text"]["format"], "jsonl");
         schemas.push(recorded(&m));
         assert_eq!(m["result"]["rowsIn"], 51);
-        assert_eq!(m["result"]["rowsOut"], 41, "dedup keeps one row per event_id");
+        assert_eq!(
+            m["result"]["rowsOut"], 41,
+            "dedup keeps one row per event_id"
+        );
     }
-    assert_eq!(records[0], records[1], "two processes inferred different schemas");
+    assert_eq!(
+        records[0], records[1],
+        "two processes inferred different schemas"
+    );
     // Spark's order: columns by name (nested fields too).
     assert_eq!(&schemas[0][..2], ["amount:float64", "event_id:string"]);
     assert_eq!(schemas[0][3], "z0:int64");
-    assert!(schemas[0].iter().any(|c| c.starts_with("meta:Struct(")), "{:?}", schemas[0]);
+    assert!(
+        schemas[0].iter().any(|c| c.starts_with("meta:Struct(")),
+        "{:?}",
+        schemas[0]
+    );
     let r = rows(&dir.path().join("t0"));
     assert_eq!(r.len(), 41);
-    assert!(r.iter().any(|r| r["event_id"] == "e99" && r["amount"].is_null()));
+    assert!(
+        r.iter()
+            .any(|r| r["event_id"] == "e99" && r["amount"].is_null())
+    );
 }
 
 #[test]
@@ -244,7 +271,10 @@ fn a_bad_row_fails_the_run_naming_file_line_and_column_and_commits_nothing() {
         &["--max-rejects", "1"],
     );
     assert_ne!(code, 0);
-    assert!(err.contains("column `amount` must be Float64, the input has Utf8"), "{err}");
+    assert!(
+        err.contains("column `amount` must be Float64, the input has Utf8"),
+        "{err}"
+    );
     // Within --max-rejects: skipped and counted, in the manifest.
     let (code, out, err) = run(
         "examples/clean_orders",
@@ -313,10 +343,22 @@ fn schemas_and_text_files_that_cannot_be_read_are_refused_with_the_fix() {
     std::fs::write(d.join("a.csv"), "customer,amount\na,1\n").unwrap();
     let table = dir.path().join("t");
     for (schema, says) in [
-        ("[{\"name\":\"quantity\",\"type\":\"int64\"}]", "line 1: the header has no column `quantity` (it has customer, amount)"),
-        ("{\"a\": \"int64\"}", "--schema is not a JSON list of columns"),
-        ("[{\"name\":\"a\",\"type\":\"money\"}]", "type `money` is not one idem knows"),
-        ("no-such-file.json", "is neither a JSON list of columns nor a file it can read"),
+        (
+            "[{\"name\":\"quantity\",\"type\":\"int64\"}]",
+            "line 1: the header has no column `quantity` (it has customer, amount)",
+        ),
+        (
+            "{\"a\": \"int64\"}",
+            "--schema is not a JSON list of columns",
+        ),
+        (
+            "[{\"name\":\"a\",\"type\":\"money\"}]",
+            "type `money` is not one idem knows",
+        ),
+        (
+            "no-such-file.json",
+            "is neither a JSON list of columns nor a file it can read",
+        ),
     ] {
         let (code, _, err) = run(
             "examples/clean_orders",
@@ -351,7 +393,10 @@ fn schemas_and_text_files_that_cannot_be_read_are_refused_with_the_fix() {
     std::fs::write(d.join("c.csv.gz"), "customer,amount\n").unwrap();
     let (code, _, err) = run("examples/clean_orders", &root, "2026-10-01", &table, &[]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("c.csv.gz` is refused: it cannot be read as text"), "{err}");
+    assert!(
+        err.contains("c.csv.gz` is refused: it cannot be read as text"),
+        "{err}"
+    );
     std::fs::remove_file(d.join("c.csv.gz")).unwrap();
     let mut long = String::from("customer,amount\n");
     long.push_str(&"x".repeat(idem::slice::MAX_LINE_BYTES + 10));
@@ -406,4 +451,235 @@ fn hourly_json_lines_appended_to_a_prefix_are_taken_in_order_by_next() {
         .collect();
     ids.sort();
     assert_eq!(ids, ["h0", "h1"]);
+}
+
+/// Revenue per (day, customer) and orders, from the landed JSON lines
+/// directly: each event once, cut-off lines left out.
+fn expected_gold(landing: &Path) -> Vec<(String, String, i64, f64)> {
+    let mut seen = std::collections::HashSet::new();
+    let mut sums: std::collections::BTreeMap<(String, String), (i64, f64)> = Default::default();
+    let mut days: Vec<_> = std::fs::read_dir(landing)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    days.sort();
+    for d in days {
+        let day = d
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .trim_start_matches("date=")
+            .to_string();
+        let mut hours: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        hours.sort();
+        for h in hours {
+            for line in std::fs::read_to_string(h).unwrap().lines() {
+                let Ok(e) = serde_json::from_str::<Value>(line) else {
+                    continue;
+                };
+                if !seen.insert(e["event_id"].as_str().unwrap().to_string()) {
+                    continue;
+                }
+                let s = sums
+                    .entry((day.clone(), e["customer"].as_str().unwrap().to_string()))
+                    .or_default();
+                s.0 += 1;
+                s.1 += e["amount"].as_f64().unwrap() * e["quantity"].as_f64().unwrap();
+            }
+        }
+    }
+    sums.into_iter()
+        .map(|((d, c), (n, r))| (d, c, n, r))
+        .collect()
+}
+
+/// Gold's rows as (day, customer, orders, revenue), sorted.
+fn gold(table: &Path) -> Vec<(String, String, i64, f64)> {
+    let mut g: Vec<_> = rows(table)
+        .iter()
+        .map(|r| {
+            (
+                r["day"].as_str().unwrap().to_string(),
+                r["customer"].as_str().unwrap().to_string(),
+                r["orders"].as_i64().unwrap(),
+                r["revenue"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    g.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    g
+}
+
+fn assert_gold(table: &Path, landing: &Path) {
+    let (got, want) = (gold(table), expected_gold(landing));
+    assert_eq!(got.len(), want.len(), "{got:?}\n{want:?}");
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!((&g.0, &g.1, g.2), (&w.0, &w.1, w.2), "{got:?}\n{want:?}");
+        assert!((g.3 - w.3).abs() < 1e-6, "{g:?} != {w:?}");
+    }
+}
+
+/// `idem pipeline ARGS` on `file` with --json: (exit code, per-stage
+/// `date stage status`, the JSON).
+fn pipeline(args: &[&str]) -> (i32, Vec<String>, Value) {
+    let mut all = vec!["--json", "pipeline"];
+    all.extend_from_slice(args);
+    let (code, out, err) = common::idem(&all);
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{out}{err}"));
+    let mut stages = Vec::new();
+    for d in v["dates"].as_array().unwrap() {
+        for st in d["stages"].as_array().unwrap() {
+            stages.push(format!(
+                "{} {} {}",
+                d["date"].as_str().unwrap(),
+                st["stage"].as_str().unwrap(),
+                st["status"].as_str().unwrap()
+            ));
+        }
+    }
+    (code, stages, v)
+}
+
+/// The bronze example (examples/bronze): hourly JSON lines, redelivered
+/// events and a line cut off mid-write, through bronze (typed by the
+/// declared schema, bad lines counted), silver (merged on the event key)
+/// and gold (revenue per customer per day), all idempotent: a rerun is a
+/// memo hit, a late hour reruns its day only, and the result is what one
+/// clean run over everything gives.
+#[test]
+fn the_bronze_example_lands_hourly_json_lines_into_silver_and_gold_idempotently() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = |to: &Path| {
+        let src = common::root().join("examples/bronze");
+        for e in walk(&src) {
+            let rel = e.strip_prefix(&src).unwrap();
+            let dst = to.join(rel);
+            std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+            std::fs::copy(&e, &dst).unwrap();
+        }
+        std::fs::create_dir_all(to.join("wasm")).unwrap();
+        for m in ["clean_orders", "dedup_events", "daily_revenue"] {
+            std::fs::copy(
+                common::guest(&format!("examples/{m}")),
+                to.join(format!("wasm/{m}.wasm")),
+            )
+            .unwrap();
+        }
+    };
+    let ex = dir.path().join("events");
+    copy(&ex);
+    let file = ex.join("idem.toml");
+    let back = [
+        "backfill",
+        s(&file),
+        "--from",
+        "2026-10-01",
+        "--to",
+        "2026-10-02",
+    ];
+    let (code, stages, v) = pipeline(&back);
+    assert_eq!(code, 0, "{v}");
+    assert!(
+        stages.iter().all(|s| s.ends_with("committed")),
+        "{stages:?}"
+    );
+    let landing = ex.join("landing/events");
+    assert_gold(&ex.join("lake/gold"), &landing);
+    // The cut-off line was counted in bronze's manifest of its day.
+    let manifests: Vec<Value> = walk(&ex.join("lake/bronze/_idem/manifests"))
+        .iter()
+        .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
+        .collect();
+    let m = manifests
+        .iter()
+        .find(|m| m["predicate"]["run"]["slice"]["id"] == "date=2026-10-01")
+        .unwrap();
+    assert_eq!(m["predicate"]["result"]["rejectedRows"], 1, "{m}");
+    assert_eq!(m["predicate"]["run"]["slice"]["text"]["format"], "jsonl");
+
+    // A rerun: every stage a memo hit, nothing committed.
+    let (code, stages, _) = pipeline(&back);
+    assert_eq!(code, 0);
+    assert!(stages.iter().all(|s| s.ends_with("memo")), "{stages:?}");
+
+    // A late hour lands on the first day (one event redelivered, one new):
+    // that day's stages run again, the second day's are memo hits.
+    let day1 = landing.join("date=2026-10-01");
+    let last = std::fs::read_to_string(day1.join("hour=03.jsonl")).unwrap();
+    let again = last.lines().last().unwrap();
+    std::fs::write(
+        day1.join("hour=04.jsonl"),
+        format!("{again}\n{{\"event_id\":\"ev-late\",\"customer\":\"acme\",\"amount\":10.0,\"quantity\":2}}\n"),
+    )
+    .unwrap();
+    let (code, stages, v) = pipeline(&back);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        stages,
+        [
+            "2026-10-01 bronze committed",
+            "2026-10-01 silver committed",
+            "2026-10-01 gold committed",
+            "2026-10-02 bronze memo",
+            "2026-10-02 silver memo",
+            "2026-10-02 gold memo"
+        ]
+    );
+    assert_gold(&ex.join("lake/gold"), &landing);
+    // The same as one clean run over everything as it is now.
+    let clean = dir.path().join("clean");
+    copy(&clean);
+    std::fs::copy(
+        day1.join("hour=04.jsonl"),
+        clean.join("landing/events/date=2026-10-01/hour=04.jsonl"),
+    )
+    .unwrap();
+    let file2 = clean.join("idem.toml");
+    let (code, _, _) = pipeline(&[
+        "backfill",
+        s(&file2),
+        "--from",
+        "2026-10-01",
+        "--to",
+        "2026-10-02",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(gold(&clean.join("lake/gold")), gold(&ex.join("lake/gold")));
+
+    // Past max-rejects (5 for the whole day: with hour 02's cut-off line,
+    // the fifth bad line of this hour is the sixth), the day fails naming
+    // the file and line, and its tables do not move.
+    let mut bad = String::new();
+    for _ in 0..6 {
+        bad.push_str("{\"event_id\":\n");
+    }
+    std::fs::write(day1.join("hour=05.jsonl"), bad).unwrap();
+    let before = gold(&ex.join("lake/gold"));
+    let (code, _, v) = pipeline(&["run", s(&file), "--logical-date", "2026-10-01"]);
+    assert_eq!(code, 2, "{v}");
+    let text = v.to_string();
+    assert!(
+        text.contains("hour=05.jsonl`, line 5: it is not a whole JSON object")
+            && text.contains("6 rows were rejected, more than --max-rejects 5"),
+        "{text}"
+    );
+    assert_eq!(gold(&ex.join("lake/gold")), before);
+}
+
+/// Every file below `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

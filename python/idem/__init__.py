@@ -145,6 +145,9 @@ def _publish(
     lineage: Optional[str] = None,
     lineage_namespace: Optional[str] = None,
     _lineage_parent: Optional[Tuple[str, str]] = None,
+    *,
+    schema: Union[None, str, Sequence[Mapping[str, str]]] = None,
+    max_rejects: int = 0,
 ) -> dict:
     if audit_params is not None and audit_module is None:
         raise InputError("audit_params needs audit_module (the audit transform they are for)")
@@ -166,7 +169,22 @@ def _publish(
         "expect": _strings(expect, "expect"),
         "audit_module": _maybe_text(audit_module, "audit_module"),
         "audit_params": _params(audit_params, "audit_params"),
+        "schema": _schema(schema),
+        "max_rejects": _count(max_rejects, "max_rejects"),
     }
+
+
+def _schema(schema: Any) -> Optional[str]:
+    """Text inputs' columns (``--schema``): JSON text, or a list of
+    ``{"name": ..., "type": ...}`` mappings."""
+    if schema is None or isinstance(schema, str):
+        return schema
+    if isinstance(schema, (list, tuple)) and all(isinstance(c, Mapping) for c in schema):
+        return json.dumps([dict(c) for c in schema])
+    raise InputError(
+        "schema must be JSON text or a list of {'name': ..., 'type': ...}, not "
+        f"{type(schema).__name__}: {schema!r}"
+    )
 
 
 def _either(new: Any, old: Any, new_name: str, old_name: str) -> Tuple[Any, str]:
@@ -249,6 +267,8 @@ def run(
     expect: Optional[Sequence[str]] = None,
     audit_module: Optional[PathLike] = None,
     audit_params: Params = None,
+    schema: Union[None, str, Sequence[Mapping[str, str]]] = None,
+    max_rejects: int = 0,
     force: bool = False,
     origin: Optional[str] = None,
     sign_key: Optional[PathLike] = None,
@@ -288,6 +308,13 @@ def run(
     then COMPLETE or FAIL; jobs in ``lineage_namespace``, default
     ``idem``); a failed delivery is a warning, never a failed run.
 
+    CSV, TSV and JSON-lines inputs (``.csv``, ``.tsv``, ``.jsonl``,
+    ``.ndjson``, each maybe ``.gz``, and ``.json.gz``) are read with
+    ``schema`` (a list of ``{"name": ..., "type": ...}``, as ``--schema``)
+    or a schema inferred from all their rows; ``max_rejects`` bad rows are
+    skipped and counted (the manifest's ``rejectedRows``) before one fails
+    the run.
+
     Returns a :class:`RunResult`: ``outcome`` is ``committed``,
     ``unchanged``, ``memo`` or ``up-to-date``. Raises :class:`IdemError`
     subclasses, as the CLI exits.
@@ -296,7 +323,7 @@ def run(
     slice_args = _slice(input, partition, files, slice_id, pin, next, max_objects, max_bytes)
     publish = _publish(
         mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params, sign_key,
-        lineage, lineage_namespace, _lineage_parent,
+        lineage, lineage_namespace, _lineage_parent, schema=schema, max_rejects=max_rejects,
     )
     return _idem.run(_run_args(module, table, slice_args, publish, force, origin), limits)
 
@@ -374,6 +401,8 @@ def backfill(
     expect: Optional[Sequence[str]] = None,
     audit_module: Optional[PathLike] = None,
     audit_params: Params = None,
+    schema: Union[None, str, Sequence[Mapping[str, str]]] = None,
+    max_rejects: int = 0,
     force: bool = False,
     sign_key: Optional[PathLike] = None,
     lineage: Optional[str] = None,
@@ -392,7 +421,7 @@ def backfill(
     """
     publish = _publish(
         mode, key, params, None, batch_rows, expect, audit_module, audit_params, sign_key,
-        lineage, lineage_namespace,
+        lineage, lineage_namespace, schema=schema, max_rejects=max_rejects,
     )
     args = {
         "module": _text(module, "module"),

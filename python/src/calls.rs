@@ -11,8 +11,12 @@ use idem::attest::SigningKey;
 use idem::expect::Expectation;
 use idem::lineage::{Lineage, Parent};
 use idem::run::{NamedSlice, Run, RunError, SliceSpec};
+use idem::slice::TextOptions;
 use idem::table::Mode;
 use pyo3::prelude::*;
+
+/// The output's expectations and how text inputs are read, checked once.
+type Checks = (Vec<Expectation>, TextOptions);
 
 use crate::errors::run_error;
 use crate::limits::{self, Limits};
@@ -59,6 +63,9 @@ pub struct Publish {
     lineage_namespace: Option<String>,
     /// A parent run (id, job name) the caller made (`idem.spark`'s job).
     lineage_parent: Option<(String, String)>,
+    /// Text inputs' declared columns (JSON, as `--schema`).
+    schema: Option<String>,
+    max_rejects: u64,
 }
 
 impl RunArgs {
@@ -90,9 +97,8 @@ impl RunArgs {
             .sign_with(self.publish.signer()?);
         let (lineage, parent) = self.publish.lineage(None)?;
         let run = run.lineage(lineage, parent);
-        Ok(self
-            .publish
-            .apply(run, mode.as_ref(), &self.publish.expectations()?))
+        let checks = (self.publish.expectations()?, self.publish.text()?);
+        Ok(self.publish.apply(run, mode.as_ref(), &checks))
     }
 }
 
@@ -134,12 +140,29 @@ impl Publish {
             .map_err(|e| run_error(RunError::Usage(e.to_string())))
     }
 
-    /// `run` with this mode, params, date, batch size and checks.
-    fn apply(&self, run: Run, mode: Option<&Mode>, expectations: &[Expectation]) -> Run {
+    /// How text inputs are read, the schema parsed.
+    fn text(&self) -> PyResult<TextOptions> {
+        let schema = self
+            .schema
+            .as_deref()
+            .map(idem::slice::parse_declared)
+            .transpose()
+            .map_err(|e| run_error(RunError::Usage(e)))?;
+        Ok(TextOptions {
+            schema,
+            max_rejects: self.max_rejects,
+        })
+    }
+
+    /// `run` with this mode, params, date, batch size, checks and text
+    /// inputs' reading.
+    fn apply(&self, run: Run, mode: Option<&Mode>, checks: &Checks) -> Run {
+        let (expectations, text) = checks;
         let mut run = run
             .params(self.params.clone())
             .batch_rows(self.batch_rows)
             .expect(expectations.to_vec())
+            .text(text.clone())
             .audit_module(self.audit_module.clone(), self.audit_params.clone());
         if self.logical_date.is_some() {
             run = run.logical_date(self.logical_date.clone());
@@ -265,7 +288,7 @@ pub struct BackfillArgs {
 struct Shared {
     dates: Vec<String>,
     mode: Option<Mode>,
-    expectations: Vec<Expectation>,
+    checks: Checks,
     signer: Option<Arc<SigningKey>>,
     lineage: (Option<Arc<Lineage>>, Option<Parent>),
 }
@@ -281,7 +304,7 @@ impl BackfillArgs {
         let run = Run::new(&self.module, slice, self.table.clone()).force(self.force);
         let run = self
             .publish
-            .apply(run, shared.mode.as_ref(), &shared.expectations);
+            .apply(run, shared.mode.as_ref(), &shared.checks);
         let (lineage, parent) = &shared.lineage;
         run.logical_date(Some(date.to_string()))
             .sign_with(shared.signer.clone())
@@ -298,11 +321,11 @@ impl BackfillArgs {
             .map_err(run_error)?;
         let mode = idem::run::parse_mode(self.publish.mode.as_deref(), &self.publish.key, None)
             .map_err(run_error)?;
-        let expectations = self.publish.expectations()?;
+        let checks = (self.publish.expectations()?, self.publish.text()?);
         Ok(Shared {
             dates,
             mode,
-            expectations,
+            checks,
             signer: self.publish.signer()?,
             // Every slice's events name the backfill as their parent run.
             lineage: self.publish.lineage(Some(&format!(

@@ -336,6 +336,32 @@ def test_other_slices_files_a_pinned_delta_version_and_next(tmp_path):
         idem.run(MODULE, table, input=DATA, partition=DAY, max_objects=5)
 
 
+def test_text_inputs_take_a_schema_and_count_rejects_as_the_cli_does(tmp_path):
+    day = tmp_path / "bronze" / DAY
+    day.mkdir(parents=True)
+    (day / "a.csv").write_text("customer,amount,quantity\na,1.5,2\nb,lots,1\nc,3,1\n")
+    schema = [
+        {"name": "customer", "type": "string"},
+        {"name": "amount", "type": "float64"},
+        {"name": "quantity", "type": "int64"},
+    ]
+    root = str(tmp_path / "bronze")
+    with pytest.raises(idem.InputError, match="line 3, column `amount`: `lots` is not a float64"):
+        idem.run(MODULE, str(tmp_path / "t"), input=root, partition=DAY, schema=schema)
+    r = idem.run(MODULE, str(tmp_path / "t"), input=root, partition=DAY, schema=schema, max_rejects=1)
+    assert (r.outcome, r.rows_in) == ("committed", 2)
+    manifest = json.loads(pathlib.Path(urlparse(r.manifest).path).read_text())["predicate"]
+    assert manifest["result"]["rejectedRows"] == 1
+    # The CLI with the same flags plans the same run.
+    code, out, err = cli(
+        "run", "--module", MODULE, "--input", root, "--partition", DAY,
+        "--table", str(tmp_path / "t"), "--schema", json.dumps(schema), "--max-rejects", "1",
+    )
+    assert code == 0 and out["runKey"] == r.run_key, err
+    with pytest.raises(idem.InputError, match="schema must be JSON text or a list"):
+        idem.run(MODULE, str(tmp_path / "t"), input=root, partition=DAY, schema=5)
+
+
 def test_limits_are_the_sandbox_limits(tmp_path):
     with pytest.raises(idem.GuestError) as e:
         idem.run(MODULE, tmp_path / "t", input=DATA, partition=DAY, limits=idem.Limits(max_memory_mb=1))

@@ -158,10 +158,14 @@ fn declared_schema(s: &str) -> Result<arrow::datatypes::SchemaRef, String> {
     }
     let path = std::path::Path::new(s);
     let size = std::fs::metadata(path)
-        .map_err(|e| format!("`{s}` is neither a JSON list of columns nor a file it can read ({e})"))?
+        .map_err(|e| {
+            format!("`{s}` is neither a JSON list of columns nor a file it can read ({e})")
+        })?
         .len();
     if size > 1 << 20 {
-        return Err(format!("`{s}` is {size} bytes: a schema file is at most 1 MiB"));
+        return Err(format!(
+            "`{s}` is {size} bytes: a schema file is at most 1 MiB"
+        ));
     }
     let text = std::fs::read_to_string(path).map_err(|e| format!("reading `{s}`: {e}"))?;
     idem::slice::parse_declared(&text)

@@ -131,7 +131,10 @@ mod tests {
         let names =
             |s: SchemaRef| -> Vec<String> { s.fields().iter().map(|f| f.name().clone()).collect() };
         assert_eq!(names(first.schema()), wanted);
-        let decoder = &reader.current.as_ref().unwrap().reader;
+        let crate::slice::decode::Rows::Parquet(decoder) = &reader.current.as_ref().unwrap().reader
+        else {
+            panic!("a Parquet input decoded as text")
+        };
         // In the file's order: customer comes before quantity there.
         use arrow::record_batch::RecordBatchReader as _;
         assert_eq!(names(decoder.schema()), ["customer", "quantity"]);
@@ -188,7 +191,11 @@ mod tests {
             let mut out = vec![r.next().unwrap().unwrap()];
             if !declared.dictionaries.is_empty() {
                 // Parquet itself decodes the column as a dictionary.
-                let decoder = &r.current.as_ref().unwrap().reader;
+                let crate::slice::decode::Rows::Parquet(decoder) =
+                    &r.current.as_ref().unwrap().reader
+                else {
+                    panic!("a Parquet input decoded as text")
+                };
                 use arrow::record_batch::RecordBatchReader as _;
                 assert_eq!(decoder.schema().field(0).data_type(), &dict);
             }

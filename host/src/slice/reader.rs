@@ -91,11 +91,14 @@ impl ResolvedSlice {
                 Some(first) => self.same_schema(input, first, &s)?,
             }
         }
-        let rejects = self.text.as_ref().map_or_else(Rejects::default, |t| Rejects {
-            max: t.max_rejects,
-            count: Default::default(),
-            inferred: t.inferred,
-        });
+        let rejects = self
+            .text
+            .as_ref()
+            .map_or_else(Rejects::default, |t| Rejects {
+                max: t.max_rejects,
+                count: Default::default(),
+                inferred: t.inferred,
+            });
         let file_schema = schema.or_else(|| self.empty_schema.clone());
         let file_schema = file_schema.ok_or_else(|| SliceError::Empty {
             slice: self.id.clone(),
@@ -647,13 +650,13 @@ mod tests {
             unreachable!()
         };
         let schema = slice.peek_schema(input).unwrap();
-        let how = decode_all(&schema, 7);
-        let rows: usize = slice
-            .decoder(f, input, &how)
-            .unwrap()
-            .reader
-            .map(|b| b.unwrap().num_rows())
-            .sum();
+        let rejects = Rejects::default();
+        let how = decode_all(&schema, 7, &rejects);
+        let mut decoding = slice.decoder(f, input, &how).unwrap();
+        let mut rows = 0;
+        while let Some(b) = decoding.next_batch() {
+            rows += b.unwrap().num_rows();
+        }
         assert_eq!(rows, 100);
 
         flip_a_value(&path);

@@ -123,9 +123,8 @@ impl ResolvedSlice {
             tracing::warn!("slice {id}: skipped {path}: {why}");
         }
         if files.is_empty() {
-            let mut hint =
-                "the partition directory holds no Parquet, CSV, TSV or JSON-lines files"
-                    .to_string();
+            let mut hint = "the partition directory holds no Parquet, CSV, TSV or JSON-lines files"
+                .to_string();
             if !skipped.is_empty() {
                 let list: Vec<String> = skipped
                     .iter()

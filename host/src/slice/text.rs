@@ -162,8 +162,9 @@ pub(super) fn format_of<'a>(
                         said(f),
                         said(g)
                     ),
-                    fix: "the files of one slice must share one format: give them as separate slices"
-                        .into(),
+                    fix:
+                        "the files of one slice must share one format: give them as separate slices"
+                            .into(),
                 });
             }
             Some(_) => {}

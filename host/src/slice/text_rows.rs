@@ -96,7 +96,10 @@ enum Source {
         fields: usize,
     },
     /// JSON lines, `line` the number of the last line read.
-    Lines { reader: BufReader<Capped>, line: u64 },
+    Lines {
+        reader: BufReader<Capped>,
+        line: u64,
+    },
 }
 
 /// The rows of one text input, in batches of at most `batch_rows`.
@@ -259,8 +262,7 @@ pub(super) fn columns_at(
         match (found.next(), found.next()) {
             (Some((i, _)), None) => at.push(i),
             (found, _) => {
-                let shown: Vec<String> =
-                    header.iter().map(|h| crate::text::shown(h, 64)).collect();
+                let shown: Vec<String> = header.iter().map(|h| crate::text::shown(h, 64)).collect();
                 return Err(SliceError::BadRow {
                     path: path.to_string(),
                     line: 1,
@@ -292,13 +294,15 @@ pub(super) fn header_names(
         } else {
             h
         };
-        names.push(String::from_utf8(h.to_vec()).map_err(|_| SliceError::BadRow {
-            path: path.to_string(),
-            line: 1,
-            at: String::new(),
-            why: format!("header field {} is not UTF-8", i + 1),
-            fix: "write the file as UTF-8".into(),
-        })?);
+        names.push(
+            String::from_utf8(h.to_vec()).map_err(|_| SliceError::BadRow {
+                path: path.to_string(),
+                line: 1,
+                at: String::new(),
+                why: format!("header field {} is not UTF-8", i + 1),
+                fix: "write the file as UTF-8".into(),
+            })?,
+        );
     }
     if names.is_empty() || names == [""] {
         return Err(SliceError::BadRow {
@@ -382,16 +386,12 @@ fn typed(
     lines: &[u64],
     mut rejects: Vec<Reject>,
 ) -> Result<(RecordBatch, Vec<Reject>), SliceError> {
-    let safe = CastOptions {
-        safe: true,
-        ..Default::default()
-    };
     let mut keep = vec![true; lines.len()];
     let mut cast = Vec::with_capacity(columns.len());
     for (text, f) in columns.iter().zip(schema.fields()) {
         let c = match f.data_type() {
             DataType::Utf8 => text.clone(),
-            t => cast_with_options(text, t, &safe).map_err(|e| SliceError::Malformed {
+            t => super::text_schema::cast_text(text, t).map_err(|e| SliceError::Malformed {
                 path: f.name().clone(),
                 detail: e.to_string(),
             })?,

@@ -14,9 +14,10 @@ use std::collections::HashSet;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+use arrow::error::ArrowError;
 use serde::{Deserialize, Serialize};
 
 /// One column of a text schema, as the run spec records it.
@@ -139,13 +140,29 @@ fn ladder() -> [DataType; 5] {
     ]
 }
 
-/// Whether every non-null value of `strings` casts to `t`.
-pub(super) fn all_cast(strings: &ArrayRef, t: &DataType) -> bool {
+/// Text `strings` as `t`, null where a value does not cast. A date is
+/// exactly `YYYY-MM-DD`: arrow casts `2026-10-01 12:00:00` to a date by
+/// dropping the time, which would lose it.
+pub(super) fn cast_text(strings: &ArrayRef, t: &DataType) -> Result<ArrayRef, ArrowError> {
     let options = CastOptions {
         safe: true,
         ..Default::default()
     };
-    match cast_with_options(strings, t, &options) {
+    let cast = cast_with_options(strings, t, &options)?;
+    if *t != DataType::Date32 {
+        return Ok(cast);
+    }
+    let not_a_date: BooleanArray = strings
+        .as_string::<i32>()
+        .iter()
+        .map(|v| Some(v.is_some_and(|v| v.len() != 10)))
+        .collect();
+    arrow::compute::nullif(&cast, &not_a_date)
+}
+
+/// Whether every non-null value of `strings` casts to `t`.
+pub(super) fn all_cast(strings: &ArrayRef, t: &DataType) -> bool {
+    match cast_text(strings, t) {
         Ok(cast) => cast.null_count() == strings.null_count(),
         Err(_) => false,
     }
@@ -197,7 +214,11 @@ pub(super) fn canonical_json_schema(schema: &Schema) -> SchemaRef {
 fn canonical_fields(fields: &Fields) -> Fields {
     let mut fs: Vec<Field> = fields
         .iter()
-        .map(|f| f.as_ref().clone().with_data_type(canonical_type(f.data_type())))
+        .map(|f| {
+            f.as_ref()
+                .clone()
+                .with_data_type(canonical_type(f.data_type()))
+        })
         .collect();
     fs.sort_by(|a, b| a.name().cmp(b.name()));
     Fields::from(fs)
@@ -236,8 +257,14 @@ mod tests {
         for (bad, says) in [
             ("{\"id\": \"int64\"}", "a JSON list of columns"),
             ("[]", "names no columns"),
-            (r#"[{"name":"a","type":"int64"},{"name":"a","type":"string"}]"#, "named twice"),
-            (r#"[{"name":"a","type":"money"}]"#, "type `money` is not one idem knows"),
+            (
+                r#"[{"name":"a","type":"int64"},{"name":"a","type":"string"}]"#,
+                "named twice",
+            ),
+            (
+                r#"[{"name":"a","type":"money"}]"#,
+                "type `money` is not one idem knows",
+            ),
         ] {
             let e = parse_declared(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");
@@ -255,6 +282,11 @@ mod tests {
         assert_eq!(infer(&[Some("1"), None, Some("-7")]), DataType::Int64);
         assert_eq!(infer(&[Some("1"), Some("2.5")]), DataType::Float64);
         assert_eq!(infer(&[Some("2026-10-01")]), DataType::Date32);
+        // Never a date that drops a time.
+        assert_eq!(
+            infer(&[Some("2026-10-01"), Some("2026-10-01 12:00:00")]),
+            DataType::Timestamp(TimeUnit::Microsecond, None)
+        );
         assert_eq!(
             infer(&[Some("2026-10-01 12:00:00"), Some("2026-10-01T01:02:03.5")]),
             DataType::Timestamp(TimeUnit::Microsecond, None)
