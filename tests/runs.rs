@@ -581,7 +581,7 @@ fn bad_input_is_a_clear_error_and_commits_nothing() {
     let (code, _, err) = run(&fx, &module, "2026-12-31", &table, &[]);
     assert_eq!(code, 2);
     assert!(
-        err.contains("matches no Parquet files") && err.contains("no *.parquet files"),
+        err.contains("matches no input files") && err.contains("no *.parquet files"),
         "{err}"
     );
     assert_eq!(

@@ -257,7 +257,7 @@ fn a_bad_row_fails_the_run_naming_file_line_and_column_and_commits_nothing() {
     );
     assert_eq!(code, 2, "{out}{err}");
     assert!(
-        err.contains("input `date=2026-10-01/a.csv`, line 3, column `amount`: `twenty` is not a float64. Nothing was run or committed; fix the row, declare a wider type in --schema, or let up to N bad rows be skipped and counted with --max-rejects N"),
+        err.contains("input `date=2026-10-01/a.csv`, line 3, column `amount`: `twenty` is not a float64. Nothing was committed; fix the row, declare a wider type in --schema, or let up to N bad rows be skipped and counted with --max-rejects N"),
         "{err}"
     );
     assert!(!table.join("_delta_log").exists());
@@ -319,7 +319,7 @@ fn a_bad_row_fails_the_run_naming_file_line_and_column_and_commits_nothing() {
     let (code, _, err) = run("examples/dedup_events", &json, "2026-10-01", &t, &[]);
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("input `date=2026-10-01/e.jsonl`, line 2: it is not JSON (EOF while parsing a value, at column 12)"),
+        err.contains("input `date=2026-10-01/e.jsonl`, line 2: it is not a whole JSON object. Nothing was committed"),
         "{err}"
     );
     let (code, out, err) = run(
@@ -682,4 +682,156 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// Text that could mislead a line-based reader: an unclosed quote, an
+/// object split over two lines, CRLF line ends, a trailing comma in a
+/// header, a record or a header past the caps, TSV with quote marks, an
+/// empty file, a landing prefix of two formats.
+#[test]
+fn malformed_text_is_counted_line_by_line_and_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("in");
+    let d = day(&root, "2026-10-01");
+    let table = dir.path().join("t");
+    let csv_run = |extra: &[&str]| run("examples/dedup_events", &root, "2026-10-01", &table, extra);
+    let clear = || {
+        for e in std::fs::read_dir(&d).unwrap() {
+            std::fs::remove_file(e.unwrap().path()).unwrap();
+        }
+    };
+    // An unclosed quote takes every later line into one record: each of
+    // those lines is a reject, not one in all.
+    std::fs::write(d.join("a.csv"), "event_id,name\n1,\"oops\n2,b\n3,c\n").unwrap();
+    let (code, _, err) = csv_run(&["--max-rejects", "1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("line 3: it is inside the record starting on line 2, which does not parse (a quote left open?)")
+            && err.contains("2 rows were rejected, more than --max-rejects 1"),
+        "{err}"
+    );
+    // CRLF lines are numbered as lines.
+    clear();
+    std::fs::write(d.join("a.csv"), "event_id,n\r\n1,2\r\nx,3\r\n").unwrap();
+    let declared = r#"[{"name":"event_id","type":"int64"},{"name":"n","type":"int64"}]"#;
+    let (code, _, err) = csv_run(&["--schema", declared]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("a.csv`, line 3, column `event_id`: `x` is not a int64"),
+        "{err}"
+    );
+    // The last column of a CRLF file is read without its \r.
+    std::fs::write(d.join("a.csv"), "event_id,n\r\n1,2\r\n3,4\r\n").unwrap();
+    let (code, out, err) = csv_run(&["--schema", declared]);
+    assert_eq!(code, 0, "{out}{err}");
+    // A header's empty name is `_c<i>`, as Spark names it; the run replays.
+    clear();
+    std::fs::write(d.join("b.csv"), "event_id,name,\n1,a,\n2,b,x\n").unwrap();
+    let t3 = dir.path().join("t3");
+    let (code, out, err) = run("examples/dedup_events", &root, "2026-10-01", &t3, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        recorded(&manifest(&out)),
+        ["event_id:int64", "name:string", "_c2:string"]
+    );
+    let (code, out, err) = common::idem(&["audit", s(&t3), "--replay"]);
+    assert_eq!(code, 0, "{out}{err}");
+    // TSV has no quoting: a quote mark is data. An empty file is no rows.
+    clear();
+    std::fs::write(d.join("a.tsv"), "event_id\tname\n1\t\"x\n2\ty\"\n").unwrap();
+    std::fs::write(d.join("b.tsv"), "").unwrap();
+    let t2 = dir.path().join("t2");
+    let (code, out, err) = run("examples/dedup_events", &root, "2026-10-01", &t2, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let mut names: Vec<String> = rows(&t2)
+        .iter()
+        .map(|r| r["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["\"x", "y\""]);
+    // A record past the cap (an unclosed quote over 16 MiB of lines), and
+    // a header of more columns than idem reads, are refused by name.
+    clear();
+    let mut long = String::from("event_id,name\n1,\"");
+    long.push_str(&"xxxxxxx\n".repeat(idem::slice::MAX_LINE_BYTES / 8 + 200_000));
+    std::fs::write(d.join("a.csv"), long).unwrap();
+    let (code, _, err) = csv_run(&[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("a record longer than 16 MiB"), "{err}");
+    clear();
+    let wide: Vec<String> = (0..=idem::slice::MAX_COLUMNS)
+        .map(|i| format!("c{i}"))
+        .collect();
+    std::fs::write(d.join("a.csv"), format!("{}\n", wide.join(","))).unwrap();
+    let (code, _, err) = csv_run(&[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("the header names 10001 columns, more than idem reads (10000)"),
+        "{err}"
+    );
+
+    // JSON: an object split over two lines, or two on one, is rejected
+    // line by line whatever the batch size (the same rows, the same count).
+    clear();
+    std::fs::write(
+        d.join("e.jsonl"),
+        "{\"event_id\":\"a\"}\n{\"event_id\":\"b\"} {\"event_id\":\n\"c\"}\n{\"event_id\":\"d\"}\n",
+    )
+    .unwrap();
+    let mut seen = Vec::new();
+    for batch in ["1", "2", "8192"] {
+        let t = dir.path().join(format!("j{batch}"));
+        let (code, out, err) = run(
+            "examples/dedup_events",
+            &root,
+            "2026-10-01",
+            &t,
+            &["--max-rejects", "2", "--batch-rows", batch],
+        );
+        assert_eq!(code, 0, "{out}{err}");
+        let m = manifest(&out);
+        seen.push((
+            m["result"]["rejectedRows"].clone(),
+            m["result"]["outputDigest"].clone(),
+        ));
+    }
+    assert_eq!(seen[0].0, 2);
+    assert!(seen.iter().all(|x| x.0 == seen[0].0), "{seen:?}");
+    // One output digest per batch size is the same rows: compare the rows.
+    let ids = |t: &str| {
+        let mut v: Vec<String> = rows(&dir.path().join(t))
+            .iter()
+            .map(|r| r["event_id"].as_str().unwrap().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ids("j1"), ["a", "d"]);
+    assert_eq!(ids("j1"), ids("j8192"));
+
+    // A landing prefix with a Parquet object among JSON lines: refused,
+    // naming both, never skipped.
+    let landing = dir.path().join("landing");
+    std::fs::create_dir_all(&landing).unwrap();
+    std::fs::write(landing.join("01.jsonl"), "{\"event_id\":\"a\"}\n").unwrap();
+    let parquet = common::orders(&dir.path().join("p"), "2026-10-01", 5, 1);
+    std::fs::copy(&parquet[0], landing.join("02.parquet")).unwrap();
+    let module = common::guest("examples/dedup_events");
+    let (code, out, err) = common::idem(&[
+        "run",
+        "--module",
+        s(&module),
+        "--input",
+        s(&landing),
+        "--next",
+        "--table",
+        s(&dir.path().join("tn")),
+        "--mode",
+        "append",
+    ]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("02.parquet") && err.contains("of the same slice is jsonl"),
+        "{err}"
+    );
 }

@@ -41,15 +41,14 @@ pub(super) fn resolve_next(
         None => None,
     };
     let listing = store.list("").map_err(SliceError::from)?;
-    // Parquet objects only, by name (the order the source is appended
-    // in); in a prefix that has none, its text files (CSV, TSV, JSON lines).
-    let parquet = listing.files.iter().any(|f| f.rel.ends_with(".parquet"));
+    // Parquet and text (CSV, TSV, JSON lines) objects, by name (the order
+    // the source is appended in). A range of two formats is refused when
+    // it is read, naming both: never skipped.
     let mut names: Vec<(String, u64)> = listing
         .files
         .into_iter()
-        .filter(|f| match parquet {
-            true => f.rel.ends_with(".parquet"),
-            false => crate::slice::TextFormat::of_path(&f.rel).is_some(),
+        .filter(|f| {
+            f.rel.ends_with(".parquet") || crate::slice::TextFormat::of_path(&f.rel).is_some()
         })
         .map(|f| (f.rel, f.size))
         .collect();

@@ -75,6 +75,7 @@ pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
     };
     let module = sandbox.load_identified(&id)?;
     let reader = slice.reader(m.spec.batch_rows as usize)?;
+    let rejected = reader.rejected();
     let job = Job {
         slice_id: m.spec.slice.id.clone(),
         logical_date: m.spec.logical_date.clone(),
@@ -83,6 +84,14 @@ pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
     };
     let mut instance = sandbox.instantiate(&module)?;
     let out = drive(&mut instance, &job, Feed::Read(reader), |_| Ok(()))?;
+    if let Some(n) = m.result.rejected_rows
+        && n != rejected.rows()
+    {
+        return Ok(Verdict::Mismatch(format!(
+            "the inputs now have {} bad rows skipped, the manifest records {n}",
+            rejected.rows()
+        )));
+    }
     Ok(compare(&m, out))
 }
 

@@ -17,7 +17,7 @@ use super::guard;
 use super::pin::InputObject;
 use super::resolve::ResolvedSlice;
 use super::schema::reader_options;
-use super::text_rows::{Rejects, TextRows};
+use super::text_rows::{Cut, Rejects, TextRows};
 
 /// How the files of a reader are decoded.
 #[derive(Clone, Copy)]
@@ -98,14 +98,13 @@ impl ResolvedSlice {
                 path: input.path.clone(),
                 source,
             })?;
-            let rows = TextRows::open(
-                &input.path,
-                super::text::stream(&input.path, read),
-                text,
-                how.batch_rows,
-                handed_on(&text.schema, how),
-                how.rejects.clone(),
-            )?;
+            let cut = Cut {
+                batch_rows: how.batch_rows,
+                budget: how.budget,
+                out: handed_on(&text.schema, how),
+                rejects: how.rejects.clone(),
+            };
+            let rows = TextRows::open(&input.path, read, text, cut)?;
             return Ok(Decoding {
                 path: input.path.clone(),
                 reader: Rows::Text(Box::new(rows)),

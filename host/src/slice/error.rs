@@ -14,7 +14,7 @@ pub enum SliceError {
     NotFound(String),
     /// The dataset has no directory (or no file) for the partition.
     #[error(
-        "slice `{slice}` matches no Parquet files under {root}: there is no partition directory {slice}/ (or it is empty){nearby}"
+        "slice `{slice}` matches no input files under {root}: there is no partition directory {slice}/ (or it is empty){nearby}"
     )]
     NoPartition {
         /// The slice id (`column=value`).
@@ -26,7 +26,7 @@ pub enum SliceError {
         nearby: String,
     },
     /// The slice resolved to no objects.
-    #[error("slice `{slice}` matches no Parquet files under {root}: {hint}")]
+    #[error("slice `{slice}` matches no input files under {root}: {hint}")]
     Empty {
         /// The slice id.
         slice: String,
@@ -58,7 +58,7 @@ pub enum SliceError {
         fix: String,
     },
     /// A row of a text input that does not decode to the slice's schema.
-    #[error("input `{path}`, line {line}{at}: {why}. Nothing was run or committed; {fix}")]
+    #[error("input `{path}`, line {line}{at}: {why}. Nothing was committed; {fix}")]
     BadRow {
         /// The object.
         path: String,

@@ -19,7 +19,8 @@
 //! - `pages`, `guard`: what an input must satisfy before and while it is decoded.
 //! - `text`, `text_schema`, `text_infer`: CSV, TSV and JSON-lines inputs,
 //!   their schema declared or inferred from the pinned bytes.
-//! - `text_rows`: a text input decoded, its bad rows named or counted.
+//! - `text_rows`, `text_csv`, `text_json`: a text input decoded, its bad
+//!   rows named or counted.
 //! - `decode`: a decoder over one verified copy (Parquet or text).
 //! - `as_read`: for `idem exec`, each copy hashed while it is decoded.
 //! - `reader`: [`SliceReader`], the fixed-size batches, file after file.
@@ -44,7 +45,9 @@ mod resolve;
 mod rows;
 mod schema;
 mod text;
+mod text_csv;
 mod text_infer;
+mod text_json;
 mod text_rows;
 mod text_schema;
 
@@ -59,6 +62,6 @@ pub use pin::InputObject;
 pub use prefetch::Prefetch;
 pub use reader::SliceReader;
 pub use resolve::ResolvedSlice;
-pub use text::{MAX_LINE_BYTES, TextFormat, TextInput, TextOptions};
+pub use text::{MAX_COLUMNS, MAX_LINE_BYTES, TextFormat, TextInput, TextOptions};
 pub use text_rows::Rejected;
 pub use text_schema::{ColumnRecord, columns_of, parse_declared, schema_of};

@@ -6,6 +6,8 @@
 //! record buffer without bound).
 
 use std::io::{BufReader, Read};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use arrow::datatypes::SchemaRef;
 
@@ -14,6 +16,10 @@ use super::error::SliceError;
 /// The longest line a text input may hold (a CSV record may span lines;
 /// each of its lines counts).
 pub const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// The most columns a text slice may have (declared, in a header, or
+/// inferred): each costs memory per row decoded.
+pub const MAX_COLUMNS: usize = 10_000;
 
 /// A text format idem reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,8 +107,14 @@ impl TextOptions {
 }
 
 /// The text of `path` from its bytes `read`: gunzipped when its name ends
-/// in `.gz` (every member of a multi-member file), lines capped.
-pub(super) fn stream(path: &str, read: impl Read + Send + 'static) -> BufReader<Capped> {
+/// in `.gz` (every member of a multi-member file), lines capped; with a
+/// [`RecordMark`] when records may span lines (CSV), each record capped
+/// too.
+pub(super) fn stream(
+    path: &str,
+    read: impl Read + Send + 'static,
+    records: Option<RecordMark>,
+) -> BufReader<Capped> {
     let inner: Box<dyn Read + Send> = if path.to_ascii_lowercase().ends_with(".gz") {
         Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(read)))
     } else {
@@ -113,35 +125,105 @@ pub(super) fn stream(path: &str, read: impl Read + Send + 'static) -> BufReader<
         Capped {
             inner,
             since_newline: 0,
+            read: 0,
+            records,
         },
     )
 }
 
-/// A text stream that fails once a line grows past [`MAX_LINE_BYTES`].
+/// Where the record being read started, in bytes of the text: a CSV
+/// record (which may span lines) may not run more than
+/// [`MAX_LINE_BYTES`] past it (an unclosed quote must not grow one record
+/// through the rest of the file).
+/// It also tells what the stream has shown so far: how many bytes, and
+/// its last one that is not white space.
+#[derive(Debug, Clone, Default)]
+pub(super) struct RecordMark(Arc<Marks>);
+
+#[derive(Debug, Default)]
+pub(super) struct Marks {
+    start: AtomicU64,
+    read: AtomicU64,
+    last: AtomicU8,
+}
+
+impl RecordMark {
+    /// A record starts at byte `at` of the text.
+    pub(super) fn set(&self, at: u64) {
+        self.0.start.store(at, Ordering::Relaxed);
+    }
+
+    /// Whether the text ended at byte `at`, its last visible byte `last`.
+    pub(super) fn ends_at(&self, at: u64, last: u8) -> bool {
+        self.0.read.load(Ordering::Relaxed) == at && self.0.last.load(Ordering::Relaxed) == last
+    }
+
+    /// Whether the text has no more than `at` bytes read so far.
+    pub(super) fn read_through(&self, at: u64) -> bool {
+        self.0.read.load(Ordering::Relaxed) == at
+    }
+}
+
+/// A text stream that fails once a line (or a record) grows past
+/// [`MAX_LINE_BYTES`].
 pub(super) struct Capped {
     inner: Box<dyn Read + Send>,
     since_newline: usize,
+    read: u64,
+    records: Option<RecordMark>,
 }
 
 impl Read for Capped {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
-        match buf[..n].iter().rposition(|&b| b == b'\n') {
-            Some(at) => self.since_newline = n - at - 1,
-            None => self.since_newline += n,
+        let chunk = &buf[..n];
+        // The line running into this chunk ends at its first newline.
+        let longest = match chunk.iter().position(|&b| b == b'\n') {
+            Some(first) => {
+                let ran = self.since_newline + first;
+                self.since_newline = n - chunk.iter().rposition(|&b| b == b'\n').unwrap_or(0) - 1;
+                ran.max(self.since_newline)
+            }
+            None => {
+                self.since_newline += n;
+                self.since_newline
+            }
+        };
+        self.read += n as u64;
+        if let Some(mark) = &self.records {
+            mark.0.read.store(self.read, Ordering::Relaxed);
+            if let Some(&b) = chunk.iter().rev().find(|b| !b.is_ascii_whitespace()) {
+                mark.0.last.store(b, Ordering::Relaxed);
+            }
         }
-        if self.since_newline > MAX_LINE_BYTES {
-            return Err(std::io::Error::new(
+        let refuse = |what: &str| {
+            std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 format!(
-                    "a line longer than {} MiB (is it text with newlines?)",
+                    "{what} longer than {} MiB (is it text with newlines, or is a quote left open?)",
                     MAX_LINE_BYTES >> 20
                 ),
-            ));
+            )
+        };
+        if longest > MAX_LINE_BYTES {
+            return Err(refuse("a line"));
+        }
+        // What the reader holds ahead of the parser (its buffers) is
+        // allowed for on top of the record's own bytes.
+        if let Some(mark) = &self.records {
+            let since = self
+                .read
+                .saturating_sub(mark.0.start.load(Ordering::Relaxed));
+            if since > (MAX_LINE_BYTES + READ_AHEAD) as u64 {
+                return Err(refuse("a record"));
+            }
         }
         Ok(n)
     }
 }
+
+/// Bytes a reader may hold beyond the record it parses (its buffers).
+const READ_AHEAD: usize = 1 << 20;
 
 /// The one format of `paths` when they are text files, `None` when none
 /// is; files of two formats (or text beside others) are refused.
@@ -154,7 +236,8 @@ pub(super) fn format_of<'a>(
         match first {
             None => first = Some((p, f)),
             Some((q, g)) if g != f => {
-                let said = |f: Option<TextFormat>| f.map_or("Parquet", |f| f.name());
+                let said =
+                    |f: Option<TextFormat>| f.map_or("not CSV, TSV or JSON lines", |f| f.name());
                 return Err(SliceError::Refused {
                     path: p.to_string(),
                     why: format!(

@@ -2,7 +2,6 @@
 //! names, its schema declared or inferred from every row of the verified
 //! private copies (see [`super::text_schema`] for the rules).
 
-use std::io::BufReader;
 use std::sync::Arc;
 
 use arrow::datatypes::{Field, Schema, SchemaRef};
@@ -11,9 +10,10 @@ use super::copy::IN_MEMORY_MAX;
 use super::error::SliceError;
 use super::pin::InputObject;
 use super::resolve::ResolvedSlice;
-use super::text::{self, Capped, TextFormat, TextInput, TextOptions};
-use super::text_rows::{columns_at, header_names, read_lines, read_records};
-use super::text_schema::{Candidates, canonical_json_schema};
+use super::text::{self, MAX_COLUMNS, RecordMark, TextFormat, TextInput, TextOptions};
+use super::text_csv::{Records, columns_at};
+use super::text_json::Lines;
+use super::text_schema::{Candidates, canonical_json_schema, columns_of, schema_of};
 
 /// Rows read at a time while inferring.
 const INFER_ROWS: usize = 8_192;
@@ -42,8 +42,23 @@ impl ResolvedSlice {
                 self.check_headers(format, s)?;
                 (s.clone(), false)
             }
-            None => (self.infer(format, opts.max_rejects > 0)?, true),
+            None => (self.infer(format)?, true),
         };
+        // What the run spec records must read back as this schema (a
+        // replay decodes by it).
+        let recorded = schema_of(&columns_of(&schema));
+        if recorded.as_ref().ok() != Some(&schema) {
+            return Err(SliceError::Refused {
+                path: self.root.to_string(),
+                why: format!(
+                    "its schema cannot be recorded as it is: {}",
+                    recorded.err().unwrap_or_else(|| {
+                        "a nested field's name or type does not read back as written".into()
+                    })
+                ),
+                fix: "declare the columns with --schema".into(),
+            });
+        }
         self.text = Some(TextInput {
             format,
             schema,
@@ -65,7 +80,7 @@ impl ResolvedSlice {
                     input.format.name(),
                     format.map_or("Parquet", |f| f.name())
                 ),
-                fix: "replay the manifest against the inputs it names".into(),
+                fix: "the manifest does not describe these inputs: it was edited, or its inputs were replaced".into(),
             });
         }
         self.text = Some(input);
@@ -76,180 +91,192 @@ impl ResolvedSlice {
     /// file's first bytes, before the transform starts (not yet checked
     /// against the pins: only to fail early; decoding checks again from
     /// the verified copy). A header the head does not hold whole (a large
-    /// gzipped file) is left to decoding.
+    /// gzipped file) is left to decoding; so is an empty file.
     fn check_headers(&self, format: TextFormat, schema: &SchemaRef) -> Result<(), SliceError> {
-        let ranges: Vec<(String, std::ops::Range<u64>)> = self
-            .inputs
-            .iter()
-            .map(|i| (i.path.clone(), 0..i.size.min(HEAD_BYTES)))
-            .collect();
-        let heads = self.store.read_ranges(&ranges)?;
-        for (input, head) in self.inputs.iter().zip(heads) {
-            let whole = input.size <= HEAD_BYTES;
-            let gz = input.path.to_ascii_lowercase().ends_with(".gz");
-            if !whole && (gz || !head.contains(&b'\n')) {
-                continue;
-            }
-            let mut reader = csv::ReaderBuilder::new()
-                .has_headers(true)
-                .delimiter(format.delimiter())
-                .flexible(true)
-                .from_reader(text::stream(&input.path, std::io::Cursor::new(head)));
-            if let Ok(header) = header_names(&input.path, &mut reader) {
-                columns_at(&input.path, &header, schema)?;
+        let inputs: Vec<&InputObject> = self.inputs.iter().filter(|i| i.size > 0).collect();
+        for group in inputs.chunks(64) {
+            let ranges: Vec<(String, std::ops::Range<u64>)> = group
+                .iter()
+                .map(|i| (i.path.clone(), 0..i.size.min(HEAD_BYTES)))
+                .collect();
+            let heads = self.store.read_ranges(&ranges)?;
+            for (input, head) in group.iter().zip(heads) {
+                let whole = input.size <= HEAD_BYTES;
+                let gz = input.path.to_ascii_lowercase().ends_with(".gz");
+                if !whole && (gz || !head.contains(&b'\n')) {
+                    continue;
+                }
+                let read = Box::new(std::io::Cursor::new(head));
+                let mark = RecordMark::default();
+                let text = text::stream(&input.path, read, Some(mark.clone()));
+                if let Ok(Some(r)) = Records::open(&input.path, text, format, None, mark) {
+                    columns_at(&input.path, &r.header, schema)?;
+                }
             }
         }
         Ok(())
     }
 
-    /// The text of `input`, from its verified private copy.
-    pub(super) fn text_of(&self, input: &InputObject) -> Result<BufReader<Capped>, SliceError> {
+    /// The bytes of `input`, from its verified private copy.
+    pub(super) fn bytes_of(
+        &self,
+        input: &InputObject,
+    ) -> Result<Box<dyn std::io::Read + Send>, SliceError> {
         let copy = self.private_copy_with(input, IN_MEMORY_MAX)?;
-        let read = copy.into_read().map_err(|source| SliceError::Io {
+        copy.into_read().map_err(|source| SliceError::Io {
             path: input.path.clone(),
             source,
-        })?;
-        Ok(text::stream(&input.path, read))
+        })
     }
 
-    fn infer(&self, format: TextFormat, skip_bad: bool) -> Result<SchemaRef, SliceError> {
-        if self.inputs.is_empty() {
-            return Err(SliceError::Empty {
-                slice: self.id.clone(),
-                root: self.root.to_string(),
-                hint: "no inputs to infer a schema from".into(),
-            });
-        }
-        match format {
-            TextFormat::JsonLines => self.infer_json(skip_bad),
-            f => self.infer_delimited(f),
+    fn infer(&self, format: TextFormat) -> Result<SchemaRef, SliceError> {
+        let schema = match format {
+            TextFormat::JsonLines => self.infer_json()?,
+            f => self.infer_delimited(f)?,
+        };
+        match schema {
+            Some(s) if !s.fields().is_empty() => Ok(s),
+            _ => Err(SliceError::Refused {
+                path: self.root.to_string(),
+                why: format!("slice `{}` holds no rows to infer a schema from", self.id),
+                fix: "declare the columns with --schema (an empty slice then reads as zero rows)"
+                    .into(),
+            }),
         }
     }
 
-    /// Every file's header must name the first's columns; each column's
-    /// type narrowed by all its values (rows refused whole are left to
-    /// decoding, which counts or names them).
-    fn infer_delimited(&self, format: TextFormat) -> Result<SchemaRef, SliceError> {
-        let mut names: Option<Vec<String>> = None;
+    /// Every file's header must name the first's columns (in any order);
+    /// each column's type narrowed by all its values (rows refused whole
+    /// are left to decoding, which counts or names them).
+    fn infer_delimited(&self, format: TextFormat) -> Result<Option<SchemaRef>, SliceError> {
+        let mut names: Option<(Vec<String>, &InputObject)> = None;
         let mut candidates: Vec<Candidates> = Vec::new();
-        for input in &self.inputs {
-            let mut reader = csv::ReaderBuilder::new()
-                .has_headers(true)
-                .delimiter(format.delimiter())
-                .flexible(true)
-                .from_reader(self.text_of(input)?);
-            let header = header_names(&input.path, &mut reader)?;
-            let first = names.get_or_insert_with(|| header.clone());
-            let mut sorted = (first.clone(), header.clone());
-            sorted.0.sort();
-            sorted.1.sort();
-            if sorted.0 != sorted.1 || sorted.1.windows(2).any(|w| w[0] == w[1]) {
-                return Err(SliceError::SchemaMismatch {
-                    path: input.path.clone(),
-                    first: self.inputs[0].path.clone(),
-                    expected: first.join(", "),
-                    got: header.join(", "),
-                });
-            }
-            let at: Vec<usize> = first
-                .iter()
-                .map(|n| header.iter().position(|h| h == n).unwrap_or(0))
-                .collect();
-            candidates.resize_with(at.len(), Candidates::default);
+        for input in self.inputs.iter().filter(|i| i.size > 0) {
+            let mark = RecordMark::default();
+            let text = text::stream(&input.path, self.bytes_of(input)?, Some(mark.clone()));
+            let Some(mut records) = Records::open(&input.path, text, format, None, mark)? else {
+                continue;
+            };
+            let (first, from) = names.get_or_insert_with(|| (records.header.clone(), input));
+            same_columns(input, from, first, &records.header)?;
+            records.take(first);
+            candidates.resize_with(first.len(), Candidates::default);
             loop {
-                let (columns, lines, rejects) =
-                    read_records(&input.path, &mut reader, &at, header.len(), INFER_ROWS)?;
-                if lines.is_empty() && rejects.is_empty() {
+                let texts = records.read(&input.path, INFER_ROWS, u64::MAX)?;
+                if texts.is_empty() {
                     break;
                 }
-                for (c, column) in candidates.iter_mut().zip(&columns) {
+                for (c, column) in candidates.iter_mut().zip(&texts.columns) {
                     c.see(column);
                 }
             }
         }
-        let names = names.unwrap_or_default();
-        let fields: Vec<Field> = names
-            .iter()
-            .zip(&candidates)
-            .map(|(n, c)| Field::new(n, c.finish(), true))
-            .collect();
-        Ok(Arc::new(Schema::new(fields)))
+        Ok(names.map(|(names, _)| {
+            let fields: Vec<Field> = names
+                .iter()
+                .zip(&candidates)
+                .map(|(n, c)| Field::new(n, c.finish(), true))
+                .collect();
+            Arc::new(Schema::new(fields))
+        }))
     }
 
-    /// Arrow's inference over every line's object, streamed; a line that
-    /// is not a JSON object fails here unless rejects are allowed (then
-    /// decoding counts it).
-    fn infer_json(&self, skip_bad: bool) -> Result<SchemaRef, SliceError> {
+    /// Arrow's inference over every line that serde_json reads as an
+    /// object, streamed (the others are left to decoding, arrow's verdict,
+    /// which counts or names them).
+    fn infer_json(&self) -> Result<Option<SchemaRef>, SliceError> {
         let mut failed: Option<SliceError> = None;
         let mut inputs = self.inputs.iter();
-        let mut current: Option<(&InputObject, BufReader<Capped>, u64)> = None;
+        let mut current: Option<(&InputObject, Lines)> = None;
+        let mut pending = Vec::new().into_iter();
         let values = std::iter::from_fn(|| {
             loop {
+                if let Some(v) = pending.next() {
+                    return Some(Ok::<serde_json::Value, arrow::error::ArrowError>(v));
+                }
                 if current.is_none() {
                     let input = inputs.next()?;
-                    match self.text_of(input) {
-                        Ok(r) => current = Some((input, r, 0)),
+                    match self.bytes_of(input) {
+                        Ok(r) => {
+                            current = Some((input, Lines::new(text::stream(&input.path, r, None))))
+                        }
                         Err(e) => {
                             failed = Some(e);
                             return None;
                         }
                     }
                 }
-                let (input, reader, line) = current.as_mut()?;
-                let lines = match read_lines(&input.path, reader, line, 1) {
-                    Ok(l) => l,
+                let (input, lines) = current.as_mut()?;
+                let chunk = match lines.read(&input.path, INFER_ROWS, 64 << 20) {
+                    Ok(c) => c,
                     Err(e) => {
                         failed = Some(e);
                         return None;
                     }
                 };
-                let Some((at, bytes)) = lines.into_iter().next() else {
+                if chunk.is_empty() {
                     current = None;
                     continue;
-                };
-                match serde_json::from_slice::<serde_json::Value>(bytes.trim_ascii_end()) {
-                    Ok(v @ serde_json::Value::Object(_)) => return Some(Ok(v)),
-                    _ if skip_bad => continue,
-                    parsed => {
-                        failed = Some(SliceError::BadRow {
-                            path: input.path.clone(),
-                            line: at,
-                            at: String::new(),
-                            why: match parsed {
-                                Ok(_) => "it is not a JSON object".into(),
-                                Err(e) => format!("it is not JSON ({})", without_line(&e)),
-                            },
-                            fix: "fix the line, or let up to N bad rows be skipped and counted with --max-rejects N".into(),
-                        });
-                        return None;
-                    }
                 }
+                pending = (0..chunk.lines.len())
+                    .filter_map(|i| serde_json::from_slice(chunk.line(i)).ok())
+                    .filter(serde_json::Value::is_object)
+                    .collect::<Vec<_>>()
+                    .into_iter();
             }
         });
         let inferred = arrow::json::reader::infer_json_schema_from_iterator(values);
         if let Some(e) = failed {
             return Err(e);
         }
-        let inferred = inferred.map_err(|e| SliceError::Malformed {
+        let inferred = inferred.map_err(|e| SliceError::Refused {
             path: self.root.to_string(),
-            detail: format!("inferring the JSON lines' schema: {e}"),
+            why: format!("its JSON lines' schema cannot be inferred: {e}"),
+            fix: "declare the columns with --schema".into(),
         })?;
-        if inferred.fields().is_empty() {
-            return Err(SliceError::Empty {
-                slice: self.id.clone(),
-                root: self.root.to_string(),
-                hint: "its JSON lines hold no objects with fields to infer a schema from; declare it with --schema".into(),
+        if inferred.fields().len() > MAX_COLUMNS {
+            return Err(SliceError::Refused {
+                path: self.root.to_string(),
+                why: format!(
+                    "its JSON lines hold {} distinct keys, more than idem reads ({MAX_COLUMNS})",
+                    inferred.fields().len()
+                ),
+                fix: "declare the columns you need with --schema".into(),
             });
         }
-        Ok(canonical_json_schema(&inferred))
+        Ok(Some(canonical_json_schema(&inferred)))
     }
 }
 
-/// serde_json's message without its `at line 1`: the line is ours to say.
-fn without_line(e: &serde_json::Error) -> String {
-    let text = e.to_string();
-    match text.rsplit_once(" at line ") {
-        Some((what, _)) => format!("{what}, at column {}", e.column()),
-        None => text,
+/// `header` (of `input`) names `first`'s columns (of `from`), each once.
+fn same_columns(
+    input: &InputObject,
+    from: &InputObject,
+    first: &[String],
+    header: &[String],
+) -> Result<(), SliceError> {
+    let (mut a, mut b) = (first.to_vec(), header.to_vec());
+    a.sort();
+    b.sort();
+    if let Some(w) = b.windows(2).find(|w| w[0] == w[1]) {
+        return Err(SliceError::BadRow {
+            path: input.path.clone(),
+            line: 1,
+            at: String::new(),
+            why: format!(
+                "the header names column `{}` twice",
+                crate::text::shown(&w[0], 64)
+            ),
+            fix: "rename one of them, or declare the columns to take with --schema".into(),
+        });
     }
+    if a != b {
+        return Err(SliceError::SchemaMismatch {
+            path: input.path.clone(),
+            first: from.path.clone(),
+            expected: crate::text::clip_str(&first.join(", "), 1024),
+            got: crate::text::clip_str(&header.join(", "), 1024),
+        });
+    }
+    Ok(())
 }

@@ -7,8 +7,9 @@
 //! int64, float64, date, timestamp, boolean that every non-empty value
 //! casts to (the same cast decoding uses, so an inferred schema never
 //! rejects a row), else string. JSON lines get arrow's inference with the
-//! fields sorted by name, as Spark sorts them (arrow's come out of a hash
-//! map, in an order that changes per process).
+//! fields sorted by name, as Spark sorts an inferred JSON schema (arrow's
+//! order follows each object's keys, which serde_json hands over sorted,
+//! so it mixes first appearance with name order).
 
 use std::collections::HashSet;
 use std::str::FromStr;
@@ -104,6 +105,13 @@ pub fn schema_of(columns: &[ColumnRecord]) -> Result<SchemaRef, String> {
     if columns.is_empty() {
         return Err("the schema names no columns".into());
     }
+    if columns.len() > super::text::MAX_COLUMNS {
+        return Err(format!(
+            "the schema names {} columns, more than idem reads ({})",
+            columns.len(),
+            super::text::MAX_COLUMNS
+        ));
+    }
     let mut seen = HashSet::new();
     let mut fields = Vec::with_capacity(columns.len());
     for c in columns {
@@ -149,7 +157,7 @@ pub(super) fn cast_text(strings: &ArrayRef, t: &DataType) -> Result<ArrayRef, Ar
         ..Default::default()
     };
     let cast = cast_with_options(strings, t, &options)?;
-    if *t != DataType::Date32 {
+    if !matches!(t, DataType::Date32 | DataType::Date64) {
         return Ok(cast);
     }
     let not_a_date: BooleanArray = strings
@@ -204,9 +212,8 @@ impl Candidates {
     }
 }
 
-/// JSON lines' inferred `schema` made deterministic, as Spark orders an
-/// inferred JSON schema: fields by name, nested ones too; a column that
-/// was only ever null is typed string.
+/// JSON lines' inferred `schema` in Spark's order: fields by name, nested
+/// ones too; a column that was only ever null is typed string.
 pub(super) fn canonical_json_schema(schema: &Schema) -> SchemaRef {
     Arc::new(Schema::new(canonical_fields(schema.fields())))
 }
@@ -297,7 +304,7 @@ mod tests {
     }
 
     #[test]
-    fn json_schemas_come_out_in_one_order_whatever_the_hash_map_did() {
+    fn json_schemas_come_out_with_fields_sorted_by_name() {
         let inner = DataType::Struct(Fields::from(vec![
             Field::new("z", DataType::Int64, true),
             Field::new("a", DataType::Null, true),

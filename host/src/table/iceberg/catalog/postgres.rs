@@ -241,17 +241,37 @@ pub(super) async fn ensure(server: &Server) -> Result<(), TableError> {
             return Ok(None);
         }
         // Under the lock, looked at again: another host may have made them
-        // since (it held the lock until its commit). The lock is the
-        // session's, so that each look below is a transaction of its own:
-        // to_regclass reads the catalog cache, which a transaction renews
-        // only when it starts, so inside one transaction begun before the
-        // lock it could still miss a table pg_class already shows.
-        c.query("SELECT pg_advisory_lock($1)", &[&CREATE_LOCK])
+        // since (it held the lock until its commit). Read from pg_class,
+        // which each statement reads afresh: to_regclass goes through a
+        // catalog cache that a transaction renews only when it starts, so
+        // here it could miss a table made while this one waited for the
+        // lock. One statement, so no creator that takes no lock (PyIceberg,
+        // JdbcCatalog) slips in between two looks.
+        let tx = c.transaction().await?;
+        tx.query("SELECT pg_advisory_xact_lock($1)", &[&CREATE_LOCK])
             .await?;
-        let hidden = create_under_lock(c).await?;
-        c.query("SELECT pg_advisory_unlock($1)", &[&CREATE_LOCK])
-            .await?;
-        Ok(hidden)
+        let found = tx.query(FOUND, &[]).await?;
+        let seen = |name: &str, visible: bool| {
+            found.iter().any(|r| {
+                r.try_get::<_, String>(0).is_ok_and(|n| n == name)
+                    && r.try_get::<_, bool>(2).is_ok_and(|v| v == visible)
+            })
+        };
+        if seen("iceberg_tables", true) && seen("iceberg_namespace_properties", true) {
+            return Ok(None);
+        }
+        // An older JdbcCatalog made iceberg_tables alone: the other table
+        // is made beside it. One this user cannot see is named instead.
+        if !seen("iceberg_tables", true)
+            && let Some(row) = found.iter().find(|r| {
+                r.try_get::<_, String>(0)
+                    .is_ok_and(|n| n == "iceberg_tables")
+            })
+        {
+            return Ok(Some(row.try_get::<_, String>(1)?));
+        }
+        tx.batch_execute(super::CREATE_TABLES).await?;
+        tx.commit().await.map(|_| None)
     })
     .await
     .map_err(Failure::error)?;
@@ -266,32 +286,13 @@ pub(super) async fn ensure(server: &Server) -> Result<(), TableError> {
     }
 }
 
-/// Under the creation lock: the catalog's tables made unless they are
-/// there, or the schema that hides iceberg_tables from this user.
-async fn create_under_lock(c: &mut Client) -> Result<Option<String>, tokio_postgres::Error> {
-    let (tables, namespaces) = visible(c.query_one(VISIBLE, &[]).await?)?;
-    if tables && namespaces {
-        return Ok(None);
-    }
-    // An older JdbcCatalog made iceberg_tables alone: the other table
-    // is made beside it. One this user cannot see is named instead.
-    if !tables
-        && let Some(row) = c
-            .query_opt(
-                "SELECT left(n.nspname, 64) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                 WHERE c.relname = 'iceberg_tables' AND c.relkind IN ('r', 'p') LIMIT 1",
-                &[],
-            )
-            .await?
-    {
-        return Ok(Some(row.try_get::<_, String>(0)?));
-    }
-    let tx = c.transaction().await?;
-    tx.batch_execute(super::CREATE_TABLES).await?;
-    tx.commit().await.map(|_| None)
-}
+/// The catalog's tables wherever they are: name, schema, and whether
+/// this user's search_path reaches them.
+const FOUND: &str = "SELECT c.relname::text, left(n.nspname, 64), pg_table_is_visible(c.oid)
+     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.relname IN ('iceberg_tables', 'iceberg_namespace_properties')
+       AND c.relkind IN ('r', 'p')";
 
-/// Whether the catalog's two tables are visible to this user.
 /// Whether this user's search_path reaches each of the catalog's tables.
 fn visible(row: Row) -> Result<(bool, bool), tokio_postgres::Error> {
     Ok((row.try_get(0)?, row.try_get(1)?))
