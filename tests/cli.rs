@@ -655,18 +655,7 @@ fn inspect_reads_and_fills_the_compiled_code_cache() {
         v.sort();
         v
     };
-    fn walk(d: &std::path::Path) -> Vec<std::path::PathBuf> {
-        let mut out = Vec::new();
-        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                out.extend(walk(&p));
-            } else {
-                out.push(p);
-            }
-        }
-        out
-    }
+    use common::files_below as walk;
     let inspect = || {
         let (code, out, err) = common::idem_env(
             &["inspect", module.to_str().unwrap()],

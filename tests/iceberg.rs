@@ -382,21 +382,7 @@ fn two_hosts_committing_the_same_slice_at_once_commit_once() {
     }
 }
 
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for e in rd {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
+use common::files_below as walk;
 
 #[test]
 fn a_kill_before_the_catalog_swap_leaves_the_table_as_it_was() {

@@ -670,19 +670,7 @@ fn the_bronze_example_lands_hourly_json_lines_into_silver_and_gold_idempotently(
     assert_eq!(gold(&ex.join("lake/gold")), before);
 }
 
-/// Every file below `dir`.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
+use common::files_below as walk;
 
 /// Text that could mislead a line-based reader: an unclosed quote, an
 /// object split over two lines, CRLF line ends, a trailing comma in a

@@ -659,3 +659,17 @@ pub fn validate_lineage(events: &[serde_json::Value]) {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["events"], events.len());
 }
+
+/// Every file below `dir` (none when it does not exist), in no order.
+pub fn files_below(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_below(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

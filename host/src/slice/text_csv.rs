@@ -16,8 +16,7 @@ use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 
 use super::error::SliceError;
-use super::text::{Capped, MAX_COLUMNS, RecordMark, TextFormat};
-use super::text_rows::{Reject, arrow_failed, unreadable};
+use super::text::{Capped, MAX_COLUMNS, RecordMark, Reject, TextFormat, arrow_failed, unreadable};
 
 /// A delimited file being read.
 pub(super) struct Records {

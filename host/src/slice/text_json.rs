@@ -12,8 +12,7 @@ use arrow::json::reader::Decoder;
 use arrow::record_batch::RecordBatch;
 
 use super::error::SliceError;
-use super::text::Capped;
-use super::text_rows::{Reject, arrow_failed, unreadable};
+use super::text::{Capped, Reject, arrow_failed, unreadable};
 
 /// Tape cells one decoder may preallocate (arrow sizes its tape by rows
 /// times fields): lines per decoder shrink as the schema widens.

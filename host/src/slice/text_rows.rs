@@ -14,7 +14,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 
 use super::error::SliceError;
-use super::text::{Capped, RecordMark, TextFormat, TextInput};
+use super::text::{Capped, RecordMark, Reject, TextFormat, TextInput, arrow_failed};
 use super::text_csv::Records;
 use super::text_json::Lines;
 
@@ -36,13 +36,6 @@ impl Rejected {
     pub fn rows(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
-}
-
-/// One row that did not decode.
-pub(super) struct Reject {
-    pub(super) line: u64,
-    pub(super) column: Option<String>,
-    pub(super) why: String,
 }
 
 impl Rejects {
@@ -219,24 +212,5 @@ impl Iterator for TextRows {
                 }
             }
         }
-    }
-}
-
-/// An unreadable stream (not gzip, a line or record past the cap, an I/O
-/// error).
-pub(super) fn unreadable(path: &str, e: impl std::fmt::Display) -> SliceError {
-    SliceError::Refused {
-        path: path.to_string(),
-        why: format!("it cannot be read as text: {e}"),
-        fix: "check that it is what its name says (and whole)".into(),
-    }
-}
-
-/// Arrow failing on rows already decoded (not the input's fault).
-pub(super) fn arrow_failed(path: &str, e: arrow::error::ArrowError) -> SliceError {
-    SliceError::Refused {
-        path: path.to_string(),
-        why: format!("its decoded rows could not be assembled ({e})"),
-        fix: "report it with the file; declaring the columns with --schema may avoid it".into(),
     }
 }
