@@ -672,12 +672,11 @@ fn the_bronze_example_lands_hourly_json_lines_into_silver_and_gold_idempotently(
 
 use common::files_below as walk;
 
-/// Text that could mislead a line-based reader: an unclosed quote, an
-/// object split over two lines, CRLF line ends, a trailing comma in a
-/// header, a record or a header past the caps, TSV with quote marks, an
-/// empty file, a landing prefix of two formats.
+/// CSV that could mislead a line-based reader: an unclosed quote, CRLF
+/// and lone-CR line ends, a trailing comma in a header, a record or a
+/// header past the caps, TSV with quote marks, an empty file.
 #[test]
-fn malformed_text_is_counted_line_by_line_and_capped() {
+fn malformed_csv_is_counted_line_by_line_and_capped() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("in");
     let d = day(&root, "2026-10-01");
@@ -698,6 +697,17 @@ fn malformed_text_is_counted_line_by_line_and_capped() {
             && err.contains("2 rows were rejected, more than --max-rejects 1"),
         "{err}"
     );
+    // Exactly the lines it took (2 to 4), not one more for the last newline.
+    let t5 = dir.path().join("t5");
+    let (code, out, err) = run(
+        "examples/dedup_events",
+        &root,
+        "2026-10-01",
+        &t5,
+        &["--max-rejects", "3"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(manifest(&out)["result"]["rejectedRows"], 3);
     // CRLF lines are numbered as lines.
     clear();
     std::fs::write(d.join("a.csv"), "event_id,n\r\n1,2\r\nx,3\r\n").unwrap();
@@ -708,10 +718,36 @@ fn malformed_text_is_counted_line_by_line_and_capped() {
         err.contains("a.csv`, line 3, column `event_id`: `x` is not a int64"),
         "{err}"
     );
-    // The last column of a CRLF file is read without its \r.
-    std::fs::write(d.join("a.csv"), "event_id,n\r\n1,2\r\n3,4\r\n").unwrap();
+    // And after blank lines, and on a last line with no newline.
+    std::fs::write(d.join("a.csv"), "event_id,n\n1,2\n\n\nx,3\n").unwrap();
+    let (code, _, err) = csv_run(&["--schema", declared]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("a.csv`, line 5, column `event_id`"), "{err}");
+    std::fs::write(d.join("a.csv"), "event_id,n\n1,2\nx,3").unwrap();
+    let (code, _, err) = csv_run(&["--schema", declared]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("a.csv`, line 3, column `event_id`"), "{err}");
+    // The last column of a CRLF file is read without its \r, also when the
+    // file starts with a blank line; in an LF file a quoted \r is data.
+    std::fs::write(d.join("a.csv"), "\r\nevent_id,n\r\n1,2\r\n3,4\r\n").unwrap();
     let (code, out, err) = csv_run(&["--schema", declared]);
     assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(manifest(&out)["result"]["rowsIn"], 2);
+    clear();
+    std::fs::write(d.join("a.csv"), "event_id,name\n1,\"x\r\"\n").unwrap();
+    let t4 = dir.path().join("t4");
+    let (code, out, err) = run("examples/dedup_events", &root, "2026-10-01", &t4, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(rows(&t4)[0]["name"], "x\r");
+    // Lines ended by a lone \r (old Mac files) are refused, not read as
+    // one header.
+    std::fs::write(d.join("a.csv"), "event_id,name\r1,a\r").unwrap();
+    let (code, _, err) = csv_run(&[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("its lines end in a lone \\r (old Mac line ends)"),
+        "{err}"
+    );
     // A header's empty name is `_c<i>`, as Spark names it; the run replays.
     clear();
     std::fs::write(d.join("b.csv"), "event_id,name,\n1,a,\n2,b,x\n").unwrap();
@@ -757,9 +793,20 @@ fn malformed_text_is_counted_line_by_line_and_capped() {
         err.contains("the header names 10001 columns, more than idem reads (10000)"),
         "{err}"
     );
+}
 
-    // JSON: an object split over two lines, or two on one, is rejected
-    // line by line whatever the batch size (the same rows, the same count).
+/// JSON: an object split over two lines, or two on one, is rejected line
+/// by line whatever the batch size (the same rows, the same count).
+#[test]
+fn json_lines_are_rejected_line_by_line_whatever_the_batch_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("in");
+    let d = day(&root, "2026-10-01");
+    let clear = || {
+        for e in std::fs::read_dir(&d).unwrap() {
+            std::fs::remove_file(e.unwrap().path()).unwrap();
+        }
+    };
     clear();
     std::fs::write(
         d.join("e.jsonl"),
@@ -796,30 +843,65 @@ fn malformed_text_is_counted_line_by_line_and_capped() {
     };
     assert_eq!(ids("j1"), ["a", "d"]);
     assert_eq!(ids("j1"), ids("j8192"));
+}
 
-    // A landing prefix with a Parquet object among JSON lines: refused,
-    // naming both, never skipped.
+/// A landing prefix of JSON lines where a Parquet object lands: refused,
+/// named, never skipped; a Parquet prefix with a stray CSV file beside its
+/// objects reads the Parquet ones, as it always did.
+#[test]
+fn a_prefix_reads_one_format_and_names_an_object_of_another() {
+    let dir = tempfile::tempdir().unwrap();
     let landing = dir.path().join("landing");
     std::fs::create_dir_all(&landing).unwrap();
     std::fs::write(landing.join("01.jsonl"), "{\"event_id\":\"a\"}\n").unwrap();
     let parquet = common::orders(&dir.path().join("p"), "2026-10-01", 5, 1);
     std::fs::copy(&parquet[0], landing.join("02.parquet")).unwrap();
     let module = common::guest("examples/dedup_events");
+    let next = |table: &str| {
+        common::idem(&[
+            "run",
+            "--module",
+            s(&module),
+            "--input",
+            s(&landing),
+            "--next",
+            "--table",
+            s(&dir.path().join(table)),
+            "--mode",
+            "append",
+        ])
+    };
+    // The first run reads the JSON lines (the prefix's format from then on).
+    std::fs::remove_file(landing.join("02.parquet")).unwrap();
+    let (code, out, err) = next("tn");
+    assert_eq!(code, 0, "{out}{err}");
+    std::fs::copy(&parquet[0], landing.join("02.parquet")).unwrap();
+    let (code, out, err) = next("tn");
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains(
+            "02.parquet` is refused: it is Parquet, and this prefix's runs read its text files"
+        ),
+        "{err}"
+    );
+    let pq = dir.path().join("pq");
+    std::fs::create_dir_all(&pq).unwrap();
+    std::fs::copy(&parquet[0], pq.join("01.parquet")).unwrap();
+    std::fs::write(pq.join("00-stats.csv"), "n\n1\n").unwrap();
+    // A Parquet prefix with a stray CSV file beside its objects (no
+    // position yet) reads the Parquet ones, as it always did.
     let (code, out, err) = common::idem(&[
         "run",
         "--module",
         s(&module),
         "--input",
-        s(&landing),
+        s(&pq),
         "--next",
         "--table",
-        s(&dir.path().join("tn")),
+        s(&dir.path().join("tp")),
         "--mode",
         "append",
     ]);
-    assert_eq!(code, 2, "{out}{err}");
-    assert!(
-        err.contains("02.parquet") && err.contains("of the same slice is jsonl"),
-        "{err}"
-    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(manifest(&out)["result"]["rowsIn"], 5);
 }

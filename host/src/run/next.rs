@@ -41,17 +41,7 @@ pub(super) fn resolve_next(
         None => None,
     };
     let listing = store.list("").map_err(SliceError::from)?;
-    // Parquet and text (CSV, TSV, JSON lines) objects, by name (the order
-    // the source is appended in). A range of two formats is refused when
-    // it is read, naming both: never skipped.
-    let mut names: Vec<(String, u64)> = listing
-        .files
-        .into_iter()
-        .filter(|f| {
-            f.rel.ends_with(".parquet") || crate::slice::TextFormat::of_path(&f.rel).is_some()
-        })
-        .map(|f| (f.rel, f.size))
-        .collect();
+    let mut names = of_one_format(listing.files, position.as_ref().map(|p| p.through.as_str()))?;
     names.sort();
     let (after, count) = match &position {
         Some(p) => (Some(p.through.clone()), p.count),
@@ -93,6 +83,44 @@ pub(super) fn resolve_next(
             after: after.map(|a| (a, count)),
         },
     ))
+}
+
+/// The objects a prefix's runs read, by name (the order the source is
+/// appended in): its Parquet ones, as always (other files beside them are
+/// not read, and a position recorded over Parquet stays valid); in a
+/// prefix of text files (CSV, TSV, JSON lines), or one whose position is
+/// a text file, those. A Parquet object landing after a text position is
+/// refused by name, never skipped.
+fn of_one_format(
+    files: Vec<crate::storage::Listed>,
+    through: Option<&str>,
+) -> Result<Vec<(String, u64)>, RunError> {
+    let is_text = |n: &str| crate::slice::TextFormat::of_path(n).is_some();
+    let text = match through {
+        Some(t) => is_text(t),
+        None => !files.iter().any(|f| f.rel.ends_with(".parquet")),
+    };
+    if text
+        && let Some(p) = files
+            .iter()
+            .find(|f| f.rel.ends_with(".parquet") && through.is_none_or(|t| f.rel.as_str() > t))
+    {
+        return Err(SliceError::Refused {
+            path: p.rel.clone(),
+            why: "it is Parquet, and this prefix's runs read its text files (CSV, TSV, JSON lines)"
+                .into(),
+            fix: "land Parquet under a prefix of its own; a slice reads one format".into(),
+        }
+        .into());
+    }
+    Ok(files
+        .into_iter()
+        .filter(|f| match text {
+            true => is_text(&f.rel),
+            false => f.rel.ends_with(".parquet"),
+        })
+        .map(|f| (f.rel, f.size))
+        .collect())
 }
 
 /// The table's position in `source`, if it consumed from it.

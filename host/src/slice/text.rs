@@ -145,6 +145,7 @@ pub(super) struct Marks {
     start: AtomicU64,
     read: AtomicU64,
     last: AtomicU8,
+    last_raw: AtomicU8,
 }
 
 impl RecordMark {
@@ -161,6 +162,11 @@ impl RecordMark {
     /// Whether the text has no more than `at` bytes read so far.
     pub(super) fn read_through(&self, at: u64) -> bool {
         self.0.read.load(Ordering::Relaxed) == at
+    }
+
+    /// Whether the last byte read so far is a newline.
+    pub(super) fn ends_in_newline(&self) -> bool {
+        self.0.last_raw.load(Ordering::Relaxed) == b'\n'
     }
 }
 
@@ -194,6 +200,9 @@ impl Read for Capped {
             mark.0.read.store(self.read, Ordering::Relaxed);
             if let Some(&b) = chunk.iter().rev().find(|b| !b.is_ascii_whitespace()) {
                 mark.0.last.store(b, Ordering::Relaxed);
+            }
+            if let Some(&b) = chunk.last() {
+                mark.0.last_raw.store(b, Ordering::Relaxed);
             }
         }
         let refuse = |what: &str| {

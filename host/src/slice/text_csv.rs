@@ -26,6 +26,9 @@ pub(super) struct Records {
     /// The header position of each column taken.
     at: Vec<usize>,
     mark: RecordMark,
+    /// Whether its lines end in CRLF (its header's did): a last field's
+    /// `\r` is then the line end's, not data.
+    crlf: bool,
 }
 
 /// Records read as text columns (empty fields null), the line each
@@ -53,16 +56,15 @@ impl Records {
         mark: RecordMark,
     ) -> Result<Option<Self>, SliceError> {
         let mut reader = csv::ReaderBuilder::new()
-            .has_headers(true)
+            .has_headers(false)
             .delimiter(format.delimiter())
             .quoting(format != TextFormat::Tsv)
             .terminator(csv::Terminator::Any(b'\n'))
             .flexible(true)
             .from_reader(text);
-        let header = header_names(path, &mut reader)?;
-        if header.is_empty() {
+        let Some((header, crlf)) = header_names(path, &mut reader)? else {
             return Ok(None);
-        }
+        };
         let at = match schema {
             Some(s) => columns_at(path, &header, s)?,
             None => (0..header.len()).collect(),
@@ -72,6 +74,7 @@ impl Records {
             header,
             at,
             mark,
+            crlf,
         }))
     }
 
@@ -111,9 +114,10 @@ impl Records {
             {
                 break;
             }
-            bytes += record.as_slice().len() as u64;
-            let line = record.position().map_or(0, |p| p.line());
-            if record.len() == 1 && matches!(&record[0], b"" | b"\r") {
+            // What the batch will hold: the text, and a cell per column.
+            bytes += (record.as_slice().len() + 8 * self.at.len()) as u64;
+            let line = self.start_line(&record);
+            if self.crlf && record.len() == 1 && &record[0] == b"\r" {
                 continue; // a blank CRLF line
             }
             if record.len() != self.header.len() {
@@ -124,7 +128,7 @@ impl Records {
                 rejects.extend(ragged(&record, line, self.header.len(), Some(())));
                 continue;
             }
-            match fields(&record, &self.at) {
+            match fields(&record, &self.at, self.crlf) {
                 Ok(row) => {
                     for (b, v) in builders.iter_mut().zip(&row) {
                         b.append_option(*v);
@@ -151,6 +155,20 @@ impl Records {
 }
 
 impl Records {
+    /// The line `record`, just read, starts on: worked back from where the
+    /// reader is now (the position the csv crate stamps on a record is
+    /// taken before it skips blank lines).
+    fn start_line(&self, record: &csv::ByteRecord) -> u64 {
+        let end = self.reader.position();
+        let bytes = record.as_slice();
+        let inside = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+        // Its own newline ended it, unless the text ended first (or the
+        // text's last newline is inside its last field).
+        let at_end = self.mark.read_through(end.byte());
+        let ended = !at_end || (self.mark.ends_in_newline() && !bytes.ends_with(b"\n"));
+        end.line().saturating_sub(inside + u64::from(ended)).max(1)
+    }
+
     /// Whether `record`, just read, is the text's last and ends inside a
     /// quote never closed: its last field spans lines (so it was quoted)
     /// and the text ends without the closing quote. Such a record would
@@ -167,12 +185,16 @@ impl Records {
 
 /// The fields at `at` of `record` (a last field's `\r` dropped, empty ones
 /// null), or the position of one that is not UTF-8.
-fn fields<'r>(record: &'r csv::ByteRecord, at: &[usize]) -> Result<Vec<Option<&'r str>>, usize> {
+fn fields<'r>(
+    record: &'r csv::ByteRecord,
+    at: &[usize],
+    crlf: bool,
+) -> Result<Vec<Option<&'r str>>, usize> {
     let last = record.len() - 1;
     at.iter()
         .map(|&i| {
             let mut v = &record[i];
-            if i == last {
+            if i == last && crlf {
                 v = v.strip_suffix(b"\r").unwrap_or(v);
             }
             match std::str::from_utf8(v) {
@@ -187,7 +209,11 @@ fn fields<'r>(record: &'r csv::ByteRecord, at: &[usize]) -> Result<Vec<Option<&'
 /// The rejects of a record whose field count is not the header's: its
 /// line, and every further line it took (an unclosed quote's).
 fn ragged(record: &csv::ByteRecord, line: u64, fields: usize, open: Option<()>) -> Vec<Reject> {
-    let spans = 1 + record.as_slice().iter().filter(|&&b| b == b'\n').count() as u64;
+    // A record that ran to the end of the file took its last newline too:
+    // that ends its last line, it starts none.
+    let bytes = record.as_slice();
+    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let spans = 1 + body.iter().filter(|&&b| b == b'\n').count() as u64;
     (0..spans)
         .map(|k| Reject {
             line: line + k,
@@ -251,17 +277,34 @@ impl Texts {
     }
 }
 
-/// The header's names: a UTF-8 byte-order mark and a CRLF's `\r` dropped,
-/// an empty one named `_c<i>` as Spark names it. Empty for a file with no
-/// header (no bytes, or blank lines only).
+/// The header: the first record that is not a blank CRLF line, its names
+/// with a UTF-8 byte-order mark and a CRLF's `\r` dropped (an empty one
+/// named `_c<i>`, as Spark names it), and whether the file's lines end in
+/// CRLF. `None` for a file of no header (no bytes, or blank lines only).
 pub(super) fn header_names(
     path: &str,
     reader: &mut csv::Reader<BufReader<Capped>>,
-) -> Result<Vec<String>, SliceError> {
-    let header = reader.byte_headers().map_err(|e| unreadable(path, e))?;
+) -> Result<Option<(Vec<String>, bool)>, SliceError> {
+    let mut header = csv::ByteRecord::new();
+    loop {
+        if !reader
+            .read_byte_record(&mut header)
+            .map_err(|e| unreadable(path, e))?
+        {
+            return Ok(None);
+        }
+        let blank = |f: &[u8]| {
+            let f = f.strip_prefix(b"\xef\xbb\xbf").unwrap_or(f);
+            f.is_empty() || f == b"\r"
+        };
+        if !(header.len() == 1 && blank(&header[0])) {
+            break;
+        }
+    }
+    let line = header.position().map_or(1, |p| p.line());
     let refused = |why: String, fix: &str| SliceError::BadRow {
         path: path.to_string(),
-        line: 1,
+        line,
         at: String::new(),
         why,
         fix: fix.into(),
@@ -275,7 +318,8 @@ pub(super) fn header_names(
             "declare the columns you need with --schema, or split the file",
         ));
     }
-    let last = header.len().saturating_sub(1);
+    let last = header.len() - 1;
+    let crlf = header[last].ends_with(b"\r");
     let mut names = Vec::with_capacity(header.len());
     for (i, h) in header.iter().enumerate() {
         let mut h = if i == 0 {
@@ -283,8 +327,14 @@ pub(super) fn header_names(
         } else {
             h
         };
-        if i == last {
+        if i == last && crlf {
             h = h.strip_suffix(b"\r").unwrap_or(h);
+        }
+        if h.contains(&b'\r') {
+            return Err(refused(
+                "its lines end in a lone \\r (old Mac line ends), which idem does not read".into(),
+                "convert the line ends to \\n (or \\r\\n)",
+            ));
         }
         let name = String::from_utf8(h.to_vec()).map_err(|_| {
             refused(
@@ -298,10 +348,7 @@ pub(super) fn header_names(
             name
         });
     }
-    if names == ["_c0"] {
-        return Ok(Vec::new());
-    }
-    Ok(names)
+    Ok(Some((names, crlf)))
 }
 
 /// Where each column of `schema` is in `header` (each named there once).

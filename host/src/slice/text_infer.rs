@@ -189,6 +189,7 @@ impl ResolvedSlice {
         let mut inputs = self.inputs.iter();
         let mut current: Option<(&InputObject, Lines)> = None;
         let mut pending = Vec::new().into_iter();
+        let mut keys = std::collections::HashSet::new();
         let values = std::iter::from_fn(|| {
             loop {
                 if let Some(v) = pending.next() {
@@ -207,7 +208,7 @@ impl ResolvedSlice {
                     }
                 }
                 let (input, lines) = current.as_mut()?;
-                let chunk = match lines.read(&input.path, INFER_ROWS, 64 << 20) {
+                let chunk = match lines.read(&input.path, INFER_ROWS, 64 << 20, 0) {
                     Ok(c) => c,
                     Err(e) => {
                         failed = Some(e);
@@ -218,11 +219,20 @@ impl ResolvedSlice {
                     current = None;
                     continue;
                 }
-                pending = (0..chunk.lines.len())
+                let objects: Vec<serde_json::Value> = (0..chunk.lines.len())
                     .filter_map(|i| serde_json::from_slice(chunk.line(i)).ok())
                     .filter(serde_json::Value::is_object)
-                    .collect::<Vec<_>>()
-                    .into_iter();
+                    .collect();
+                // Too many keys is said as soon as it is seen, not after
+                // arrow has mapped them all.
+                for o in &objects {
+                    keys.extend(o.as_object().into_iter().flat_map(|m| m.keys().cloned()));
+                }
+                if keys.len() > MAX_COLUMNS {
+                    failed = Some(too_wide(self, keys.len()));
+                    return None;
+                }
+                pending = objects.into_iter();
             }
         });
         let inferred = arrow::json::reader::infer_json_schema_from_iterator(values);
@@ -234,17 +244,22 @@ impl ResolvedSlice {
             why: format!("its JSON lines' schema cannot be inferred: {e}"),
             fix: "declare the columns with --schema".into(),
         })?;
-        if inferred.fields().len() > MAX_COLUMNS {
-            return Err(SliceError::Refused {
-                path: self.root.to_string(),
-                why: format!(
-                    "its JSON lines hold {} distinct keys, more than idem reads ({MAX_COLUMNS})",
-                    inferred.fields().len()
-                ),
-                fix: "declare the columns you need with --schema".into(),
-            });
+        let width = super::text_json::leaves(inferred.fields());
+        if width > MAX_COLUMNS {
+            return Err(too_wide(self, width));
         }
         Ok(Some(canonical_json_schema(&inferred)))
+    }
+}
+
+/// Why JSON lines of `n` keys (nested ones counted) are refused.
+fn too_wide(slice: &ResolvedSlice, n: usize) -> SliceError {
+    SliceError::Refused {
+        path: slice.root.to_string(),
+        why: format!(
+            "its JSON lines hold {n} distinct keys or more, more than idem reads ({MAX_COLUMNS})"
+        ),
+        fix: "declare the columns you need with --schema".into(),
     }
 }
 

@@ -49,15 +49,18 @@ impl Lines {
         Lines { reader, line: 0 }
     }
 
-    /// Up to `n` non-blank lines, or about `max_bytes` of them.
+    /// Up to `n` non-blank lines, or about `max_bytes` of them counting
+    /// `per_row` for what each becomes (a cell per column).
     pub(super) fn read(
         &mut self,
         path: &str,
         n: usize,
         max_bytes: u64,
+        per_row: u64,
     ) -> Result<Chunk, SliceError> {
         let mut chunk = Chunk::default();
-        while chunk.lines.len() < n && (chunk.bytes.len() as u64) < max_bytes {
+        let cost = |c: &Chunk| c.bytes.len() as u64 + per_row * c.lines.len() as u64;
+        while chunk.lines.len() < n && cost(&chunk) < max_bytes {
             let start = chunk.bytes.len();
             if self
                 .reader
@@ -97,16 +100,32 @@ fn decoder(schema: &SchemaRef, rows: usize) -> Result<Decoder, SliceError> {
 fn together(
     schema: &SchemaRef,
     chunk: &Chunk,
-    lines: Range<usize>,
+    lines: &[usize],
 ) -> Result<Option<RecordBatch>, SliceError> {
     let mut d = decoder(schema, lines.len())?;
-    for (k, i) in lines.enumerate() {
+    for (k, &i) in lines.iter().enumerate() {
         let one = d.decode(chunk.line(i)).and_then(|_| d.decode(b"\n"));
         if one.is_err() || d.len() != k + 1 || d.has_partial_record() {
             return Ok(None);
         }
     }
     Ok(d.flush().ok().flatten())
+}
+
+/// The leaf columns of `fields` (a struct's fields each, a list's item):
+/// what a decoder allocates per row.
+pub(super) fn leaves(fields: &arrow::datatypes::Fields) -> usize {
+    use arrow::datatypes::DataType;
+    fields
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Struct(inner) => leaves(inner).max(1),
+            DataType::List(item) | DataType::LargeList(item) => {
+                leaves(&arrow::datatypes::Fields::from(vec![item.as_ref().clone()]))
+            }
+            _ => 1,
+        })
+        .sum()
 }
 
 /// One line's row, or why it is not one.
@@ -131,25 +150,38 @@ pub(super) fn decode(
     schema: &SchemaRef,
     chunk: &Chunk,
 ) -> Result<(RecordBatch, Vec<Reject>), SliceError> {
-    let per = (DECODER_CELLS / (2 + 2 * schema.fields().len())).max(1);
+    let per = (DECODER_CELLS / (2 + 2 * leaves(schema.fields()))).max(1);
     let mut batches = Vec::new();
     let mut rejects = Vec::new();
     let mut start = 0;
     while start < chunk.lines.len() {
         let end = (start + per).min(chunk.lines.len());
-        if let Some(b) = together(schema, chunk, start..end)? {
+        let all: Vec<usize> = (start..end).collect();
+        if let Some(b) = together(schema, chunk, &all)? {
             batches.push(b);
-        } else {
-            for i in start..end {
-                match alone(schema, chunk.line(i))? {
-                    Ok(b) => batches.push(b),
-                    Err(why) => rejects.push(Reject {
-                        line: chunk.lines[i].0,
-                        column: None,
-                        why: crate::text::clip_str(why.trim_start_matches("Json error: "), 512),
-                    }),
-                }
+            start = end;
+            continue;
+        }
+        // One at a time to tell the bad lines, then the good ones together
+        // (never thousands of one-row batches held at once).
+        let mut good = Vec::new();
+        for i in start..end {
+            match alone(schema, chunk.line(i))? {
+                Ok(_) => good.push(i),
+                Err(why) => rejects.push(Reject {
+                    line: chunk.lines[i].0,
+                    column: None,
+                    why: crate::text::clip_str(why.trim_start_matches("Json error: "), 512),
+                }),
             }
+        }
+        if !good.is_empty() {
+            let b = together(schema, chunk, &good)?.ok_or_else(|| SliceError::Refused {
+                path: path.to_string(),
+                why: "lines that decode alone do not decode together".into(),
+                fix: "report it with the file".into(),
+            })?;
+            batches.push(b);
         }
         start = end;
     }

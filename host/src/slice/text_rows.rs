@@ -157,7 +157,8 @@ impl TextRows {
                 read.typed(&self.schema)?
             }
             Source::Lines(l) => {
-                let chunk = l.read(&self.path, n, bytes)?;
+                let per_row = 8 * super::text_json::leaves(self.schema.fields()) as u64;
+                let chunk = l.read(&self.path, n, bytes, per_row)?;
                 if chunk.is_empty() {
                     return Ok(None);
                 }
