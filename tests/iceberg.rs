@@ -49,8 +49,15 @@ impl Fixture {
     /// The same, with how many data files a scan filtered by `filter`
     /// plans (`planned`).
     fn read_planning(&self, name: &str, filter: &str) -> Value {
+        self.read_with(name, &[("IDEM_PLAN_FILTER", filter)])
+    }
+    /// What pyiceberg reads on branch `branch` of `sales.<name>`.
+    fn read_branch(&self, name: &str, branch: &str) -> Value {
+        self.read_with(name, &[("IDEM_READ_REF", branch)])
+    }
+    fn read_with(&self, name: &str, env: &[(&str, &str)]) -> Value {
         let out = Command::new(common::python())
-            .env("IDEM_PLAN_FILTER", filter)
+            .envs(env.iter().copied())
             .arg(common::root().join("tests/read_iceberg.py"))
             .arg(self.catalog())
             .arg(self.warehouse())
@@ -292,6 +299,18 @@ fn spawn_run(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> std::process::Child {
+    spawn_day(fx, module, "2026-10-01", table, extra, env)
+}
+
+/// `idem run` of date `day` started, not awaited.
+fn spawn_day(
+    fx: &Fixture,
+    module: &Path,
+    day: &str,
+    table: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_idem"));
     cmd.args(["run", "--module"])
         .arg(module)
@@ -299,9 +318,9 @@ fn spawn_run(
         .arg(fx.data());
     cmd.args([
         "--partition",
-        "date=2026-10-01",
+        &format!("date={day}"),
         "--logical-date",
-        "2026-10-01",
+        day,
         "--batch-rows",
         "1000",
         "--table",
@@ -1061,4 +1080,327 @@ fn an_iceberg_table_at_a_pinned_version_is_a_slice_input() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("cannot be used with"), "{err}");
+}
+
+/// Write-audit-publish on a branch: a failed audit (an expectation, then
+/// the audit module) leaves main as it was and the output on the branch,
+/// which pyiceberg reads and `idem show` names; a passing run replaces
+/// it, fast-forwards main to the audited snapshot (the branch's own, not
+/// a new one) and drops the branch; a rerun is a memo hit.
+#[test]
+fn a_branch_holds_the_output_until_its_audit_passes() {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 2_000);
+    let module = common::guest("examples/clean_orders");
+    let audit = common::guest("examples/audit_totals");
+    let (table, branch) = (fx.table("wap"), "wap/date=2026-10-01");
+    ok(run(&fx, &module, "2026-10-01", &fx.table("clean1"), &[]));
+    let clean1 = rows(&fx.read("clean1"));
+    let failed = run(
+        &fx,
+        &module,
+        "2026-10-01",
+        &table,
+        &["--wap", "--expect", "rows(..5)"],
+    );
+    assert_eq!(failed.0, 1, "{}{}", failed.1, failed.2);
+    for want in [
+        "rows(..5)",
+        "Nothing was published: main is unchanged",
+        &format!("branch `{branch}`"),
+    ] {
+        assert!(failed.2.contains(want), "{want}: {}", failed.2);
+    }
+    let main = fx.read("wap");
+    assert!(rows(&main).is_empty() && version(&main) == -1, "{main}");
+    let first = fx.read_branch("wap", branch);
+    assert_eq!(rows(&first), clean1, "the branch holds the output");
+    let shown = |code: i32| {
+        let r = common::idem(&["show", &format!("{table}#date=2026-10-01")]);
+        assert_eq!(r.0, code, "{}{}", r.1, r.2);
+        r.1
+    };
+    assert!(shown(0).contains(&format!("unpublished:  branch {branch}")));
+    // The audit module fails the next run: a new branch snapshot, main
+    // still empty.
+    let a = s(&audit);
+    let strict = [
+        "--wap",
+        "--audit-module",
+        &a,
+        "--audit-params",
+        r#"{"max_total": 10}"#,
+    ];
+    let failed = run(&fx, &module, "2026-10-01", &table, &strict);
+    assert_eq!(failed.0, 1, "{}", failed.2);
+    assert!(
+        failed.2.contains("totals outside [0, 10]") && failed.2.contains(branch),
+        "{}",
+        failed.2
+    );
+    let second = fx.read_branch("wap", branch);
+    assert_ne!(second["snapshot"], first["snapshot"]);
+    assert!(rows(&fx.read("wap")).is_empty());
+    // Passing: main is fast-forwarded to the audited snapshot.
+    let pass = [
+        "--wap",
+        "--expect",
+        "rows(1..)",
+        "--audit-module",
+        &a,
+        "--json",
+    ];
+    let out: Value =
+        serde_json::from_str(&ok(run(&fx, &module, "2026-10-01", &table, &pass))).unwrap();
+    assert_eq!(out["outcome"]["kind"], "committed", "{out}");
+    let main = fx.read("wap");
+    assert_eq!(rows(&main), clean1);
+    assert_eq!(
+        main["refs"].as_object().unwrap().len(),
+        1,
+        "branch dropped: {main}"
+    );
+    let head = main["snapshots"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        head["idem.wapBranch"], branch,
+        "main's head is the branch's snapshot: {head}"
+    );
+    assert_eq!(main["snapshot"], head["id"]);
+    assert!(!shown(0).contains("unpublished"));
+    // The manifest holds both verdicts, read from the branch's rows.
+    let manifest = out["manifest"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("file://");
+    let stored: Value =
+        serde_json::from_str(&common::idem(&["show", manifest, "--json"]).1).unwrap();
+    let audits = &stored["predicate"]["result"]["audits"];
+    assert_eq!(
+        audits[0]["observed"],
+        format!("{} rows", clean1.len()),
+        "{audits}"
+    );
+    assert_eq!(audits[1]["passed"], true, "{audits}");
+    // Memo, audit, verify and the log see an ordinary commit.
+    let again = ok(run(
+        &fx,
+        &module,
+        "2026-10-01",
+        &table,
+        &["--wap", "--expect", "rows(1..)", "--audit-module", &a],
+    ));
+    assert!(field(&again, "result:").contains("memo"), "{again}");
+    let slice_ref = format!("{table}#date=2026-10-01");
+    for cmd in [vec!["audit", &table], vec!["verify", &slice_ref]] {
+        let r = common::idem(&cmd);
+        assert_eq!(r.0, 0, "{cmd:?}: {}{}", r.1, r.2);
+    }
+    let log = common::idem(&["log", &table, "--json"]).1;
+    assert!(
+        log.contains(out["manifestDigest"].as_str().unwrap()),
+        "{log}"
+    );
+    // Superseded by a commit to main, the manifest is still the one a
+    // snapshot of the table published (not "forged").
+    ok(run(
+        &fx,
+        &module,
+        "2026-10-01",
+        &table,
+        &["--params", r#"{"min_amount": 900}"#],
+    ));
+    let r = common::idem(&["verify", manifest]);
+    assert_eq!(r.0, 0, "{}{}", r.1, r.2);
+    assert!(!format!("{}{}", r.1, r.2).contains("forged"), "{}", r.1);
+}
+
+/// A second slice publishes on top of the first (a fast-forward from a
+/// parent); two runs of one slice auditing on branches at once end with
+/// one publish and no branch left; a named branch; what has no branch is
+/// refused by name.
+#[test]
+fn branches_race_stack_and_are_refused_where_they_cannot_work() {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 2_000);
+    let module = common::guest("examples/clean_orders");
+    let table = fx.table("wap");
+    let clean = fx.table("clean");
+    for d in ["2026-10-01", "2026-10-02"] {
+        ok(run(&fx, &module, d, &clean, &[]));
+    }
+    let gate = tempfile::tempdir().unwrap();
+    let barrier = format!("before-log-write:2:{}", gate.path().display());
+    let hold = [("IDEM_FAULT_BARRIER", barrier.as_str())];
+    let args = ["--wap", "--expect", "rows(1..)"];
+    let a = spawn_run(&fx, &module, &table, &args, &hold);
+    let b = spawn_run(&fx, &module, &table, &args, &hold);
+    let (ra, rb) = (wait(a), wait(b));
+    assert_eq!((ra.0, rb.0), (0, 0), "{}\n{}", ra.2, rb.2);
+    let mut results = vec![field(&ra.1, "result:"), field(&rb.1, "result:")];
+    results.sort();
+    assert!(results[0].starts_with("committed version"), "{results:?}");
+    assert!(
+        results[1].starts_with("unchanged since version"),
+        "{results:?}"
+    );
+    let named = ["--wap-branch", "audit/oct-02", "--expect", "rows(1..)"];
+    ok(run(&fx, &module, "2026-10-02", &table, &named));
+    let got = fx.read("wap");
+    assert_eq!(rows(&got), rows(&fx.read("clean")));
+    assert_eq!(got["refs"].as_object().unwrap().len(), 1, "{got}");
+    // Main's head is the named branch's snapshot, whose parent is the
+    // race winner's branch snapshot: two fast-forwards.
+    let snaps = got["snapshots"].as_array().unwrap();
+    let by_id = |id: &Value| snaps.iter().find(|s| &s["id"] == id).unwrap().clone();
+    let head = by_id(&got["snapshot"]);
+    assert_eq!(head["idem.wapBranch"], "audit/oct-02", "{got}");
+    let parent = by_id(&head["parent"]);
+    assert_eq!(parent["idem.wapBranch"], "wap/date=2026-10-01", "{got}");
+    assert_eq!(parent["idem.slice"], "date=2026-10-01", "{got}");
+    let shown = common::idem(&["show", &format!("{table}#date=2026-10-01")]).1;
+    assert!(!shown.contains("unpublished"), "{shown}");
+    // A branch holding another slice's waiting output is not taken over.
+    let hold = [
+        "--wap-branch",
+        "hold",
+        "--expect",
+        "rows(..0)",
+        "--params",
+        r#"{"min_amount": 1}"#,
+    ];
+    assert_eq!(run(&fx, &module, "2026-10-02", &table, &hold).0, 1);
+    // Refused by name: Delta (no branches), a merge, `main`.
+    let delta = s(&fx.dir.path().join("delta"));
+    let fresh = fx.table("fresh");
+    let refusals = [
+        (
+            table.as_str(),
+            vec!["--wap-branch", "hold", "--params", r#"{"min_amount": 2}"#],
+            "`date=2026-10-02`'s output waiting",
+        ),
+        (
+            delta.as_str(),
+            vec!["--wap"],
+            "a Delta table has no branches",
+        ),
+        (
+            &fresh,
+            vec!["--wap", "--mode", "merge", "--key", "order_id"],
+            "does not take a merge",
+        ),
+        (&table, vec!["--wap-branch", "main"], "cannot be `main`"),
+        (
+            &table,
+            vec!["--wap-branch", "two words"],
+            "is not a branch name",
+        ),
+    ];
+    for (t, extra, want) in refusals {
+        let r = run(&fx, &module, "2026-10-01", t, &extra);
+        assert_ne!(r.0, 0, "{extra:?}");
+        assert!(r.2.contains(want), "{extra:?}: {}", r.2);
+    }
+    assert!(!fx.dir.path().join("delta/_delta_log").exists());
+}
+
+/// A branch write whose catalog answers are lost is still published once;
+/// `main` moving between the audit and the publish makes the run write
+/// and audit again on top of it; a plain commit of the slice makes its
+/// waiting branch stale and drops it; an unpublished snapshot is no
+/// version to read.
+#[test]
+fn a_branch_write_survives_lost_answers_and_moves_of_main() {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 2_000);
+    let module = common::guest("examples/clean_orders");
+    let table = fx.table("wap");
+    let high = ["--params", r#"{"min_amount": 900}"#];
+    ok(run(&fx, &module, "2026-10-01", &fx.table("clean"), &high));
+    ok(run(&fx, &module, "2026-10-02", &fx.table("clean"), &[]));
+    let lost = [("IDEM_FAULT_FAIL", "lost-commit-response")];
+    let r = wait(spawn_run(&fx, &module, &table, &["--wap"], &lost));
+    assert_eq!(r.0, 0, "{}", r.2);
+    assert!(
+        field(&r.1, "result:").starts_with("committed version"),
+        "{}",
+        r.1
+    );
+    // A (slice 1, new output) waits after its audit until B (slice 2) has
+    // committed to main.
+    let gate = tempfile::tempdir().unwrap();
+    let at = |point: &str| format!("{point}:2:{}", gate.path().display());
+    let (a_at, b_at) = (at("before-commit"), at("after-record"));
+    let a = spawn_run(
+        &fx,
+        &module,
+        &table,
+        &["--wap", high[0], high[1]],
+        &[("IDEM_FAULT_BARRIER", &a_at)],
+    );
+    let b = spawn_day(
+        &fx,
+        &module,
+        "2026-10-02",
+        &table,
+        &[],
+        &[("IDEM_FAULT_BARRIER", &b_at)],
+    );
+    let (ra, rb) = (wait(a), wait(b));
+    assert_eq!((ra.0, rb.0), (0, 0), "{}\n{}", ra.2, rb.2);
+    let got = fx.read("wap");
+    assert_eq!(rows(&got), rows(&fx.read("clean")));
+    let snaps = got["snapshots"].as_array().unwrap();
+    let by_id = |id: &Value| snaps.iter().find(|s| &s["id"] == id).unwrap().clone();
+    let head = by_id(&got["snapshot"]);
+    assert_eq!(head["idem.wapBranch"], "wap/date=2026-10-01", "{got}");
+    assert_eq!(
+        by_id(&head["parent"])["idem.slice"],
+        "date=2026-10-02",
+        "written again on B's commit: {got}"
+    );
+    assert_eq!(got["refs"].as_object().unwrap().len(), 1, "{got}");
+    // A failed audit, then a plain commit of the slice: the branch goes.
+    let fail = ["--wap", "--expect", "rows(..0)", high[0], high[1]];
+    assert_eq!(run(&fx, &module, "2026-10-02", &table, &fail).0, 1);
+    let waiting = fx.read("wap");
+    let id = &waiting["refs"]["wap/date=2026-10-02"];
+    let seq = by_id_in(&waiting, id)["sequence"]
+        .as_i64()
+        .unwrap()
+        .to_string();
+    let pinned = common::idem(&[
+        "run",
+        "--module",
+        &s(&module),
+        "--input",
+        &table,
+        "--table-version",
+        &seq,
+        "--mode",
+        "append",
+        "--table",
+        &s(&fx.dir.path().join("x")),
+    ]);
+    assert!(
+        pinned.0 != 0 && pinned.2.contains("never published"),
+        "{}",
+        pinned.2
+    );
+    ok(run(&fx, &module, "2026-10-02", &table, &high));
+    let after = fx.read("wap");
+    assert_eq!(after["refs"].as_object().unwrap().len(), 1, "{after}");
+    let shown = common::idem(&["show", &format!("{table}#date=2026-10-02")]).1;
+    assert!(!shown.contains("unpublished"), "{shown}");
+}
+
+fn by_id_in(read: &Value, id: &Value) -> Value {
+    read["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| &s["id"] == id)
+        .unwrap()
+        .clone()
 }

@@ -7,6 +7,7 @@ sorted, so two tables can be compared row by row.
 usage: read_iceberg.py CATALOG_DB WAREHOUSE NAMESPACE.TABLE [CATALOG_NAME]
 (CATALOG_DB a SQLite file, or a SQLAlchemy URI: postgresql+psycopg2://...)
 (WAREHOUSE a local folder, or s3://... with the AWS_* variables set)
+IDEM_READ_REF=NAME reads the branch or tag NAME instead of main.
 """
 import datetime
 import decimal
@@ -44,7 +45,15 @@ def main() -> None:
     catalog = SqlCatalog(name, uri=db if "://" in db else f"sqlite:///{db}", warehouse=warehouse, **props)
     table = catalog.load_table(ident)
     snap = table.current_snapshot()
-    arrow = table.scan().to_arrow()
+    # IDEM_READ_REF: read a branch (or tag) instead of main.
+    ref = os.environ.get("IDEM_READ_REF")
+    if ref:
+        snap = table.snapshot_by_name(ref)
+        if snap is None:
+            sys.exit(f"the table has no ref {ref!r}")
+        arrow = table.scan(snapshot_id=snap.snapshot_id).to_arrow()
+    else:
+        arrow = table.scan().to_arrow()
     cols = sorted(arrow.column_names)
     data = arrow.to_pydict()
     rows = [
@@ -60,6 +69,7 @@ def main() -> None:
             {
                 "sequence": s.sequence_number,
                 "id": s.snapshot_id,
+                "parent": s.parent_snapshot_id,
                 "operation": s.summary.operation.value if s.summary else None,
                 **{k: v for k, v in props.items() if k.startswith("idem.")},
             }
@@ -81,6 +91,8 @@ def main() -> None:
                     [f.name, str(f.field_type), f.required] for f in table.schema().fields
                 ],
                 "partition": [str(f) for f in table.spec().fields],
+                "snapshot": snap.snapshot_id if snap else None,
+                "refs": {name: r.snapshot_id for name, r in table.refs().items()},
             }
         )
     )

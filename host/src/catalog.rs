@@ -65,15 +65,7 @@ pub fn find(reference: &str, table: Option<&str>) -> Result<Found, RunError> {
     // TABLE#SLICE split at the first `#` (slice ids may hold one); an
     // Iceberg table's own name holds one (`...#NAMESPACE.TABLE#SLICE`).
     let read = || crate::storage::read_location(reference).map_err(|e| RunError::Table(e.into()));
-    let split = if crate::table::iceberg::is_iceberg(reference) {
-        reference.split_once('#').and_then(|(catalog, rest)| {
-            let (name, slice) = rest.split_once('#')?;
-            Some((&reference[..catalog.len() + 1 + name.len()], slice))
-        })
-    } else {
-        reference.split_once('#')
-    };
-    let bytes = match split {
+    let bytes = match split_slice(reference) {
         Some((table, slice)) if !reference.ends_with(".json") => {
             return rt.block_on(by_slice(table, slice));
         }
@@ -98,6 +90,28 @@ pub fn find(reference: &str, table: Option<&str>) -> Result<Found, RunError> {
         bytes,
         location: reference.to_string(),
     })
+}
+
+/// `TABLE#SLICE` split at the first `#` (slice ids may hold one); an
+/// Iceberg table's own name holds one (`...#NAMESPACE.TABLE#SLICE`).
+fn split_slice(reference: &str) -> Option<(&str, &str)> {
+    if crate::table::iceberg::is_iceberg(reference) {
+        reference.split_once('#').and_then(|(catalog, rest)| {
+            let (name, slice) = rest.split_once('#')?;
+            Some((&reference[..catalog.len() + 1 + name.len()], slice))
+        })
+    } else {
+        reference.split_once('#')
+    }
+}
+
+/// For `TABLE#SLICE`: the slice's output written to a branch and not
+/// published (write-audit-publish), when the table has one
+/// ([`crate::table::Pending::published`]: whether an earlier output is).
+pub fn pending(reference: &str) -> Option<crate::table::Pending> {
+    let (table, slice) = split_slice(reference).filter(|_| !looks_like_key(reference))?;
+    let rt = crate::run::runtime().ok()?;
+    rt.block_on(async { Table::open_existing(table).await.ok()?.pending(slice) })
 }
 
 /// The current commit of each slice of the table at `location`, when it

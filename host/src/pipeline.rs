@@ -97,6 +97,8 @@ pub struct Stage {
     audit: Option<(PathBuf, String)>,
     /// How a first stage reads CSV, TSV or JSON-lines inputs.
     text: crate::slice::TextOptions,
+    /// Write-audit-publish on an Iceberg branch ([`crate::run::Run::wap`]).
+    wap: Option<Option<String>>,
 }
 
 /// A checked pipeline file.

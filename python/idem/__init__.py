@@ -148,6 +148,7 @@ def _publish(
     *,
     schema: Union[None, str, Sequence[Mapping[str, str]]] = None,
     max_rejects: int = 0,
+    wap: Union[bool, str] = False,
 ) -> dict:
     if audit_params is not None and audit_module is None:
         raise InputError("audit_params needs audit_module (the audit transform they are for)")
@@ -156,7 +157,11 @@ def _publish(
             raise InputError(f"{what} must be text, not {type(value).__name__}: {value!r}")
     if lineage_namespace is not None and lineage is None:
         raise InputError("lineage_namespace needs lineage (the receiver the events go to)")
+    if not isinstance(wap, (bool, str)):
+        raise InputError(f"wap must be True or a branch name, not {type(wap).__name__}: {wap!r}")
     return {
+        "wap": wap is True,
+        "wap_branch": wap if isinstance(wap, str) else None,
         "sign_key": _maybe_text(sign_key, "sign_key"),
         "lineage": lineage,
         "lineage_namespace": lineage_namespace,
@@ -269,6 +274,7 @@ def run(
     audit_params: Params = None,
     schema: Union[None, str, Sequence[Mapping[str, str]]] = None,
     max_rejects: int = 0,
+    wap: Union[bool, str] = False,
     force: bool = False,
     origin: Optional[str] = None,
     sign_key: Optional[PathLike] = None,
@@ -315,6 +321,11 @@ def run(
     skipped and counted (the manifest's ``rejectedRows``) before one fails
     the run.
 
+    ``wap=True`` (or a branch name) on an Iceberg table writes the output
+    to a branch (``wap/<slice id>``), audits the branch's rows with
+    ``expect`` and ``audit_module``, and fast-forwards ``main`` to it only
+    when they pass (``--wap``, ``--wap-branch``).
+
     Returns a :class:`RunResult`: ``outcome`` is ``committed``,
     ``unchanged``, ``memo`` or ``up-to-date``. Raises :class:`IdemError`
     subclasses, as the CLI exits.
@@ -324,6 +335,7 @@ def run(
     publish = _publish(
         mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params, sign_key,
         lineage, lineage_namespace, _lineage_parent, schema=schema, max_rejects=max_rejects,
+        wap=wap,
     )
     return _idem.run(_run_args(module, table, slice_args, publish, force, origin), limits)
 
@@ -403,6 +415,7 @@ def backfill(
     audit_params: Params = None,
     schema: Union[None, str, Sequence[Mapping[str, str]]] = None,
     max_rejects: int = 0,
+    wap: Union[bool, str] = False,
     force: bool = False,
     sign_key: Optional[PathLike] = None,
     lineage: Optional[str] = None,
@@ -419,9 +432,11 @@ def backfill(
     With ``lineage``, each slice's events name the backfill as their
     parent run.
     """
+    if isinstance(wap, str):
+        raise InputError("a backfill writes one branch per slice: say wap=True (branches wap/<slice id>), not a name")
     publish = _publish(
         mode, key, params, None, batch_rows, expect, audit_module, audit_params, sign_key,
-        lineage, lineage_namespace, schema=schema, max_rejects=max_rejects,
+        lineage, lineage_namespace, schema=schema, max_rejects=max_rejects, wap=wap,
     )
     args = {
         "module": _text(module, "module"),

@@ -66,6 +66,10 @@ pub struct Publish {
     /// Text inputs' declared columns (JSON, as `--schema`).
     schema: Option<String>,
     max_rejects: u64,
+    /// Write-audit-publish on an Iceberg branch (`--wap`,
+    /// `--wap-branch`).
+    wap: bool,
+    wap_branch: Option<String>,
 }
 
 impl RunArgs {
@@ -163,7 +167,11 @@ impl Publish {
             .batch_rows(self.batch_rows)
             .expect(expectations.to_vec())
             .text(text.clone())
-            .audit_module(self.audit_module.clone(), self.audit_params.clone());
+            .audit_module(self.audit_module.clone(), self.audit_params.clone())
+            .wap(match (self.wap, &self.wap_branch) {
+                (true, _) => Some(None),
+                (false, name) => name.clone().map(Some),
+            });
         if self.logical_date.is_some() {
             run = run.logical_date(self.logical_date.clone());
         }

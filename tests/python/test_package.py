@@ -546,3 +546,23 @@ def test_spark_slices_are_checked_on_the_driver_before_any_job():
     assert idem.spark._absolute("rel/t") == os.path.abspath("rel/t")
     assert idem.spark._absolute("s3://b/t") == "s3://b/t"
     assert idem.spark._dates("2026-02-27", "2026-03-01") == ["2026-02-27", "2026-02-28", "2026-03-01"]
+
+
+def test_wap_writes_an_iceberg_branch_and_publishes_only_what_passes(tmp_path):
+    table = f"iceberg+sqlite://{tmp_path}/lake/catalog.db#sales.t"
+    with pytest.raises(idem.CheckFailed, match="Nothing was published: main is unchanged") as e:
+        idem.run(MODULE, table, input=DATA, partition=DAY, wap=True, expect=["rows(..5)"])
+    assert f"branch `wap/{DAY}`" in str(e.value)
+    r = idem.run(MODULE, table, input=DATA, partition=DAY, wap="audit/x", expect=["rows(1..)"])
+    assert r.outcome == "committed"
+    # The same run as the CLI's --wap-branch plans, and the same run key as
+    # without a branch (how it is published is not what it is).
+    code, out, err = cli(
+        "run", "--module", MODULE, "--input", DATA, "--partition", DAY, "--table", table,
+        "--wap-branch", "audit/x", "--expect", "rows(1..)",
+    )
+    assert code == 0 and out["runKey"] == r.run_key and out["outcome"]["kind"] == "memo", err
+    with pytest.raises(idem.InputError, match="a Delta table has no branches"):
+        idem.run(MODULE, str(tmp_path / "d"), input=DATA, partition=DAY, wap=True)
+    with pytest.raises(idem.InputError, match="wap must be True or a branch name"):
+        idem.run(MODULE, table, input=DATA, partition=DAY, wap=5)

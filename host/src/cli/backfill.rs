@@ -79,6 +79,12 @@ fn backfill_words(a: clap::Arg) -> clap::Arg {
 
 pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
     let dates = super::flags::dates(&a.from, &a.to, a.jobs)?;
+    if a.publish.wap_branch.is_some() {
+        return Err(idem::run::RunError::Usage(
+            "a backfill writes one branch per slice: say --wap (branches wap/<slice id>), not --wap-branch".into(),
+        )
+        .into());
+    }
     let mode = a.flags.mode(&Default::default())?;
     // The partition column and each date become directory names.
     idem::run::parse_partition(&format!("{}={}", a.column, a.from))?;

@@ -114,13 +114,27 @@ pub struct PublishArgs {
     /// The audit module's params (JSON).
     #[arg(long, default_value = "{}", requires = "audit_module")]
     pub audit_params: String,
+    /// Write-audit-publish on an Iceberg branch: commit the output to
+    /// branch NAME, audit the branch's rows (--expect, --audit-module),
+    /// then fast-forward main to it. A failed audit leaves main as it was
+    /// and the branch to inspect.
+    #[arg(long, value_name = "NAME")]
+    pub wap_branch: Option<String>,
+    /// As --wap-branch, on a branch per slice: `wap/<slice id>`.
+    #[arg(long, conflicts_with = "wap_branch")]
+    pub wap: bool,
 }
 
 impl PublishArgs {
     /// `run` with these checks.
     pub fn apply(&self, run: Run) -> Run {
+        let wap = match (self.wap, &self.wap_branch) {
+            (true, _) => Some(None),
+            (false, name) => name.clone().map(Some),
+        };
         run.expect(self.expect.clone())
             .audit_module(self.audit_module.clone(), self.audit_params.clone())
+            .wap(wap)
     }
 }
 

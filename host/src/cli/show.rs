@@ -29,6 +29,16 @@ pub fn show(a: ShowArgs, out: Out) -> Result<ExitCode> {
         print_slices(&a.run, &slices, out);
         return Ok(ExitCode::SUCCESS);
     }
+    let pending = a
+        .table
+        .is_none()
+        .then(|| idem::catalog::pending(&a.run))
+        .flatten();
+    // Never published: the branch is all there is to show.
+    if let Some(p) = pending.as_ref().filter(|p| !p.published) {
+        print_pending(Some(p), out);
+        return Ok(ExitCode::SUCCESS);
+    }
     let found = idem::catalog::find(&a.run, a.table.as_deref())?;
     if out.json {
         // Exactly the stored bytes: what the manifest's digest covers.
@@ -40,7 +50,33 @@ pub fn show(a: ShowArgs, out: Out) -> Result<ExitCode> {
     }
     let holding = idem::catalog::holding(&found);
     print_manifest(&found, &holding);
+    print_pending(pending.as_ref(), out);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The slice's output waiting on a branch (write-audit-publish): its
+/// audit failed, or has not finished.
+fn print_pending(p: Option<&idem::table::Pending>, out: Out) {
+    let Some(p) = p else { return };
+    if out.json {
+        super::print_json(&serde_json::json!({ "unpublished": p }));
+        return;
+    }
+    let gone = if p.branch_there {
+        ""
+    } else {
+        " (the branch no longer points at it)"
+    };
+    // Read from the table's properties: any writer's text.
+    let t = |s: &str| idem::text::shown(s, 256);
+    println!(
+        "unpublished:  branch {} at snapshot {} (version {}){gone}: run key {}, output {}; its audit failed or has not finished, main does not hold it",
+        t(&p.branch),
+        p.snapshot,
+        p.version,
+        t(&p.run_key),
+        t(&p.output_digest)
+    );
 }
 
 /// A table's slices: each one's current commit (what `TABLE#SLICE`

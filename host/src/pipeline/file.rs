@@ -57,6 +57,10 @@ struct StageConfig {
     schema: Option<Vec<crate::slice::ColumnRecord>>,
     /// Bad rows of its text input skipped and counted.
     max_rejects: Option<u64>,
+    /// Write-audit-publish on an Iceberg branch per slice
+    /// (`wap/<slice>`).
+    #[serde(default)]
+    wap: bool,
 }
 
 /// Paths in the file are relative to its folder; URLs are kept.
@@ -195,6 +199,7 @@ fn check_stage(s: StageConfig, i: usize, earlier: &[Stage], dir: &Path) -> Resul
         return Err(at("batch-rows must be at least 1".into()));
     }
     let text = text_of(&s, &source).map_err(at)?;
+    let wap = wap_of(&s).map_err(at)?;
     Ok(Stage {
         name: s.name.clone(),
         module: PathBuf::from(locate(dir, &s.module)),
@@ -206,7 +211,20 @@ fn check_stage(s: StageConfig, i: usize, earlier: &[Stage], dir: &Path) -> Resul
         expect,
         audit,
         text,
+        wap,
     })
+}
+
+/// The stage's write-audit-publish branch, as `Run::wap` takes it: one
+/// per slice (a pipeline runs many dates), on an Iceberg table.
+fn wap_of(s: &StageConfig) -> Result<Option<Option<String>>, String> {
+    if !s.wap {
+        return Ok(None);
+    }
+    if !crate::table::iceberg::is_iceberg(&s.table) {
+        return Err(crate::table::NO_BRANCHES.replace("--wap-branch", "wap"));
+    }
+    Ok(Some(None))
 }
 
 /// How a first stage reads text inputs; a later stage reads a table.
@@ -426,11 +444,28 @@ expect = ["not_null(customer)"]
                 "input = \"raw2\"",
                 "give `from = \"STAGE\"`",
             ),
+            (
+                "partition = \"date\"\n",
+                "partition = \"date\"\nwap = true\n",
+                "a Delta table has no branches",
+            ),
+            (
+                "partition = \"date\"\n",
+                "partition = \"date\"\nwap-branch = \"b\"\n",
+                "unknown field `wap-branch`",
+            ),
         ] {
             assert!(good.contains(from), "{from}");
             let e = parse(&good.replacen(from, to, 1)).unwrap_err();
             assert!(e.contains(why), "{why}: {e}");
         }
+        let iceberg = good.replacen(
+            "table = \"s3://b/gold\"\npartition = \"date\"\n",
+            "table = \"iceberg+sqlite://c.db#s.gold\"\npartition = \"date\"\nwap = true\n",
+            1,
+        );
+        assert_eq!(parse(&iceberg).unwrap().stages[2].wap, Some(None));
+        assert_eq!(p.stages[2].wap, None);
         let e = parse("[pipeline]\nname = \"x\"\n").unwrap_err();
         assert!(e.contains("no [[stage]]"), "{e}");
         // One table however it is spelled.

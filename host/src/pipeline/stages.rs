@@ -48,6 +48,7 @@ impl Pipeline {
             .expect(s.expect.clone())
             .audit_module(audit, audit_params)
             .text(s.text.clone())
+            .wap(s.wap.clone())
             .sign_with(self.signer.clone())
             .lineage(self.lineage.clone(), self.lineage_parent.clone())
     }

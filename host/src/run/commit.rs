@@ -84,11 +84,12 @@ pub(super) fn commit(
         mode: &p.mode,
         output_digest: &ex.outcome.output_digest,
         run_key: &p.run_key,
-        manifest_digest: &manifest_digest,
+        manifest_digest: Some(&manifest_digest),
         envelope_digest: envelope.as_ref(),
         output: ex.landed.into_output(),
         schema: ex.outcome.output_schema.clone(),
         progress: p.progress,
+        branch: None,
     }))?;
     drop(one_at_a_time);
     timings.commit_ms = ms(t);
@@ -102,7 +103,7 @@ pub(super) fn commit(
 
 /// The modules the manifest names, kept beside the table (the audit
 /// module too, so its verdict can be re-run), and the manifest.
-async fn store(
+pub(super) async fn store(
     table: &Table,
     p: &Planned,
     manifest: Vec<u8>,

@@ -11,6 +11,7 @@ use crate::sandbox::GuestContext;
 use crate::slice::SliceReader;
 
 /// What the guest is told about its run, apart from its input's schema.
+#[derive(Clone)]
 pub struct Job {
     /// The slice id.
     pub slice_id: String,

@@ -31,6 +31,10 @@ pub enum RunError {
     /// Expectations (write-audit-publish).
     #[error(transparent)]
     Expect(#[from] crate::expect::ExpectError),
+    /// Write-audit-publish on a branch: the audit of the branch's rows
+    /// failed. `main` is as it was; the output waits on the branch.
+    #[error(transparent)]
+    Unpublished(Box<Unpublished>),
     /// The command line asked for something inconsistent.
     #[error("{0}")]
     Usage(String),
@@ -90,7 +94,9 @@ impl RunError {
             | RunError::Usage(_)
             | RunError::UpToDate { .. }
             | RunError::Late { .. } => Kind::Input,
-            RunError::Expect(crate::expect::ExpectError::Failed(_)) => Kind::Check,
+            RunError::Expect(crate::expect::ExpectError::Failed(_)) | RunError::Unpublished(_) => {
+                Kind::Check
+            }
             RunError::Expect(_) => Kind::Input,
             RunError::Io { .. } => Kind::Storage,
             // The guest's time, or the host's (inputs, storage, waiting
@@ -99,6 +105,23 @@ impl RunError {
             RunError::OverTime { .. } => Kind::Storage,
         }
     }
+}
+
+/// The audit of a branch write failed ([`RunError::Unpublished`]).
+#[derive(Debug, Error)]
+#[error(
+    "{failed}\nNothing was published: main is unchanged. The output waits on branch `{branch}` (snapshot {snapshot}) to be inspected (`idem show {table}#{slice}` names it); a later --wap run of the slice that passes replaces it, and a commit of the slice without --wap drops it"
+)]
+pub struct Unpublished {
+    /// The table.
+    pub table: String,
+    /// The slice.
+    pub slice: String,
+    /// The branch and its snapshot.
+    pub branch: String,
+    pub snapshot: i64,
+    /// The verdicts.
+    pub failed: crate::expect::ExpectError,
 }
 
 /// The step of [`RunError::OverTime`] that is the guest's own time.

@@ -154,20 +154,21 @@ impl super::Run {
             .reader(self.batch_rows as usize)?
             .with_input_budget(sandbox.config().limits.input_budget());
         let rejected = reader.rejected();
-        let job = Job {
-            slice_id: p.slice.id.clone(),
-            logical_date: self.logical_date.clone(),
-            params: super::params_text(&p.spec.params),
-            batch_rows: self.batch_rows,
-        };
+        let job = self.job(p);
+        // On a branch, the audit reads the branch's rows (`super::wap`).
+        let audited_here = self.wap.is_none();
         let mut instance = self.instance(sandbox, &p.module, timings)?;
+        let expectations: &[crate::expect::Expectation] = match audited_here {
+            true => &self.expectations,
+            false => &[],
+        };
         let (landing, staging) = landing_for(rt, table, p)?;
         let mut checks = Checks {
             keys: match &p.mode {
                 crate::table::Mode::Merge { keys } => Some(crate::table::KeyChecker::new(keys)),
                 _ => None,
             },
-            expect: crate::expect::Checker::new(&self.expectations),
+            expect: crate::expect::Checker::new(expectations),
             failed: None,
         };
         let progress = crate::progress::rows("running", None);
@@ -199,7 +200,7 @@ impl super::Run {
         if let Some(k) = keys {
             k.finish()?;
         }
-        if let Some((module, params)) = &p.audit {
+        if let Some((module, params)) = p.audit.as_ref().filter(|_| audited_here) {
             let job = Job {
                 params: super::params_text(params),
                 ..job
@@ -220,6 +221,44 @@ impl super::Run {
             rejected: allowed.then(|| rejected.rows()),
             _staging: staging,
         })
+    }
+
+    /// What the guest is told about the run.
+    pub(super) fn job(&self, p: &super::plan::Planned) -> Job {
+        Job {
+            slice_id: p.slice.id.clone(),
+            logical_date: self.logical_date.clone(),
+            params: super::params_text(&p.spec.params),
+            batch_rows: self.batch_rows,
+        }
+    }
+
+    /// The branch a write-audit-publish run writes to (`None`: it
+    /// commits to `main`), refused where there is none to write.
+    pub(super) fn branch_of(
+        &self,
+        table: &crate::table::Table,
+        p: &super::plan::Planned,
+    ) -> Result<Option<String>, RunError> {
+        let Some(named) = &self.wap else {
+            return Ok(None);
+        };
+        if !table.is_iceberg() {
+            return Err(RunError::Usage(crate::table::NO_BRANCHES.into()));
+        }
+        if matches!(p.mode, crate::table::Mode::Merge { .. }) {
+            return Err(RunError::Usage(
+                "--wap-branch does not take a merge: a merge's snapshot rewrites files that hold other slices' rows, so the branch does not hold this output alone. Audit a merge before its commit (--expect / --audit-module without --wap-branch)".into(),
+            ));
+        }
+        let branch = match named {
+            Some(name) => name.clone(),
+            None => crate::table::default_branch(&p.slice.id),
+        };
+        if named.is_some() {
+            crate::table::check_branch_name(&branch).map_err(RunError::Usage)?;
+        }
+        Ok(Some(branch))
     }
 
     /// The transform: the native baseline when one was given, else the

@@ -15,6 +15,9 @@
 //!    only when new (naming manifest and envelope);
 //! 6. [`record`]: the memo index entry and the run log.
 //!
+//! With write-audit-publish on a branch (Iceberg), `wap` takes 5 and the
+//! audit: written to a branch, audited there, signed, published.
+//!
 //! With a lineage receiver, [`Run::execute`] tells it each run's START
 //! (once planned) and COMPLETE or FAIL ([`crate::lineage`]).
 //!
@@ -38,6 +41,7 @@ mod replay;
 mod resolve;
 mod sign;
 mod staged;
+mod wap;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -91,6 +95,8 @@ pub struct Run {
     origin: Option<String>,
     signer: Option<Arc<SigningKey>>,
     lineage: Option<(Arc<Lineage>, Option<Parent>)>,
+    /// Write-audit-publish on a branch: `Some(None)` names it per slice.
+    wap: Option<Option<String>>,
 }
 
 /// The result of [`Run::execute`].
@@ -182,6 +188,7 @@ impl Run {
             origin: None,
             signer: None,
             lineage: None,
+            wap: None,
         }
     }
 
@@ -260,6 +267,15 @@ impl Run {
         self
     }
 
+    /// Write-audit-publish on a branch (Iceberg tables): the output is
+    /// committed to `branch` (`Some(None)`: `wap/<slice>`), audited there
+    /// (the expectations and the audit module read the branch's rows),
+    /// and `main` fast-forwarded to it only when it passes.
+    pub fn wap(mut self, branch: Option<Option<String>>) -> Self {
+        self.wap = branch;
+        self
+    }
+
     /// Expectations the output must meet before it is published.
     pub fn expect(mut self, expectations: Vec<crate::expect::Expectation>) -> Self {
         self.expectations = expectations;
@@ -311,6 +327,8 @@ impl Run {
         let mut table = open_for_writing(rt, &self.table)?;
         let p = self.plan(rt, sandbox, (table.url(), Some(&table)), params, mode)?;
         emit.started(&p.spec, &p.run_key);
+        // Refused before a memo hit could hide it.
+        let branch = self.branch_of(&table, &p)?;
         if !self.force
             && let Some(report) = rt.block_on(memo(
                 &table,
@@ -327,9 +345,26 @@ impl Run {
         let mut timings = p.timings.clone();
         let mut executed = self.land(rt, sandbox, &table, &p, &mut timings)?;
         clock.check(EXECUTING)?;
-        let manifest = commit::manifest_of(&p, &mut executed);
-        let sealed = sign::seal(rt, &table, &manifest, self.signer.as_ref())?;
-        let done = commit::commit(rt, &mut table, p, executed, sealed, &clock, &mut timings)?;
+        let (manifest, done) = match &branch {
+            None => {
+                let manifest = commit::manifest_of(&p, &mut executed);
+                let sealed = sign::seal(rt, &table, &manifest, self.signer.as_ref())?;
+                let done =
+                    commit::commit(rt, &mut table, p, executed, sealed, &clock, &mut timings)?;
+                (manifest, done)
+            }
+            Some(branch) => {
+                let w = wap::Wap {
+                    table: &self.table,
+                    sandbox,
+                    branch,
+                    job: self.job(&p),
+                    expectations: &self.expectations,
+                    signer: self.signer.as_ref(),
+                };
+                wap::write_audit_publish(rt, &mut table, &p, executed, &w, &clock, &mut timings)?
+            }
+        };
         let mut report = record::report(
             &table,
             manifest,

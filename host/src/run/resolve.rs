@@ -117,7 +117,13 @@ pub(super) fn resolve(
             partition,
             slice,
         } => (
-            resolve_delta(rt, table, *version, partition.as_ref(), slice.as_deref())?,
+            resolve_delta(
+                rt,
+                table,
+                Pin::Version(*version),
+                partition.as_ref(),
+                slice.as_deref(),
+            )?,
             "delta",
         ),
         SliceSpec::Next { .. } => {
@@ -126,6 +132,28 @@ pub(super) fn resolve(
             ));
         }
     })
+}
+
+/// Which snapshot of a table is read.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Pin {
+    /// A version (what `committed version N` says).
+    Version(u64),
+    /// An Iceberg snapshot by id, published or not (a branch write).
+    Snapshot(i64),
+    /// The current one (`main`'s head).
+    Current,
+}
+
+/// The rows slice `slice` committed, as table `table` holds them at `pin`
+/// (write-audit-publish reads its branch's snapshot so).
+pub(super) fn resolve_table(
+    rt: &tokio::runtime::Runtime,
+    table: &str,
+    pin: Pin,
+    slice: &str,
+) -> Result<ResolvedSlice, RunError> {
+    resolve_delta(rt, table, pin, None, Some(slice))
 }
 
 /// What a pinned Delta snapshot holds for a slice: its files with the
@@ -143,13 +171,13 @@ struct Snapshot {
 fn resolve_delta(
     rt: &tokio::runtime::Runtime,
     table: &str,
-    version: u64,
+    pin: Pin,
     partition: Option<&(String, String)>,
     slice: Option<&str>,
 ) -> Result<ResolvedSlice, RunError> {
     // Read through the pinned snapshot: its files only, with the
     // partition values its log holds (not in the files).
-    let snap = rt.block_on(snapshot(table, version, partition, slice))?;
+    let snap = rt.block_on(snapshot(table, pin, partition, slice))?;
     if let Some(owner) = slice
         && snap.inputs.is_empty()
     {
@@ -165,7 +193,11 @@ fn resolve_delta(
     let id = match (slice, partition) {
         (Some(owner), _) => owner.to_string(),
         (None, Some((k, v))) => format!("{k}={v}"),
-        (None, None) => format!("delta-v{version}"),
+        (None, None) => match pin {
+            Pin::Version(version) => format!("delta-v{version}"),
+            Pin::Snapshot(id) => format!("snapshot-{id}"),
+            Pin::Current => "current".to_string(),
+        },
     };
     let mut resolved =
         ResolvedSlice::from_names(&id, &snap.root, files)?.with_constants(fields, values);
@@ -180,12 +212,22 @@ fn resolve_delta(
 /// Open the table at `version` and list the files the slice reads.
 async fn snapshot(
     table: &str,
-    version: u64,
+    pin: Pin,
     partition: Option<&(String, String)>,
     slice: Option<&str>,
 ) -> Result<Snapshot, RunError> {
     let mut t = Table::open_existing(table).await?;
-    t.load_version(version).await?;
+    let version = match pin {
+        Pin::Version(v) => {
+            t.load_version(v).await?;
+            format!("version {v}")
+        }
+        Pin::Snapshot(id) => {
+            t.pin_snapshot(id)?;
+            format!("snapshot {id}")
+        }
+        Pin::Current => "the current version".to_string(),
+    };
     // The slice must have committed at that version (maybe an
     // empty output): a mistyped slice reads nothing, silently,
     // from a merge table otherwise.
@@ -196,7 +238,7 @@ async fn snapshot(
             slice: owner.to_string(),
             root: t.url().to_string(),
             hint: format!(
-                "version {version} of the table holds no commit of slice `{owner}`: run the upstream stage for it first, or check the slice id and the version"
+                "{version} of the table holds no commit of slice `{owner}`: run the upstream stage for it first, or check the slice id and the version"
             ),
         }));
     }

@@ -1,5 +1,5 @@
 //! Write-audit-publish with a module: the staged output (before anything
-//! is published) read by an audit module, whose output rows are the
+//! is published), or the slice's rows on a branch, read by an audit module, whose output rows are the
 //! verdict. It passes when it returns at least one row and every `pass`
 //! is true.
 
@@ -21,14 +21,31 @@ pub(super) fn audit_staged(
     staged: Option<&Path>,
     job: &Job,
 ) -> Result<Verdict, RunError> {
-    let name = format!("audit module {}", module.digest);
+    // Our own staged file: listed and read, not pinned (nothing is
+    // checked against its digest; the run's output digest covers it).
     let files: Vec<PathBuf> = staged.map(|p| p.to_path_buf()).into_iter().collect();
-    let mut rows: Vec<(bool, String)> = Vec::new();
+    let rows = match files.is_empty() {
+        true => None,
+        false => Some(ResolvedSlice::listed(&job.slice_id, &files)?),
+    };
+    audit_slice(sandbox, module, rows.as_ref(), job)
+}
+
+/// Rows (`None`: none) through the audit module: the staged output, or
+/// the slice's rows on a branch ([`super::wap`]).
+pub(super) fn audit_slice(
+    sandbox: &Sandbox,
+    module: &ModuleId,
+    rows: Option<&ResolvedSlice>,
+    job: &Job,
+) -> Result<Verdict, RunError> {
+    let name = format!("audit module {}", module.digest);
+    let mut rows_out: Vec<(bool, String)> = Vec::new();
     let mut instance = sandbox.instantiate(&sandbox.load_identified(module)?)?;
     let mut bad_shape: Option<String> = None;
     let collect = |b: &RecordBatch| match verdict_rows(b) {
         Ok(r) => {
-            rows.extend(r);
+            rows_out.extend(r);
             Ok(())
         }
         Err(why) => {
@@ -36,14 +53,12 @@ pub(super) fn audit_staged(
             Err(ExecError::Sink("bad audit output".into()))
         }
     };
-    let executed = if files.is_empty() {
-        drive(&mut instance, job, Feed::Nothing, collect)
-    } else {
-        // Our own staged file: listed and read, not pinned (nothing is
-        // checked against its digest; the run's output digest covers it).
-        let staged = ResolvedSlice::listed(&job.slice_id, &files)?;
-        let reader = staged.reader(job.batch_rows as usize)?;
-        drive(&mut instance, job, Feed::Read(reader), collect)
+    let executed = match rows {
+        None => drive(&mut instance, job, Feed::Nothing, collect),
+        Some(rows) => {
+            let reader = rows.reader(job.batch_rows as usize)?;
+            drive(&mut instance, job, Feed::Read(reader), collect)
+        }
     };
     let lines = crate::execute::unquoted(Transformer::log_lines(&instance), &executed);
     crate::execute::show_guest_log(&name, &lines);
@@ -51,7 +66,7 @@ pub(super) fn audit_staged(
         return Err(RunError::Usage(format!("{name}: {why}")));
     }
     executed?;
-    Ok(verdict(name, &rows))
+    Ok(verdict(name, &rows_out))
 }
 
 /// One batch of the audit module's output as (pass, reason) rows, or why

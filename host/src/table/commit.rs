@@ -175,8 +175,10 @@ pub struct CommitRequest<'a> {
     pub output_digest: &'a Digest,
     /// The run that produced it.
     pub run_key: &'a Digest,
-    /// Its manifest (stored under `_idem/manifests/`).
-    pub manifest_digest: &'a Digest,
+    /// Its manifest (stored under `_idem/manifests/`); `None` only for a
+    /// write to a branch, which precedes the audit the manifest records
+    /// (the publish names it, see [`super::wap`]).
+    pub manifest_digest: Option<&'a Digest>,
     /// The manifest's signed envelope, when the run signs (stored under
     /// `_idem/attestations/`).
     pub envelope_digest: Option<&'a Digest>,
@@ -187,6 +189,9 @@ pub struct CommitRequest<'a> {
     /// Tracked progress over an append-only source, committed with the
     /// output in the same commit.
     pub progress: Option<Progress>,
+    /// Write-audit-publish: commit to this branch, not to `main`
+    /// (Iceberg; published later by [`super::Table::publish`]).
+    pub branch: Option<&'a str>,
 }
 
 /// A slice's output rows, as a commit receives them.

@@ -18,6 +18,7 @@ mod location;
 mod mode;
 mod readback;
 mod record;
+mod wap;
 mod write_ahead;
 
 use arrow::datatypes::SchemaRef;
@@ -32,6 +33,7 @@ pub use location::{shown_location, table_url, target_name};
 pub use mode::{KeyChecker, Mode, OWNER_COLUMN};
 pub use readback::InputFile;
 pub use record::{LogCommit, SliceCommit};
+pub use wap::{Branched, NO_BRANCHES, Pending, Publish, check_branch_name, default_branch};
 pub use write_ahead::{DataWriter, WriterStopped, Written};
 
 use crate::digest::Digest;
@@ -65,6 +67,11 @@ impl Table {
     /// runs (Delta overwrite-partition and append); else output is staged.
     pub fn writes_ahead(&self) -> bool {
         matches!(self, Table::Delta(_))
+    }
+
+    /// Whether it is an Iceberg table (which has branches).
+    pub fn is_iceberg(&self) -> bool {
+        matches!(self, Table::Iceberg(_))
     }
 
     /// The table's folder.
@@ -151,6 +158,39 @@ impl Table {
         }
     }
 
+    /// Write-audit-publish: commit `req` to its branch (`req.branch`),
+    /// leaving `main` as it is; `None` when `main` holds the output
+    /// already (its outcome then).
+    pub async fn write_branch(
+        &mut self,
+        req: CommitRequest<'_>,
+    ) -> Result<Result<Branched, SliceOutcome>, TableError> {
+        match self {
+            Table::Delta(_) => Err(TableError::Setting(wap::NO_BRANCHES.into())),
+            Table::Iceberg(t) => Ok(match t.write_branch(req).await? {
+                iceberg::Wrote::Branch(b) => Ok(b),
+                iceberg::Wrote::Current(o) => Err(o),
+            }),
+        }
+    }
+
+    /// Publish this handle's branch write: `main` fast-forwarded to it in
+    /// one catalog swap. `Conflict` when `main` moved since the write.
+    pub async fn publish(&mut self, p: &Publish<'_>) -> Result<SliceOutcome, TableError> {
+        match self {
+            Table::Delta(_) => Err(TableError::Setting(wap::NO_BRANCHES.into())),
+            Table::Iceberg(t) => t.publish(p).await,
+        }
+    }
+
+    /// The slice's output written to a branch and not published.
+    pub fn pending(&self, slice: &str) -> Option<Pending> {
+        match self {
+            Table::Delta(_) => None,
+            Table::Iceberg(t) => t.pending(slice),
+        }
+    }
+
     pub fn data_writer(
         &self,
         rt: &tokio::runtime::Runtime,
@@ -234,6 +274,15 @@ impl Table {
                 self.url()
             ))),
             Table::Iceberg(t) => t.version_of_snapshot(id),
+        }
+    }
+
+    /// Read an Iceberg table as of snapshot `id`, published or not (a
+    /// branch write's audit).
+    pub fn pin_snapshot(&mut self, id: i64) -> Result<(), TableError> {
+        match self {
+            Table::Delta(_) => Err(TableError::Setting(wap::NO_BRANCHES.into())),
+            Table::Iceberg(t) => t.pin_snapshot(id),
         }
     }
 

@@ -27,10 +27,6 @@ pub(super) fn keys(
         ("idem.seq".into(), seq.into()),
         ("idem.runKey".into(), req.run_key.as_str().into()),
         (
-            "idem.manifestDigest".into(),
-            req.manifest_digest.as_str().into(),
-        ),
-        (
             "idem.outputDigest".into(),
             req.output_digest.as_str().into(),
         ),
@@ -39,6 +35,14 @@ pub(super) fn keys(
         // tell its own commit from a twin host's identical one.
         ("idem.attempt".into(), attempt.into()),
     ];
+    if let Some(m) = req.manifest_digest {
+        keys.insert(3, ("idem.manifestDigest".into(), m.as_str().into()));
+    }
+    // Written to a branch before its audit: the manifest is named by the
+    // slice's record when the branch is published.
+    if let Some(b) = req.branch {
+        keys.push(("idem.wapBranch".into(), b.into()));
+    }
     if let Some(e) = req.envelope_digest {
         keys.push(("idem.envelopeDigest".into(), e.as_str().into()));
     }

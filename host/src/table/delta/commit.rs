@@ -26,6 +26,9 @@ impl Delta {
     /// resolved by re-reading: the loser of a race with the same output finds
     /// it committed and reports `Unchanged`.
     pub async fn commit(&mut self, mut req: CommitRequest<'_>) -> Result<SliceOutcome, TableError> {
+        if req.branch.is_some() {
+            return Err(TableError::Setting(super::super::wap::NO_BRANCHES.into()));
+        }
         // Data files are written once and reused by every attempt; whatever
         // is not committed in the end is deleted again.
         let (mut written, files_schema) = match &mut req.output {

@@ -92,10 +92,11 @@ fn sample<'a>(slice: &'a str, mode: &'a Mode, digest: &'a Digest) -> CommitReque
         mode,
         output_digest: digest,
         run_key: digest,
-        manifest_digest: digest,
+        manifest_digest: Some(digest),
         envelope_digest: None,
         output: Output::Staged(Vec::new()),
         schema: None,
         progress: None,
+        branch: None,
     }
 }

@@ -118,7 +118,7 @@ impl Iceberg {
             .await?
         {
             SliceState::Current { since } => {
-                return Ok(Attempt::Done(self.current(req.slice, since, raced)));
+                return Ok(Attempt::Done(self.current(req, since, raced)));
             }
             SliceState::Drifted { reason } => Some(reason),
             SliceState::Other => None,
@@ -156,9 +156,11 @@ impl Iceberg {
 
     /// The outcome when the slice's output is current (since `since`): a
     /// race lost to our own commit (its response lost) is ours.
-    fn current(&self, slice: &str, since: Option<u64>, raced: bool) -> SliceOutcome {
+    /// A branch write finds `main` holding the output: nothing to write.
+    fn current(&self, req: &CommitRequest<'_>, since: Option<u64>, raced: bool) -> SliceOutcome {
         if raced
-            && let Some(rec) = self.record(slice)
+            && req.branch.is_none()
+            && let Some(rec) = self.record(req.slice)
             && rec.attempt == self.attempt
         {
             return SliceOutcome::Committed {
@@ -227,9 +229,15 @@ impl Iceberg {
                 ),
             });
         }
-        match self.record(req.slice) {
-            Some(rec) if rec.attempt == self.attempt => Ok(SliceOutcome::Committed {
-                version: rec.version,
+        let ours = match req.branch {
+            None => self.record(req.slice).map(|r| (r.attempt, r.version)),
+            Some(_) => self
+                .wap_record(req.slice)
+                .map(|w| (w.record.attempt, w.version)),
+        };
+        match ours {
+            Some((attempt, version)) if attempt == self.attempt => Ok(SliceOutcome::Committed {
+                version,
                 drift: None,
             }),
             _ => Err(TableError::Iceberg {

@@ -38,8 +38,11 @@
 //! swap. `ownership` tells a slice's files by name, `proof` answers audit
 //! and verify, `inputs` reads a snapshot as a slice input, `history` lists
 //! the snapshots, `schema` maps types between Arrow and Iceberg, `io`
-//! reaches the files on idem's storage layer.
+//! reaches the files on idem's storage layer. `wap` writes a slice's
+//! snapshot to a branch and publishes it by fast-forwarding `main`
+//! (write-audit-publish); `branches` keeps those branches tidy.
 
+mod branches;
 mod catalog;
 mod checks;
 mod commit;
@@ -61,6 +64,7 @@ mod schema;
 mod sidecar;
 mod state;
 mod summary;
+mod wap;
 mod write;
 
 use std::sync::Arc;
@@ -71,6 +75,7 @@ use object_store::ObjectStore;
 use url::Url;
 
 pub use location::{Location, PREFIX, is_iceberg};
+pub use wap::Wrote;
 
 use crate::table::error::TableError;
 
@@ -95,6 +100,9 @@ pub struct Iceberg {
     /// Read at this snapshot instead of the current one (a pinned input).
     pinned: Option<i64>,
     attempt: String,
+    /// This handle's last write to a branch (write-audit-publish), which
+    /// `publish` fast-forwards `main` to.
+    branched: Option<branches::WapRecord>,
 }
 
 /// An `iceberg` crate failure while doing `what`.

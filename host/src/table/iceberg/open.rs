@@ -31,6 +31,7 @@ impl Iceberg {
             current: None,
             pinned: None,
             attempt: attempt_id(location)?,
+            branched: None,
             loc,
         };
         t.refresh().await?;
@@ -52,11 +53,12 @@ impl Iceberg {
         self.loc.canonical()
     }
 
-    /// The current snapshot's sequence number (`None` before the first).
+    /// The current snapshot's sequence number (`None` before the first;
+    /// an unpublished branch write's is not `main`'s).
     pub fn version(&self) -> Option<u64> {
-        self.current
-            .as_ref()
-            .map(|(_, m)| m.last_sequence_number().max(0) as u64)
+        let m = self.metadata()?;
+        m.current_snapshot()
+            .map(|s| s.sequence_number().max(0) as u64)
     }
 
     /// Re-read the table's metadata through the catalog.
@@ -90,6 +92,12 @@ impl Iceberg {
 
     /// The sequence number of the snapshot with id `id`.
     pub fn version_of_snapshot(&self, id: i64) -> Result<u64, TableError> {
+        if let Some(why) = self.unpublished(id) {
+            return Err(TableError::Pin(format!(
+                "iceberg table {}: {why}",
+                self.location
+            )));
+        }
         self.metadata()
             .and_then(|m| m.snapshot_by_id(id))
             .map(|s| s.sequence_number().max(0) as u64)
@@ -117,8 +125,31 @@ impl Iceberg {
                     self.location
                 ))
             })?;
+        if let Some(why) = self.unpublished(id) {
+            return Err(TableError::Pin(format!(
+                "iceberg table {}: {why}",
+                self.location
+            )));
+        }
         self.pinned = Some(id);
         Ok(())
+    }
+
+    /// Read the table as of snapshot `id`, published or not (the audit
+    /// of a branch write reads its own snapshot).
+    pub fn pin_snapshot(&mut self, id: i64) -> Result<(), TableError> {
+        self.version_of_snapshot_any(id)?;
+        self.pinned = Some(id);
+        Ok(())
+    }
+
+    fn version_of_snapshot_any(&self, id: i64) -> Result<u64, TableError> {
+        self.metadata()
+            .and_then(|m| m.snapshot_by_id(id))
+            .map(|s| s.sequence_number().max(0) as u64)
+            .ok_or_else(|| {
+                TableError::Pin(format!("iceberg table {}: no snapshot {id}", self.location))
+            })
     }
 
     /// The table's schema as Arrow (the types idem writes for each

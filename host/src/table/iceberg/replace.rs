@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use iceberg::MetadataLocation;
 use iceberg::spec::{DataContentType, DataFile, Snapshot, TableMetadata};
 
+use super::branches::WapRecord;
 use super::catalog::Swapped;
 use super::live::Live;
 use super::manifests::NewSnapshot;
@@ -54,9 +55,34 @@ impl Iceberg {
         let props = summary(req, seq, &self.attempt, &live, &removed, files);
         let snapshot = snapshot(&snap, m, list_path, props, !removed.is_empty());
         let record = slice_record(req, seq, &snap, files, &self.attempt);
-        let next = self.next_metadata(req, m, base_path, snapshot, &record)?;
+        let Some(branch) = req.branch else {
+            let next = self.next_metadata(req, m, base_path, snapshot, &record)?;
+            self.swap(next, base_path, swapped).await?;
+            return Ok(snap.seq_no as u64);
+        };
+        // Write-audit-publish: on the branch, main untouched.
+        let wap = WapRecord::new(branch, &snap, &record);
+        let next = self.branch_metadata(req.slice, m, base_path, snapshot, &wap)?;
         self.swap(next, base_path, swapped).await?;
+        self.branched = Some(wap);
         Ok(snap.seq_no as u64)
+    }
+
+    /// The partition property a slice gives up when its commit owns
+    /// `partition` (a --files slice may move): the one it held before.
+    pub(super) fn released(
+        &self,
+        slice: &str,
+        partition: Option<&String>,
+        m: &TableMetadata,
+    ) -> Vec<String> {
+        self.record(slice)
+            .and_then(|r| r.partition)
+            .filter(|p| Some(p) != partition)
+            .map(|p| format!("{PARTITION_PROP}{p}"))
+            .filter(|k| m.properties().get(k).map(String::as_str) == Some(slice))
+            .into_iter()
+            .collect()
     }
 
     /// The table's next metadata: `snapshot` on `main`, the slice's
@@ -69,16 +95,11 @@ impl Iceberg {
         snapshot: Snapshot,
         record: &SliceRecord,
     ) -> Result<TableMetadata, TableError> {
-        // A slice owns the partition of its latest commit only (a --files
-        // slice may move): the one it held before is given up.
-        let released: Vec<String> = self
-            .record(req.slice)
-            .and_then(|r| r.partition)
-            .filter(|p| Some(p) != record.partition.as_ref())
-            .map(|p| format!("{PARTITION_PROP}{p}"))
-            .filter(|k| m.properties().get(k).map(String::as_str) == Some(req.slice))
-            .into_iter()
-            .collect();
+        // A slice owns the partition of its latest commit only.
+        let mut released = self.released(req.slice, record.partition.as_ref(), m);
+        // A branch write of the slice still waiting is stale now.
+        let (stale, branch) = self.stale_branch_write(req.slice, m);
+        released.extend(stale);
         let mut table_props = HashMap::from([(
             format!("{SLICE_PROP}{}", req.slice),
             serde_json::to_string(record).unwrap_or_default(),
@@ -86,10 +107,12 @@ impl Iceberg {
         if let Some(p) = &record.partition {
             table_props.insert(format!("{PARTITION_PROP}{p}"), req.slice.to_string());
         }
-        Ok(m.clone()
-            .into_builder(base_path.map(str::to_string))
-            // `main` keeps whatever retention it has.
-            .set_branch_snapshot(snapshot, "main")
+        let mut b = m.clone().into_builder(base_path.map(str::to_string));
+        if let Some(branch) = branch {
+            b = b.remove_ref(&branch);
+        }
+        // `main` keeps whatever retention it has.
+        Ok(b.set_branch_snapshot(snapshot, "main")
             .map_err(ice_err("adding the snapshot"))?
             .set_properties(table_props)
             .map_err(ice_err("recording the slice"))?
@@ -103,7 +126,7 @@ impl Iceberg {
     /// Write the metadata file `next` and swap it in as the table's
     /// current one (the catalog's compare-and-swap from `base_path`, or
     /// the new table's registration); `swapped` once it landed.
-    async fn swap(
+    pub(super) async fn swap(
         &mut self,
         next: TableMetadata,
         base_path: Option<&str>,
@@ -241,7 +264,10 @@ fn slice_record(
             _ => None,
         },
         run_key: req.run_key.as_str().to_string(),
-        manifest: req.manifest_digest.as_str().to_string(),
+        manifest: req
+            .manifest_digest
+            .map(|d| d.as_str().to_string())
+            .unwrap_or_default(),
         envelope: req.envelope_digest.map(|d| d.as_str().to_string()),
         columns: req
             .schema
