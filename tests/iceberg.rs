@@ -1232,7 +1232,8 @@ fn branches_race_stack_and_are_refused_where_they_cannot_work() {
         ok(run(&fx, &module, d, &clean, &[]));
     }
     let gate = tempfile::tempdir().unwrap();
-    let barrier = format!("before-log-write:2:{}", gate.path().display());
+    // Both written and audited before either publishes.
+    let barrier = format!("before-commit:2:{}", gate.path().display());
     let hold = [("IDEM_FAULT_BARRIER", barrier.as_str())];
     let args = ["--wap", "--expect", "rows(1..)"];
     let a = spawn_run(&fx, &module, &table, &args, &hold);
@@ -1246,6 +1247,9 @@ fn branches_race_stack_and_are_refused_where_they_cannot_work() {
         results[1].starts_with("unchanged since version"),
         "{results:?}"
     );
+    // The loser dropped its own branch write.
+    let raced = fx.read("wap");
+    assert_eq!(raced["refs"].as_object().unwrap().len(), 1, "{raced}");
     let named = ["--wap-branch", "audit/oct-02", "--expect", "rows(1..)"];
     ok(run(&fx, &module, "2026-10-02", &table, &named));
     let got = fx.read("wap");
@@ -1272,6 +1276,7 @@ fn branches_race_stack_and_are_refused_where_they_cannot_work() {
         r#"{"min_amount": 1}"#,
     ];
     assert_eq!(run(&fx, &module, "2026-10-02", &table, &hold).0, 1);
+    assert!(!rows(&fx.read_branch("wap", "hold")).is_empty());
     // Refused by name: Delta (no branches), a merge, `main`.
     let delta = s(&fx.dir.path().join("delta"));
     let fresh = fx.table("fresh");
@@ -1339,6 +1344,19 @@ fn a_branch_write_survives_lost_answers_and_moves_of_main() {
         &["--wap", high[0], high[1]],
         &[("IDEM_FAULT_BARRIER", &a_at)],
     );
+    // B starts once A waits at the barrier (written and audited).
+    let parked = Instant::now();
+    while std::fs::read_dir(gate.path())
+        .map(|d| d.count())
+        .unwrap_or(0)
+        == 0
+    {
+        assert!(
+            parked.elapsed() < Duration::from_secs(120),
+            "A never reached its barrier"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let b = spawn_day(
         &fx,
         &module,
@@ -1360,6 +1378,10 @@ fn a_branch_write_survives_lost_answers_and_moves_of_main() {
         "date=2026-10-02",
         "written again on B's commit: {got}"
     );
+    // Each write its own data file: the second round did not write over
+    // the first's (which its snapshot still names).
+    let slice_files = walk(&fx.warehouse().join("sales.db/wap/data/date=2026-10-01"));
+    assert_eq!(slice_files.len(), 3, "{slice_files:?}");
     assert_eq!(got["refs"].as_object().unwrap().len(), 1, "{got}");
     // A failed audit, then a plain commit of the slice: the branch goes.
     let fail = ["--wap", "--expect", "rows(..0)", high[0], high[1]];

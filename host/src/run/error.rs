@@ -110,7 +110,7 @@ impl RunError {
 /// The audit of a branch write failed ([`RunError::Unpublished`]).
 #[derive(Debug, Error)]
 #[error(
-    "{failed}\nNothing was published: main is unchanged. The output waits on branch `{branch}` (snapshot {snapshot}) to be inspected (`idem show {table}#{slice}` names it); a later --wap run of the slice that passes replaces it, and a commit of the slice without --wap drops it"
+    "{failed}\nNothing was published: main is unchanged. The output waits on branch `{branch}` (snapshot {snapshot}) to be inspected (`idem show {table}#{slice}` names it); a later --wap run of the slice that passes replaces it, and a commit of a new output of the slice without --wap drops it"
 )]
 pub struct Unpublished {
     /// The table.

@@ -258,6 +258,7 @@ impl super::Run {
         if named.is_some() {
             crate::table::check_branch_name(&branch).map_err(RunError::Usage)?;
         }
+        table.check_branch(&branch, &p.slice.id)?;
         Ok(Some(branch))
     }
 

@@ -57,10 +57,12 @@ pub(super) fn write_audit_publish(
         let progress = crate::progress::step("writing to the branch");
         let written = rt.block_on(table.write_branch(request(p, &ex, w.branch)?))?;
         progress.finish();
-        let pin = match &written {
-            Ok(b) => Pin::Snapshot(b.snapshot),
-            // Main holds this output already: its rows are audited.
-            Err(_) => Pin::Current,
+        let pin = match (&written, table.slice_snapshot(&p.slice.id)) {
+            (Ok(b), _) => Pin::Snapshot(b.snapshot),
+            // Main holds this output already: the rows of the commit
+            // that made it current are audited.
+            (Err(_), Some(id)) => Pin::Snapshot(id),
+            (Err(_), None) => Pin::Current,
         };
         ex.audits = audit(rt, p, pin, w, written.as_ref().ok())?;
         let manifest = super::commit::manifest_of(p, &mut ex);

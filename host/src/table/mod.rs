@@ -91,7 +91,7 @@ impl Table {
         }
     }
 
-    /// The current version (Iceberg: the last sequence number).
+    /// The current version (Iceberg: `main`'s head's sequence number).
     pub fn version(&self) -> Option<u64> {
         match self {
             Table::Delta(t) => t.version(),
@@ -180,6 +180,24 @@ impl Table {
         match self {
             Table::Delta(_) => Err(TableError::Setting(wap::NO_BRANCHES.into())),
             Table::Iceberg(t) => t.publish(p).await,
+        }
+    }
+
+    /// Whether a run of `slice` may write to `branch` (checked again by
+    /// the write itself): refused early, before the transform runs.
+    pub fn check_branch(&self, branch: &str, slice: &str) -> Result<(), TableError> {
+        match self {
+            Table::Delta(_) => Err(TableError::Setting(wap::NO_BRANCHES.into())),
+            Table::Iceberg(t) => t.check_branch(branch, slice),
+        }
+    }
+
+    /// The snapshot that made the slice's output current, while the table
+    /// has it (Iceberg).
+    pub fn slice_snapshot(&self, slice: &str) -> Option<i64> {
+        match self {
+            Table::Delta(_) => None,
+            Table::Iceberg(t) => t.slice_snapshot(slice),
         }
     }
 

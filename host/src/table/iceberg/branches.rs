@@ -68,9 +68,25 @@ pub(super) fn branch_ref(m: &TableMetadata, name: &str) -> Option<SnapshotRefere
     serde_json::from_value(v.get("refs")?.get(name)?.clone()).ok()
 }
 
+/// Whether ref `name` is a branch idem made for `slice`: not `main`, a
+/// branch whose head snapshot idem wrote to it for that slice (a ref
+/// named by a table property, which any writer can edit, is removed only
+/// then).
+pub(super) fn idem_branch(m: &TableMetadata, name: &str, slice: &str) -> Option<SnapshotReference> {
+    let r = branch_ref(m, name).filter(|r| name != "main" && r.is_branch())?;
+    let p = &m
+        .snapshot_by_id(r.snapshot_id)?
+        .summary()
+        .additional_properties;
+    (p.get("idem.wapBranch").map(String::as_str) == Some(name)
+        && p.get("idem.slice").map(String::as_str) == Some(slice))
+    .then_some(r)
+}
+
 /// A branch write to `branch` for `slice` may move it only when it is new,
-/// or idem made it for this slice (a person's or another tool's branch,
-/// a tag, or another slice's waiting output is never taken over).
+/// idem made it for this slice, or it holds another slice's branch write
+/// that nothing waits on any more (a person's or another tool's branch, a
+/// tag, or another slice's waiting output is never taken over).
 pub(super) fn check_takeover(
     m: &TableMetadata,
     branch: &str,
@@ -79,26 +95,37 @@ pub(super) fn check_takeover(
     let Some(r) = branch_ref(m, branch) else {
         return Ok(());
     };
-    let head = m.snapshot_by_id(r.snapshot_id);
-    let props = head.map(|s| &s.summary().additional_properties);
-    let ours = r.is_branch()
-        && props.is_some_and(|p| {
-            p.contains_key("idem.wapBranch")
-                && p.get("idem.slice").map(String::as_str) == Some(slice)
-        });
-    if ours {
-        return Ok(());
-    }
-    let holds = match props.and_then(|p| p.get("idem.slice")) {
+    let props = m
+        .snapshot_by_id(r.snapshot_id)
+        .map(|s| &s.summary().additional_properties);
+    let wrote = |p: &&std::collections::HashMap<String, String>| {
+        p.get("idem.wapBranch").map(String::as_str) == Some(branch)
+    };
+    let other = props.filter(wrote).and_then(|p| p.get("idem.slice"));
+    let holds = match other {
         _ if !r.is_branch() => "it is a tag".to_string(),
-        Some(other) if props.is_some_and(|p| p.contains_key("idem.wapBranch")) => {
-            format!("slice `{other}`'s output waiting for its audit")
+        Some(s) if s == slice => return Ok(()),
+        // Another slice's write, still waiting (its entry names it).
+        Some(s) if waiting(m, s, r.snapshot_id) => {
+            format!(
+                "slice `{}`'s output waiting for its audit",
+                crate::text::shown(s, 200)
+            )
         }
-        _ => "snapshots idem did not write to it".to_string(),
+        Some(_) => return Ok(()),
+        None => "snapshots idem did not write to it".to_string(),
     };
     Err(TableError::Setting(format!(
         "branch `{branch}` already exists and {holds}: idem writes only to a branch it made for this slice. Name another one with --wap-branch (or use --wap: a branch per slice)"
     )))
+}
+
+/// Whether `slice`'s `idem.wap.` entry names `snapshot`.
+fn waiting(m: &TableMetadata, slice: &str, snapshot: i64) -> bool {
+    m.properties()
+        .get(&format!("{WAP_PROP}{slice}"))
+        .and_then(|v| serde_json::from_str::<WapRecord>(v).ok())
+        .is_some_and(|w| w.snapshot == snapshot)
 }
 
 /// `idem.manifest.` entries of snapshots the table no longer has.
@@ -116,6 +143,21 @@ pub(super) fn expired_manifest_entries(m: &TableMetadata) -> Vec<String> {
 }
 
 impl Iceberg {
+    /// Whether a run of `slice` may write to `branch` now.
+    pub fn check_branch(&self, branch: &str, slice: &str) -> Result<(), TableError> {
+        match self.metadata() {
+            Some(m) => check_takeover(m, branch, slice),
+            None => Ok(()),
+        }
+    }
+
+    /// The snapshot that made the slice's output current, while the table
+    /// has it.
+    pub fn slice_snapshot(&self, slice: &str) -> Option<i64> {
+        let id = self.record(slice)?.snapshot;
+        self.metadata()?.snapshot_by_id(id).map(|s| s.snapshot_id())
+    }
+
     /// The slice's unpublished branch write, if the table has one.
     pub(super) fn wap_record(&self, slice: &str) -> Option<WapRecord> {
         let v = self
@@ -144,43 +186,55 @@ impl Iceberg {
         let Some(w) = self.wap_record(slice) else {
             return (Vec::new(), None);
         };
-        let branch = branch_ref(m, &w.branch)
+        let branch = idem_branch(m, &w.branch, slice)
             .is_some_and(|r| r.snapshot_id == w.snapshot)
             .then_some(w.branch);
         (vec![format!("{WAP_PROP}{slice}")], branch)
     }
 
     /// Remove the branch and the `idem.wap.` entry while they name `w`'s
-    /// snapshot (best effort: a failure leaves them to inspect).
+    /// snapshot, re-reading after a lost race (best effort: a failure
+    /// leaves them to inspect, and says so).
     pub(super) async fn drop_branch_write(&mut self, slice: &str, w: &WapRecord) {
+        let mut why = String::new();
+        for _ in 0..crate::table::commit::MAX_ATTEMPTS {
+            match self.drop_once(slice, w).await {
+                Ok(()) => return,
+                Err(e) => why = e.to_string(),
+            }
+            if self.refresh().await.is_err() {
+                break;
+            }
+        }
+        tracing::warn!(
+            "branch {} was left in place: {why}",
+            crate::text::shown(&w.branch, 200)
+        );
+    }
+
+    async fn drop_once(&mut self, slice: &str, w: &WapRecord) -> Result<(), TableError> {
         let Some((base, m)) = self.current.clone() else {
-            return;
+            return Ok(());
         };
         let entry = self
             .wap_record(slice)
             .is_some_and(|o| o.snapshot == w.snapshot)
             .then(|| format!("{WAP_PROP}{slice}"));
-        let branch = branch_ref(&m, &w.branch).is_some_and(|r| r.snapshot_id == w.snapshot);
+        let branch = idem_branch(&m, &w.branch, slice).is_some_and(|r| r.snapshot_id == w.snapshot);
         if entry.is_none() && !branch {
-            return;
+            return Ok(());
         }
         let mut b = m.into_builder(Some(base.clone()));
         if let Some(entry) = entry {
-            b = match b.remove_properties(&[entry]) {
-                Ok(b) => b,
-                Err(_) => return,
-            };
+            b = b
+                .remove_properties(&[entry])
+                .map_err(ice_err("dropping the branch"))?;
         }
         if branch {
             b = b.remove_ref(&w.branch);
         }
+        let next = b.build().map_err(ice_err("dropping the branch"))?;
         let mut swapped = false;
-        let dropped = match b.build() {
-            Ok(next) => self.swap(next.metadata, Some(&base), &mut swapped).await,
-            Err(e) => Err(ice_err("dropping the branch")(e)),
-        };
-        if let Err(e) = dropped {
-            tracing::warn!("branch {} was left in place: {e}", w.branch);
-        }
+        self.swap(next.metadata, Some(&base), &mut swapped).await
     }
 }

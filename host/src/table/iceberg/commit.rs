@@ -50,6 +50,7 @@ impl Written {
 impl Iceberg {
     /// Commit the slice's output as one snapshot unless it is current.
     pub async fn commit(&mut self, req: CommitRequest<'_>) -> Result<SliceOutcome, TableError> {
+        self.commits += 1;
         let staged = match &req.output {
             Output::Staged(paths) => paths.clone(),
             Output::Written(_) => {
@@ -231,8 +232,14 @@ impl Iceberg {
         }
         let ours = match req.branch {
             None => self.record(req.slice).map(|r| (r.attempt, r.version)),
+            // This attempt's own snapshot (every round shares the id).
             Some(_) => self
                 .wap_record(req.slice)
+                .filter(|w| {
+                    self.branched
+                        .as_ref()
+                        .is_some_and(|b| b.snapshot == w.snapshot)
+                })
                 .map(|w| (w.record.attempt, w.version)),
         };
         match ours {

@@ -58,9 +58,14 @@ impl Iceberg {
                 Mode::Merge { .. } => format!("idem-merge-{tag}"),
                 _ => format!("idem-{tag}"),
             },
-            // Unique per process and attempt: an attempt never writes over
-            // the files of another (nor of one that may have committed).
-            nonce: format!("{}a{attempt}", &self.attempt[..12]),
+            // Unique per process, commit and attempt: an attempt never
+            // writes over the files of another (nor of one that may have
+            // committed; a write-audit-publish run commits to its branch
+            // again when main moves).
+            nonce: match self.commits {
+                0 | 1 => format!("{}a{attempt}", &self.attempt[..12]),
+                n => format!("{}c{n}a{attempt}", &self.attempt[..12]),
+            },
             schema: with_field_ids(arrow_schema_of(m)?.as_ref(), m.current_schema()),
             spec_id: m.default_partition_spec_id(),
             partition,

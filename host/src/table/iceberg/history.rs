@@ -20,6 +20,7 @@ impl Iceberg {
             .filter(|s| {
                 !s.summary().additional_properties.contains_key(WAP_BRANCH)
                     || published.contains(&s.snapshot_id())
+                    || self.branch_manifest(s.snapshot_id()).is_some()
             })
             .map(|s| {
                 let props = &s.summary().additional_properties;
@@ -75,7 +76,9 @@ impl Iceberg {
     pub(super) fn unpublished(&self, id: i64) -> Option<String> {
         let s = self.metadata()?.snapshot_by_id(id)?;
         let branch = s.summary().additional_properties.get(WAP_BRANCH)?;
-        (!self.main_ancestry().contains(&id)).then(|| {
+        // Published: named by its publish, or reached from main.
+        let published = self.branch_manifest(id).is_some() || self.main_ancestry().contains(&id);
+        (!published).then(|| {
             format!(
                 "snapshot {id} is a write-audit-publish write to branch `{}` that was never published (its audit failed or did not finish): read a version of main",
                 crate::text::shown(branch, 200)

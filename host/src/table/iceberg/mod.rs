@@ -103,6 +103,8 @@ pub struct Iceberg {
     /// This handle's last write to a branch (write-audit-publish), which
     /// `publish` fast-forwards `main` to.
     branched: Option<branches::WapRecord>,
+    /// How many commits this handle has begun (names its data files).
+    commits: u32,
 }
 
 /// An `iceberg` crate failure while doing `what`.

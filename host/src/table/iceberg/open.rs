@@ -32,6 +32,7 @@ impl Iceberg {
             pinned: None,
             attempt: attempt_id(location)?,
             branched: None,
+            commits: 0,
             loc,
         };
         t.refresh().await?;

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use iceberg::MetadataLocation;
 use iceberg::spec::{DataContentType, DataFile, Snapshot, TableMetadata};
 
-use super::branches::WapRecord;
+use super::branches::{WapRecord, expired_manifest_entries};
 use super::catalog::Swapped;
 use super::live::Live;
 use super::manifests::NewSnapshot;
@@ -63,8 +63,9 @@ impl Iceberg {
         // Write-audit-publish: on the branch, main untouched.
         let wap = WapRecord::new(branch, &snap, &record);
         let next = self.branch_metadata(req.slice, m, base_path, snapshot, &wap)?;
-        self.swap(next, base_path, swapped).await?;
+        // Planned before the swap: a lost answer is checked against it.
         self.branched = Some(wap);
+        self.swap(next, base_path, swapped).await?;
         Ok(snap.seq_no as u64)
     }
 
@@ -100,6 +101,7 @@ impl Iceberg {
         // A branch write of the slice still waiting is stale now.
         let (stale, branch) = self.stale_branch_write(req.slice, m);
         released.extend(stale);
+        released.extend(expired_manifest_entries(m));
         let mut table_props = HashMap::from([(
             format!("{SLICE_PROP}{}", req.slice),
             serde_json::to_string(record).unwrap_or_default(),

@@ -15,6 +15,7 @@ use iceberg::spec::{Snapshot, SnapshotReference, SnapshotRetention, TableMetadat
 
 use super::branches::{
     MANIFEST_PROP, WAP_PROP, WapRecord, branch_ref, check_takeover, expired_manifest_entries,
+    idem_branch,
 };
 use super::properties::{PARTITION_PROP, SLICE_PROP};
 use super::{Iceberg, ice_err};
@@ -37,27 +38,20 @@ impl Iceberg {
     pub async fn write_branch(&mut self, req: CommitRequest<'_>) -> Result<Wrote, TableError> {
         let slice = req.slice.to_string();
         let earlier = self.branched.take();
+        // Each attempt plans its write in `branched` before its swap: the
+        // one that landed (its answer lost or not) is the last planned.
         match self.commit(req).await? {
             SliceOutcome::Committed { drift, .. } => {
-                // Ours, as the swap answered, or as the table shows it
-                // after a lost answer.
-                let mut w = match self.branched.clone() {
-                    Some(w) => w,
-                    None => self
-                        .wap_record(&slice)
-                        .filter(|w| w.record.attempt == self.attempt)
-                        .ok_or_else(|| TableError::Iceberg {
-                            what: "writing to the branch".into(),
-                            detail:
-                                "the branch write landed but the table does not show it: run again"
-                                    .into(),
-                        })?,
-                };
+                let mut w = self.branched.clone().ok_or_else(|| TableError::Iceberg {
+                    what: "writing to the branch".into(),
+                    detail: "the branch write landed but was not planned here: run again".into(),
+                })?;
                 w.drift = drift;
                 self.branched = Some(w.clone());
                 Ok(Wrote::Branch(w.branched()))
             }
             other => {
+                self.branched = None;
                 if let Some(w) = earlier {
                     self.drop_branch_write(&slice, &w).await;
                 }
@@ -71,7 +65,7 @@ impl Iceberg {
         let w = self.wap_record(slice)?;
         let m = self.metadata()?;
         let there = branch_ref(m, &w.branch).is_some_and(|r| r.snapshot_id == w.snapshot);
-        let published = self.record(slice).is_some_and(|r| r.snapshot != 0);
+        let published = self.record(slice).is_some();
         Some(Pending {
             branch: w.branch,
             snapshot: w.snapshot,
@@ -102,7 +96,7 @@ impl Iceberg {
         let mut b = m.clone().into_builder(base_path.map(str::to_string));
         // The slice's earlier branch, under another name: replaced.
         if let Some(old) = self.wap_record(slice).filter(|o| o.branch != wap.branch)
-            && branch_ref(m, &old.branch).is_some_and(|r| r.snapshot_id == old.snapshot)
+            && idem_branch(m, &old.branch, slice).is_some_and(|r| r.snapshot_id == old.snapshot)
         {
             b = b.remove_ref(&old.branch);
         }
@@ -252,7 +246,7 @@ impl Iceberg {
             .map_err(ice_err("recording the slice"))?
             .remove_properties(&removed)
             .map_err(ice_err("recording the slice"))?;
-        if branch_ref(m, &w.branch).is_some_and(|r| r.snapshot_id == w.snapshot) {
+        if idem_branch(m, &w.branch, p.slice).is_some_and(|r| r.snapshot_id == w.snapshot) {
             b = b.remove_ref(&w.branch);
         }
         Ok(b.build()
