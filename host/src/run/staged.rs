@@ -1,7 +1,7 @@
 //! Write-audit-publish with a module: the staged output (before anything
-//! is published), or the slice's rows on a branch, read by an audit module, whose output rows are the
-//! verdict. It passes when it returns at least one row and every `pass`
-//! is true.
+//! is published), or the slice's rows on a branch, read by an audit
+//! module, whose output rows are the verdict. It passes when it returns
+//! at least one row and every `pass` is true.
 
 use std::path::{Path, PathBuf};
 

@@ -127,9 +127,9 @@ fn request<'a>(
 }
 
 /// The verdicts of the expectations, then the audit module, over the
-/// slice's rows at table version `version` (the branch's snapshot, or
-/// `main`'s when it holds the output). A failure names the branch left
-/// to inspect.
+/// slice's rows at `pin` (the branch's snapshot, or the one that made
+/// the output current when `main` holds it). A failure names the branch
+/// left to inspect.
 fn audit(
     rt: &tokio::runtime::Runtime,
     p: &Planned,

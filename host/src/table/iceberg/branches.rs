@@ -10,6 +10,7 @@ use std::collections::HashSet;
 
 use iceberg::spec::{SnapshotReference, TableMetadata};
 
+use super::history::WAP_BRANCH;
 use super::manifests::NewSnapshot;
 use super::properties::SliceRecord;
 use super::{Iceberg, ice_err};
@@ -78,7 +79,7 @@ pub(super) fn idem_branch(m: &TableMetadata, name: &str, slice: &str) -> Option<
         .snapshot_by_id(r.snapshot_id)?
         .summary()
         .additional_properties;
-    (p.get("idem.wapBranch").map(String::as_str) == Some(name)
+    (p.get(WAP_BRANCH).map(String::as_str) == Some(name)
         && p.get("idem.slice").map(String::as_str) == Some(slice))
     .then_some(r)
 }
@@ -99,7 +100,7 @@ pub(super) fn check_takeover(
         .snapshot_by_id(r.snapshot_id)
         .map(|s| &s.summary().additional_properties);
     let wrote = |p: &&std::collections::HashMap<String, String>| {
-        p.get("idem.wapBranch").map(String::as_str) == Some(branch)
+        p.get(WAP_BRANCH).map(String::as_str) == Some(branch)
     };
     let other = props.filter(wrote).and_then(|p| p.get("idem.slice"));
     let holds = match other {
@@ -122,10 +123,13 @@ pub(super) fn check_takeover(
 
 /// Whether `slice`'s `idem.wap.` entry names `snapshot`.
 fn waiting(m: &TableMetadata, slice: &str, snapshot: i64) -> bool {
-    m.properties()
-        .get(&format!("{WAP_PROP}{slice}"))
-        .and_then(|v| serde_json::from_str::<WapRecord>(v).ok())
-        .is_some_and(|w| w.snapshot == snapshot)
+    wap_entry(m, slice).is_some_and(|w| w.snapshot == snapshot)
+}
+
+/// `slice`'s unpublished branch write, as the table's properties hold it.
+fn wap_entry(m: &TableMetadata, slice: &str) -> Option<WapRecord> {
+    let v = m.properties().get(&format!("{WAP_PROP}{slice}"))?;
+    serde_json::from_str(v).ok()
 }
 
 /// `idem.manifest.` entries of snapshots the table no longer has.
@@ -160,11 +164,7 @@ impl Iceberg {
 
     /// The slice's unpublished branch write, if the table has one.
     pub(super) fn wap_record(&self, slice: &str) -> Option<WapRecord> {
-        let v = self
-            .metadata()?
-            .properties()
-            .get(&format!("{WAP_PROP}{slice}"))?;
-        serde_json::from_str(v).ok()
+        wap_entry(self.metadata()?, slice)
     }
 
     /// The manifest a published branch snapshot's entry names.

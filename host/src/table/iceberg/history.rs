@@ -19,8 +19,7 @@ impl Iceberg {
             // A branch write is history once published (main's ancestry).
             .filter(|s| {
                 !s.summary().additional_properties.contains_key(WAP_BRANCH)
-                    || published.contains(&s.snapshot_id())
-                    || self.branch_manifest(s.snapshot_id()).is_some()
+                    || self.is_published(s.snapshot_id(), &published)
             })
             .map(|s| {
                 let props = &s.summary().additional_properties;
@@ -71,14 +70,18 @@ impl Iceberg {
         out
     }
 
+    /// Whether branch snapshot `id` was published: named by its publish,
+    /// or reached from main (`ancestry`).
+    fn is_published(&self, id: i64, ancestry: &HashSet<i64>) -> bool {
+        self.branch_manifest(id).is_some() || ancestry.contains(&id)
+    }
+
     /// Why snapshot `id` is not a version to read: a branch write not
     /// (yet) published, whose audit failed or did not finish.
     pub(super) fn unpublished(&self, id: i64) -> Option<String> {
         let s = self.metadata()?.snapshot_by_id(id)?;
         let branch = s.summary().additional_properties.get(WAP_BRANCH)?;
-        // Published: named by its publish, or reached from main.
-        let published = self.branch_manifest(id).is_some() || self.main_ancestry().contains(&id);
-        (!published).then(|| {
+        (!self.is_published(id, &self.main_ancestry())).then(|| {
             format!(
                 "snapshot {id} is a write-audit-publish write to branch `{}` that was never published (its audit failed or did not finish): read a version of main",
                 crate::text::shown(branch, 200)

@@ -93,12 +93,23 @@ impl Iceberg {
 
     /// The sequence number of the snapshot with id `id`.
     pub fn version_of_snapshot(&self, id: i64) -> Result<u64, TableError> {
-        if let Some(why) = self.unpublished(id) {
-            return Err(TableError::Pin(format!(
+        self.refuse_unpublished(id)?;
+        self.snapshot_version(id)
+    }
+
+    /// A branch write that was never published is no version to read.
+    fn refuse_unpublished(&self, id: i64) -> Result<(), TableError> {
+        match self.unpublished(id) {
+            Some(why) => Err(TableError::Pin(format!(
                 "iceberg table {}: {why}",
                 self.location
-            )));
+            ))),
+            None => Ok(()),
         }
+    }
+
+    /// The sequence number of snapshot `id`, published or not.
+    fn snapshot_version(&self, id: i64) -> Result<u64, TableError> {
         self.metadata()
             .and_then(|m| m.snapshot_by_id(id))
             .map(|s| s.sequence_number().max(0) as u64)
@@ -126,12 +137,7 @@ impl Iceberg {
                     self.location
                 ))
             })?;
-        if let Some(why) = self.unpublished(id) {
-            return Err(TableError::Pin(format!(
-                "iceberg table {}: {why}",
-                self.location
-            )));
-        }
+        self.refuse_unpublished(id)?;
         self.pinned = Some(id);
         Ok(())
     }
@@ -139,18 +145,9 @@ impl Iceberg {
     /// Read the table as of snapshot `id`, published or not (the audit
     /// of a branch write reads its own snapshot).
     pub fn pin_snapshot(&mut self, id: i64) -> Result<(), TableError> {
-        self.version_of_snapshot_any(id)?;
+        self.snapshot_version(id)?;
         self.pinned = Some(id);
         Ok(())
-    }
-
-    fn version_of_snapshot_any(&self, id: i64) -> Result<u64, TableError> {
-        self.metadata()
-            .and_then(|m| m.snapshot_by_id(id))
-            .map(|s| s.sequence_number().max(0) as u64)
-            .ok_or_else(|| {
-                TableError::Pin(format!("iceberg table {}: no snapshot {id}", self.location))
-            })
     }
 
     /// The table's schema as Arrow (the types idem writes for each
