@@ -66,7 +66,11 @@ fn a_same_size_rewrite_between_pinning_and_reading_is_refused() {
     std::fs::create_dir_all(&part).unwrap();
     let expected =
         plain_ints(&part.join("a.parquet"), 500) + plain_ints(&part.join("b.parquet"), 500);
-    let slice = ResolvedSlice::from_partition(dir.path().join("data"), "date", "1").unwrap();
+    let slice = ResolvedSlice::from_partition(
+        dir.path().join("data"),
+        &idem::slice::Partition::one("date", "1"),
+    )
+    .unwrap();
     let pinned = slice.inputs[1].clone();
 
     // Rewrite one byte of one value in b.parquet's data page, in place.
@@ -95,7 +99,11 @@ fn a_same_size_rewrite_between_pinning_and_reading_is_refused() {
     }
     // The rewritten file decodes fine: only the digest check stands between
     // the run and a different value under the pinned digest.
-    let repinned = ResolvedSlice::from_partition(dir.path().join("data"), "date", "1").unwrap();
+    let repinned = ResolvedSlice::from_partition(
+        dir.path().join("data"),
+        &idem::slice::Partition::one("date", "1"),
+    )
+    .unwrap();
     assert_ne!(repinned.inputs[1].digest, pinned.digest);
     assert_eq!(sum(&repinned).unwrap(), expected + 0x4000);
 }
@@ -140,7 +148,10 @@ fn a_partition_value_that_climbs_out_of_the_root_is_refused_and_nothing_committe
     assert!(secret.join("part-00000.parquet").is_file());
     // The library refuses it too, before touching the disk.
     assert!(matches!(
-        ResolvedSlice::from_partition(&root, "date", "x/../../secret/files"),
+        ResolvedSlice::from_partition(
+            &root,
+            &idem::slice::Partition::one("date", "x/../../secret/files")
+        ),
         Err(SliceError::BadName { .. })
     ));
 }
@@ -168,7 +179,8 @@ fn hive_partition(d: &Path) -> (PathBuf, usize) {
 fn parquet_files_are_read_by_content_and_symlinks_only_inside_the_root() {
     let dir = tempfile::tempdir().unwrap();
     let (root, expected) = hive_partition(dir.path());
-    let slice = ResolvedSlice::from_partition(&root, "date", "1").unwrap();
+    let slice =
+        ResolvedSlice::from_partition(&root, &idem::slice::Partition::one("date", "1")).unwrap();
     let names: Vec<&str> = slice.inputs.iter().map(|i| i.path.as_str()).collect();
     assert_eq!(
         names,
@@ -186,7 +198,8 @@ fn parquet_files_are_read_by_content_and_symlinks_only_inside_the_root() {
 fn what_a_partition_walk_skips_is_reported_with_why() {
     let dir = tempfile::tempdir().unwrap();
     let (root, _) = hive_partition(dir.path());
-    let slice = ResolvedSlice::from_partition(&root, "date", "1").unwrap();
+    let slice =
+        ResolvedSlice::from_partition(&root, &idem::slice::Partition::one("date", "1")).unwrap();
     let mut skipped = slice.skipped.clone();
     skipped.sort();
     assert_eq!(

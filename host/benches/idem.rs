@@ -454,8 +454,7 @@ fn run_child(example: &str, kind: &str, rows: u64, batch: u32) {
             &module,
             SliceSpec::Partition {
                 root: data.clone(),
-                column: "date".into(),
-                value: "2026-10-01".into(),
+                partition: idem::slice::Partition::one("date", "2026-10-01"),
             },
             table.path().display().to_string(),
         )
@@ -551,7 +550,9 @@ fn end_to_end(rows: u64, samples: u64, out: &mut Vec<Row>) {
     }
     // Input hashing: pinning the slice is reading + sha256 of every file.
     let start = Instant::now();
-    let s = ResolvedSlice::from_partition(&data, "date", "2026-10-01").unwrap();
+    let s =
+        ResolvedSlice::from_partition(&data, &idem::slice::Partition::one("date", "2026-10-01"))
+            .unwrap();
     let d = start.elapsed();
     let total: u64 = s.inputs.iter().map(|i| i.size).sum();
     let one = Instant::now();
@@ -746,8 +747,7 @@ fn backfill(rows: u64, out: &mut Vec<Row>) {
             &m,
             SliceSpec::Partition {
                 root: data.clone(),
-                column: "date".into(),
-                value: d.into(),
+                partition: idem::slice::Partition::one("date", d),
             },
             table.display().to_string(),
         )

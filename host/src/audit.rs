@@ -198,7 +198,7 @@ async fn prove(
     // A slice copied whole from another table (files, commit, manifest
     // and its signature) is that table's run, not this one's.
     let target = &m.spec.target;
-    let partition = target.partition.as_ref().map(|(k, v)| format!("{k}={v}"));
+    let partition = target.partition.as_ref().map(|p| p.to_string());
     if target.table != t.target_name() || target.mode != c.mode || partition != c.partition {
         return fail(format!(
             "the manifest is of a run into {} ({}), not into this table ({}, {}): the slice was copied from another table",

@@ -53,13 +53,36 @@ pub fn parse_params(text: &str) -> Result<serde_json::Value, String> {
     Ok(params)
 }
 
-/// The logical date a partition slice implies when the caller gives none:
-/// its value, when that is an ISO date (`date=2026-10-01`, `ds=...`), as a
-/// scheduler's `{{ ds }}` would have been. Without it, a run of the
-/// partition without `--logical-date` and a rerun with it would be two
-/// different runs of the same data.
-pub fn implied_by_partition(value: &str) -> Option<String> {
-    (value.len() == 10 && check_logical_date(value).is_ok()).then(|| value.to_string())
+/// The logical date a partition slice implies when the caller gives none,
+/// as a scheduler would have passed it: the first level whose value is an
+/// ISO date (`date=2026-10-01`, `ds=...`) as `{{ ds }}`; followed by an
+/// `hour=HH` level, that hour as `{{ ts }}` (`2026-10-01T07:00:00+00:00`).
+/// Without it, a run of the partition without `--logical-date` and a
+/// rerun with it would be two different runs of the same data.
+pub fn implied_by_partition(partition: &crate::slice::Partition) -> Option<String> {
+    let levels = partition.levels();
+    let at = levels.iter().position(|(_, v)| is_date(v))?;
+    let date = &levels[at].1;
+    match levels.get(at + 1) {
+        Some((c, h)) if c == "hour" => hour_of(h).map(|h| timestamp(date, h)),
+        _ => Some(date.clone()),
+    }
+}
+
+/// Whether `value` is an ISO date (`2026-10-01`).
+fn is_date(value: &str) -> bool {
+    value.len() == 10 && check_logical_date(value).is_ok()
+}
+
+/// The hour `HH` names: two digits, 00 to 23.
+pub fn hour_of(text: &str) -> Option<u32> {
+    let h: u32 = text.parse().ok()?;
+    (text.len() == 2 && text.bytes().all(|b| b.is_ascii_digit()) && h < 24).then_some(h)
+}
+
+/// The logical timestamp of hour `h` of `date`, as Airflow's `{{ ts }}`.
+pub fn timestamp(date: &str, h: u32) -> String {
+    format!("{date}T{h:02}:00:00+00:00")
 }
 
 /// `YYYY-MM-DD` of a day number (civil_from_days).
@@ -109,11 +132,31 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+        let implied = |p: &str| {
+            let levels = p.split('/').map(|l| {
+                let (c, v) = l.split_once('=').unwrap();
+                (c.to_string(), v.to_string())
+            });
+            implied_by_partition(&crate::slice::Partition::of(levels.collect()))
+        };
+        assert_eq!(implied("date=2026-10-01").as_deref(), Some("2026-10-01"));
+        assert_eq!(implied("ts=2026-10-01T00:00:00Z"), None);
+        assert_eq!(implied("region=eu"), None);
+        // An hour below a date: that hour, as Airflow's {{ ts }}.
         assert_eq!(
-            implied_by_partition("2026-10-01").as_deref(),
+            implied("date=2026-10-01/hour=07").as_deref(),
+            Some("2026-10-01T07:00:00+00:00")
+        );
+        assert_eq!(
+            implied("region=eu/ds=2026-10-01/hour=23").as_deref(),
+            Some("2026-10-01T23:00:00+00:00")
+        );
+        // Other levels below a date leave the date; a bad hour too.
+        assert_eq!(
+            implied("date=2026-10-01/region=eu").as_deref(),
             Some("2026-10-01")
         );
-        assert_eq!(implied_by_partition("2026-10-01T00:00:00Z"), None);
-        assert_eq!(implied_by_partition("eu"), None);
+        assert_eq!(implied("date=2026-10-01/hour=24").as_deref(), None);
+        assert_eq!(implied("date=2026-10-01/hour=7").as_deref(), None);
     }
 }

@@ -306,8 +306,7 @@ impl BackfillArgs {
     fn slice_run(&self, shared: &Shared, date: &str) -> Run {
         let slice = SliceSpec::Partition {
             root: PathBuf::from(&self.input),
-            column: self.column.clone(),
-            value: date.to_string(),
+            partition: idem::slice::Partition::one(&self.column, date),
         };
         let run = Run::new(&self.module, slice, self.table.clone()).force(self.force);
         let run = self

@@ -54,7 +54,8 @@ pub fn pin_child(args: &[String]) {
         one_core();
     }
     let start = Instant::now();
-    let s = ResolvedSlice::from_partition(&args[0], "date", DATE).unwrap();
+    let s = ResolvedSlice::from_partition(&args[0], &idem::slice::Partition::one("date", DATE))
+        .unwrap();
     let secs = start.elapsed().as_secs_f64();
     let bytes: u64 = s.inputs.iter().map(|i| i.size).sum();
     println!(

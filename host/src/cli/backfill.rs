@@ -1,5 +1,6 @@
-//! `idem backfill`: a date range of daily partitions, N at a time, with a
-//! live display on a terminal, a line per slice otherwise, and a summary.
+//! `idem backfill`: a date or hour range of partitions (or listed values
+//! of partition columns), N at a time, with a live display on a terminal,
+//! a line per slice otherwise, and a summary.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,6 +14,7 @@ use serde_json::{Value, json};
 
 use idem::backfill::{SliceResult, Status};
 use idem::run::{Run, SliceSpec};
+use idem::slice::Partition;
 use idem::table::Mode;
 
 use super::Out;
@@ -25,21 +27,34 @@ pub struct BackfillArgs {
     /// The transform (.wasm from `idem build`).
     #[arg(long)]
     pub module: PathBuf,
-    /// The Parquet dataset root (daily partitions COLUMN=YYYY-MM-DD below it).
+    /// The dataset root (partitions COLUMN=YYYY-MM-DD below it, or
+    /// COLUMN=YYYY-MM-DD/hour=HH for hourly slices).
     #[arg(long)]
     pub input: String,
-    /// The target Delta table (path or URL).
+    /// The target table (path or URL).
     #[arg(long)]
     pub table: String,
-    /// First date (YYYY-MM-DD).
+    /// First slice: a date (YYYY-MM-DD) or an hour (YYYY-MM-DDTHH).
     #[arg(long)]
-    pub from: String,
-    /// Last date, included (YYYY-MM-DD).
+    pub from: Option<String>,
+    /// Last slice, included (the same form as --from).
     #[arg(long)]
-    pub to: String,
+    pub to: Option<String>,
+    /// The step: 1d (daily slices) or 1h (hourly slices, date=D/hour=HH);
+    /// 1h by default when --from names an hour.
+    #[arg(long)]
+    pub every: Option<String>,
     /// The partition column holding the date.
     #[arg(long, default_value = "date")]
     pub column: String,
+    /// The partition column holding the hour (00-23), for hourly slices.
+    #[arg(long, default_value = "hour")]
+    pub hour_column: String,
+    /// A further partition level with its values, crossed with every date
+    /// or hour (or alone, without --from/--to): COLUMN=V1,V2,... (repeat
+    /// for more levels).
+    #[arg(long, value_name = "COLUMN=V1,V2")]
+    pub each: Vec<String>,
     /// Slices run at once.
     #[arg(long, short, default_value_t = 2)]
     pub jobs: usize,
@@ -78,7 +93,12 @@ fn backfill_words(a: clap::Arg) -> clap::Arg {
 }
 
 pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
-    let dates = super::flags::dates(&a.from, &a.to, a.jobs)?;
+    let partitions = span(&a).partitions()?;
+    idem::backfill::check_jobs(a.jobs)?;
+    // Each slice's run is found by its slice id (what the results carry).
+    let ids: Vec<String> = partitions.iter().map(|p| p.to_string()).collect();
+    let by_id: std::collections::HashMap<&str, &Partition> =
+        ids.iter().map(String::as_str).zip(&partitions).collect();
     if a.publish.wap_branch.is_some() {
         return Err(idem::run::RunError::Usage(
             "a backfill writes one branch per slice: say --wap (branches wap/<slice id>), not --wap-branch".into(),
@@ -86,8 +106,6 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
         .into());
     }
     let mode = a.flags.mode(&Default::default())?;
-    // The partition column and each date become directory names.
-    idem::run::parse_partition(&format!("{}={}", a.column, a.from))?;
     let sandbox = a.limits.sandbox()?;
     let signer = a.sign.signer()?;
     // Every slice's events name the backfill as their parent run.
@@ -99,43 +117,56 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
             idem::table::shown_location(&a.table)
         ))
     });
-    let make = |date: &str| {
-        slice_run(&a, mode.as_ref(), date)
+    let make = |id: &str| {
+        slice_run(&a, mode.as_ref(), by_id[id])
             .sign_with(signer.clone())
             .lineage(lineage.clone(), parent.clone())
     };
 
     // Checked once, not once per slice: params, mode, and that the module
     // loads (which fills the compiled-code cache before N slices start).
-    make(&dates[0]).preflight(&sandbox)?;
+    make(&ids[0]).preflight(&sandbox)?;
 
-    let bar = batch::bar(dates.len());
+    let bar = batch::bar(ids.len());
     let stop = batch::on_ctrl_c();
     let started = Instant::now();
     let seen: Mutex<Vec<SliceResult>> = Mutex::new(Vec::new());
     let done = |r: &SliceResult| show_progress(&a, r, &seen, &bar, started);
-    let results = idem::backfill::run(&dates, a.jobs, &sandbox, &make, stop, &done);
+    let results = idem::backfill::run(&ids, a.jobs, &sandbox, &make, stop, &done);
     bar.finish();
     let summary = Summary::of(&results, a.skip_missing, started.elapsed().as_secs_f64());
     out.emit(summary_json(&a, &results, &summary), || {
-        print_summary(&a, &results, &summary)
+        print_summary(&results, &summary)
     });
     Ok(summary.exit_code())
 }
 
-/// The run of the slice `date`.
-fn slice_run(a: &BackfillArgs, mode: Option<&Mode>, date: &str) -> Run {
+/// The slices `a` names.
+fn span(a: &BackfillArgs) -> idem::backfill::Span {
+    idem::backfill::Span {
+        from: a.from.clone(),
+        to: a.to.clone(),
+        every: a.every.clone(),
+        column: a.column.clone(),
+        hour_column: a.hour_column.clone(),
+        each: a.each.clone(),
+    }
+}
+
+/// The run of the slice `partition`. Its logical date is the one a run
+/// of the partition implies (the date, or the hour as a timestamp), so a
+/// backfill's slice and `idem run --partition` of it are the same run.
+fn slice_run(a: &BackfillArgs, mode: Option<&Mode>, partition: &Partition) -> Run {
     let mut run = Run::new(
         &a.module,
         SliceSpec::Partition {
             root: PathBuf::from(&a.input),
-            column: a.column.clone(),
-            value: date.to_string(),
+            partition: partition.clone(),
         },
         a.table.clone(),
     )
     .params(a.flags.params.clone())
-    .logical_date(Some(date.to_string()))
+    .logical_date(idem::schedule::implied_by_partition(partition))
     .batch_rows(a.batch_rows)
     .force(a.force);
     run = a.text.apply(a.publish.apply(run));
@@ -155,13 +186,10 @@ fn show_progress(
     started: Instant,
 ) {
     let line = match &r.status {
-        Status::Failed(e, _) => format!("{}={}  FAILED: {e}", a.column, r.date),
-        Status::Missing(e) if !a.skip_missing => {
-            format!("{}={}  FAILED: {e}", a.column, r.date)
-        }
+        Status::Failed(e, _) => format!("{}  FAILED: {e}", r.date),
+        Status::Missing(e) if !a.skip_missing => format!("{}  FAILED: {e}", r.date),
         s => format!(
-            "{}={}  {}  {} rows  {:.1} s",
-            a.column,
+            "{}  {}  {} rows  {:.1} s",
             r.date,
             status_text(s),
             r.rows,
@@ -224,7 +252,7 @@ fn summary_json(a: &BackfillArgs, results: &[SliceResult], s: &Summary) -> Value
         .iter()
         .map(|r| {
             json!({
-                "slice": format!("{}={}", a.column, r.date),
+                "slice": r.date,
                 "status": status_kind(&r.status),
                 "version": batch::version(&r.status),
                 "rows": r.rows,
@@ -250,7 +278,7 @@ fn summary_json(a: &BackfillArgs, results: &[SliceResult], s: &Summary) -> Value
 }
 
 /// A line per slice, and the totals.
-fn print_summary(a: &BackfillArgs, results: &[SliceResult], s: &Summary) {
+fn print_summary(results: &[SliceResult], s: &Summary) {
     println!(
         "{:<24} {:<34} {:>10} {:>8}",
         "SLICE", "RESULT", "ROWS", "SECONDS"
@@ -258,7 +286,7 @@ fn print_summary(a: &BackfillArgs, results: &[SliceResult], s: &Summary) {
     for r in results {
         println!(
             "{:<24} {:<34} {:>10} {:>8.1}",
-            format!("{}={}", a.column, r.date),
+            r.date,
             status_text(&r.status),
             r.rows,
             r.ms as f64 / 1000.0
@@ -275,6 +303,8 @@ fn print_summary(a: &BackfillArgs, results: &[SliceResult], s: &Summary) {
         println!("{}", batch::INTERRUPTED);
     }
     if s.ended.all_missing {
-        println!("no date of the range has input: check --input and --column");
+        println!(
+            "no slice of the backfill has input: check --input, --column (and --hour-column, --each)"
+        );
     }
 }

@@ -55,8 +55,7 @@ pub fn demo(a: DemoArgs, out: Out) -> Result<ExitCode> {
                 &built.path,
                 SliceSpec::Partition {
                     root: data.clone(),
-                    column: "date".into(),
-                    value: d.into(),
+                    partition: idem::slice::Partition::one("date", d),
                 },
                 table.display().to_string(),
             )

@@ -182,7 +182,7 @@ fn print_spec(m: &Manifest) {
     );
     println!("batch rows:   {}", s.batch_rows);
     let how = match (&s.target.partition, s.target.keys.as_slice()) {
-        (Some((k, v)), _) => format!("{} {k}={v}", s.target.mode),
+        (Some(p), _) => format!("{} {p}", s.target.mode),
         (None, []) => s.target.mode.clone(),
         (None, keys) => format!("{} on ({})", s.target.mode, keys.join(", ")),
     };

@@ -445,7 +445,7 @@ mod tests {
             ("mode", Box::new(|s| s.target.mode = "merge".into())),
             (
                 "partition",
-                Box::new(|s| s.target.partition = Some(("date".into(), "x".into()))),
+                Box::new(|s| s.target.partition = Some(crate::slice::Partition::one("date", "x"))),
             ),
             ("keys", Box::new(|s| s.target.keys = vec!["id".into()])),
             (

@@ -87,7 +87,7 @@ pub struct TargetRecord {
     pub mode: String,
     /// Partition column and value, for overwrite-partition.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub partition: Option<(String, String)>,
+    pub partition: Option<crate::slice::Partition>,
     /// Merge key columns.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub keys: Vec<String>,

@@ -304,7 +304,8 @@ fn mode_of(s: &StageConfig, source: &Source) -> Result<Mode, String> {
             }
         };
         check_column(&column)?;
-        Ok((column, String::new()))
+        // The value is each date's (see `Pipeline::run_of`).
+        Ok(crate::slice::Partition::one(column, ""))
     };
     let mode = Mode::parse(name, &s.key, partition)?
         .ok_or_else(|| format!("unknown mode `{name}`: use {}", Mode::NAMES))?;

@@ -9,6 +9,7 @@ use super::{Pipeline, PipelineError, Source, StageRun};
 use crate::backfill::Status;
 use crate::run::{Run, RunError, SliceSpec};
 use crate::sandbox::Sandbox;
+use crate::slice::Partition;
 use crate::table::{Mode, Table, TableError};
 
 impl Pipeline {
@@ -19,8 +20,7 @@ impl Pipeline {
         let slice = match &s.source {
             Source::Dataset { root, column } => SliceSpec::Partition {
                 root: PathBuf::from(root),
-                column: column.clone(),
-                value: date.to_string(),
+                partition: Partition::one(column, date),
             },
             Source::Stage(j) => SliceSpec::Delta {
                 table: self.stages[*j].table.clone(),
@@ -30,9 +30,8 @@ impl Pipeline {
             },
         };
         let mode = match &s.mode {
-            Mode::OverwritePartition { column, .. } => Mode::OverwritePartition {
-                column: column.clone(),
-                value: date.to_string(),
+            Mode::OverwritePartition { partition } => Mode::OverwritePartition {
+                partition: partition.with_values(&[date.to_string()]),
             },
             other => other.clone(),
         };

@@ -1,5 +1,5 @@
-//! Backfill: one idempotent run per daily partition of a date range, at
-//! most N at once. Nothing here needs to remember progress: every slice's
+//! Backfill: one idempotent run per partition of a date or hour range
+//! (or of listed values, [`Span`]), at most N at once. Nothing here needs to remember progress: every slice's
 //! run is memoized by its run key and committed atomically, so a backfill
 //! that is interrupted (Ctrl-C, kill -9) and started again finds the
 //! slices it committed (memo) and runs only the rest. One failing slice
@@ -14,6 +14,8 @@ use crate::run::{Run, RunError, RunOutcome, RunReport};
 use crate::sandbox::Sandbox;
 use crate::schedule::date_of;
 use crate::slice::SliceError;
+
+pub use super::span::{MAX_SLICES, Span, hours};
 
 /// How one slice of a backfill ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,7 +33,8 @@ pub enum Status {
 /// One slice's result.
 #[derive(Debug, Clone)]
 pub struct SliceResult {
-    /// The date (the partition value and the logical date).
+    /// The slice's key: its date (a pipeline's), or its slice id (a
+    /// backfill's: `date=D`, `date=D/hour=HH`).
     pub date: String,
     /// What happened.
     pub status: Status,

@@ -40,6 +40,7 @@ pub mod record;
 mod replay;
 mod resolve;
 mod sign;
+mod span;
 mod staged;
 mod wap;
 

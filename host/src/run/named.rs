@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 use super::{RunError, SliceSpec, parse_partition};
+use crate::slice::Partition;
 use crate::table::Mode;
 
 /// The names of a slice: one of `input` + `partition` (a dataset's hive
@@ -44,8 +45,8 @@ pub struct NamedSlice {
 }
 
 impl NamedSlice {
-    /// The partition, parsed (`column`, `value`).
-    pub fn partition(&self) -> Result<Option<(String, String)>, RunError> {
+    /// The partition, parsed (one level or nested).
+    pub fn partition(&self) -> Result<Option<Partition>, RunError> {
         self.partition.as_deref().map(parse_partition).transpose()
     }
 
@@ -79,10 +80,9 @@ impl NamedSlice {
                     partition: partition.filter(|_| a.delta_slice.is_none()),
                     slice: a.delta_slice.clone(),
                 },
-                (Some(root), None, Some((column, value)), true) => SliceSpec::Partition {
+                (Some(root), None, Some(partition), true) => SliceSpec::Partition {
                     root: PathBuf::from(root),
-                    column,
-                    value,
+                    partition,
                 },
                 (None, None, _, false) => SliceSpec::Files {
                     files: a.files.clone(),
@@ -146,7 +146,7 @@ impl NamedSlice {
 pub fn parse_mode(
     name: Option<&str>,
     keys: &[String],
-    partition: Option<(String, String)>,
+    partition: Option<Partition>,
 ) -> Result<Option<Mode>, RunError> {
     let Some(name) = name else {
         return Ok(None);

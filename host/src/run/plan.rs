@@ -30,7 +30,7 @@ pub(super) struct Planned {
 impl Run {
     fn resolve_mode(&self) -> Result<Mode, RunError> {
         let partition = match &self.slice {
-            SliceSpec::Partition { column, value, .. } => Some((column.clone(), value.clone())),
+            SliceSpec::Partition { partition, .. } => Some(partition.clone()),
             SliceSpec::Delta { partition, .. } => partition.clone(),
             SliceSpec::Files { .. } => None,
             // A range of an append-only source appends (slice-owned rows).
@@ -38,11 +38,11 @@ impl Run {
             SliceSpec::Next { .. } => None,
         };
         match (&self.mode, partition) {
-            (Some(Mode::OverwritePartition { column, value }), _) if !column.is_empty() => {
-                Ok(Mode::OverwritePartition { column: column.clone(), value: value.clone() })
+            (Some(Mode::OverwritePartition { partition }), _) if !partition.is_empty() => {
+                Ok(Mode::OverwritePartition { partition: partition.clone() })
             }
-            (Some(Mode::OverwritePartition { .. }) | None, Some((column, value))) => {
-                Ok(Mode::OverwritePartition { column, value })
+            (Some(Mode::OverwritePartition { .. }) | None, Some(partition)) => {
+                Ok(Mode::OverwritePartition { partition })
             }
             (Some(Mode::OverwritePartition { .. }) | None, None) => Err(RunError::Usage(
                 "overwrite-partition needs a partition: give --partition column=value, or choose --mode append or --mode merge --key COL".into(),
@@ -194,9 +194,7 @@ impl Run {
         mode: &Mode,
     ) -> Result<RunSpec, RunError> {
         let (partition, keys) = match mode {
-            Mode::OverwritePartition { column, value } => {
-                (Some((column.clone(), value.clone())), vec![])
-            }
+            Mode::OverwritePartition { partition } => (Some(partition.clone()), vec![]),
             Mode::Merge { keys } => (None, keys.clone()),
             Mode::Append => (None, vec![]),
         };

@@ -168,9 +168,8 @@ fn pinned_again(
         };
         let slice = m.spec.slice.delta_slice.clone();
         let partition = (slice.is_none() && m.spec.slice.id != format!("delta-v{version}"))
-            .then(|| m.spec.slice.id.split_once('='))
-            .flatten()
-            .map(|(k, v)| (k.to_string(), v.to_string()));
+            .then(|| crate::slice::Partition::from_spelled(&m.spec.slice.id))
+            .flatten();
         let spec = SliceSpec::Delta {
             table: m.spec.slice.root.clone(),
             version,

@@ -5,20 +5,20 @@
 use std::path::PathBuf;
 
 use super::RunError;
+use crate::slice::{MAX_LEVELS, Partition};
 use crate::slice::{ResolvedSlice, SliceError};
 use crate::table::Table;
 
 /// Which inputs a run reads.
 #[derive(Debug, Clone)]
 pub enum SliceSpec {
-    /// Hive partition `column=value` of the Parquet dataset at `root`.
+    /// Hive partition `column=value` (or `date=D/hour=H`, nested
+    /// directories) of the dataset at `root`.
     Partition {
         /// Dataset root.
         root: PathBuf,
-        /// Partition column.
-        column: String,
-        /// Partition value.
-        value: String,
+        /// The partition: one or more levels.
+        partition: Partition,
     },
     /// An explicit list of Parquet files.
     Files {
@@ -45,8 +45,8 @@ pub enum SliceSpec {
         table: String,
         /// Pinned version.
         version: u64,
-        /// Partition filter `column = value`.
-        partition: Option<(String, String)>,
+        /// Partition filter (`column=value`, or nested levels).
+        partition: Option<Partition>,
         /// Only the rows this slice of the table owns (what an upstream
         /// stage committed for it); the slice id becomes this.
         slice: Option<String>,
@@ -56,30 +56,56 @@ pub enum SliceSpec {
 /// The logical date a slice implies: a date partition's value.
 pub(super) fn implied_date(slice: &SliceSpec) -> Option<String> {
     match slice {
-        SliceSpec::Partition { value, .. } => crate::schedule::implied_by_partition(value),
+        SliceSpec::Partition { partition, .. } => crate::schedule::implied_by_partition(partition),
         // Files named as a partition (`--slice-id date=2026-10-01`, serve's
         // `files` with `partition`): the same run as the partition spelled
         // with `--input`.
-        SliceSpec::Files { id: Some(id), .. } => id
-            .split_once('=')
-            .and_then(|(_, v)| crate::schedule::implied_by_partition(v)),
+        SliceSpec::Files { id: Some(id), .. } => parse_partition(id)
+            .ok()
+            .and_then(|p| crate::schedule::implied_by_partition(&p)),
         _ => None,
     }
 }
 
-/// Parse `K=V`.
-pub fn parse_partition(s: &str) -> Result<(String, String), RunError> {
-    let (k, v) = s
+/// Parse `K=V`, or nested levels `K=V/K2=V2` (at most [`MAX_LEVELS`],
+/// each column once).
+pub fn parse_partition(s: &str) -> Result<Partition, RunError> {
+    let levels: Vec<&str> = s.split('/').collect();
+    if levels.len() > MAX_LEVELS {
+        return Err(RunError::Usage(format!(
+            "--partition `{}` has {} levels; at most {MAX_LEVELS} (e.g. date=2026-10-01/hour=07)",
+            crate::text::clip_str(s, 300),
+            levels.len()
+        )));
+    }
+    let mut parsed: Vec<(String, String)> = Vec::with_capacity(levels.len());
+    for level in levels {
+        let (k, v) = parse_level(s, level)?;
+        if parsed.iter().any(|(c, _)| *c == k) {
+            return Err(RunError::Usage(format!(
+                "--partition `{s}` names column `{k}` twice: each level is another column"
+            )));
+        }
+        parsed.push((k, v));
+    }
+    Ok(Partition::of(parsed))
+}
+
+/// One `K=V` level of the partition `whole`.
+fn parse_level(whole: &str, level: &str) -> Result<(String, String), RunError> {
+    let (k, v) = level
         .split_once('=')
         .filter(|(k, v)| !k.is_empty() && !v.is_empty())
         .ok_or_else(|| {
             RunError::Usage(format!(
-                "--partition `{s}` must look like column=value, e.g. date=2026-10-01"
+                "--partition `{}` must look like column=value, e.g. date=2026-10-01 (or date=2026-10-01/hour=07 for nested partitions)",
+                crate::text::clip_str(whole, 300)
             ))
         })?;
     if !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err(RunError::Usage(format!(
-            "partition column `{k}` must be letters, digits and _"
+            "partition column `{}` must be letters, digits and _",
+            crate::text::clip_str(k, 300)
         )));
     }
     // The value becomes a directory name below the dataset root.
@@ -95,14 +121,9 @@ pub(super) fn resolve(
     spec: &SliceSpec,
 ) -> Result<(ResolvedSlice, &'static str), RunError> {
     Ok(match spec {
-        SliceSpec::Partition {
-            root,
-            column,
-            value,
-        } => (
-            ResolvedSlice::from_partition(root, column, value)?,
-            "partition",
-        ),
+        SliceSpec::Partition { root, partition } => {
+            (ResolvedSlice::from_partition(root, partition)?, "partition")
+        }
         SliceSpec::Files { files, id } => {
             // Canonical paths: how the paths were typed must not matter.
             let id = match id {
@@ -172,7 +193,7 @@ fn resolve_delta(
     rt: &tokio::runtime::Runtime,
     table: &str,
     pin: Pin,
-    partition: Option<&(String, String)>,
+    partition: Option<&Partition>,
     slice: Option<&str>,
 ) -> Result<ResolvedSlice, RunError> {
     // Read through the pinned snapshot: its files only, with the
@@ -192,7 +213,7 @@ fn resolve_delta(
     let (files, fields, values) = partition_constants(&snap);
     let id = match (slice, partition) {
         (Some(owner), _) => owner.to_string(),
-        (None, Some((k, v))) => format!("{k}={v}"),
+        (None, Some(p)) => p.to_string(),
         (None, None) => match pin {
             Pin::Version(version) => format!("delta-v{version}"),
             Pin::Snapshot(id) => format!("snapshot-{id}"),
@@ -213,7 +234,7 @@ fn resolve_delta(
 async fn snapshot(
     table: &str,
     pin: Pin,
-    partition: Option<&(String, String)>,
+    partition: Option<&Partition>,
     slice: Option<&str>,
 ) -> Result<Snapshot, RunError> {
     let mut t = Table::open_existing(table).await?;
@@ -242,9 +263,7 @@ async fn snapshot(
             ),
         }));
     }
-    let (inputs, rows_of) = t
-        .input_files(partition.map(|(k, v)| (k.as_str(), v.as_str())), slice)
-        .await?;
+    let (inputs, rows_of) = t.input_files(partition, slice).await?;
     let schema = t.arrow_schema()?;
     Ok(Snapshot {
         inputs,

@@ -79,7 +79,7 @@ fn mode_of(r: &RunRequest) -> Result<Option<Mode>, Refusal> {
     // As the CLI: the slice's partition is the target's.
     let partition = || match &r.partition {
         Some(p) => crate::run::parse_partition(p).map_err(|e| Refusal(400, e.to_string())),
-        None => Ok((String::new(), String::new())),
+        None => Ok(crate::slice::Partition::default()),
     };
     let mode = Mode::parse(name, &r.key, partition)?
         .ok_or_else(|| Refusal(400, format!("unknown mode `{name}`: {}", Mode::NAMES)))?;
@@ -96,12 +96,11 @@ pub fn build_run(t: &Tenant, r: &RunRequest) -> Result<Run, Refusal> {
     let module = under(t, &module_rel(&r.module)?, "module")?;
     let slice = match (&r.input, &r.partition) {
         (Some(input), Some(p)) => {
-            let (column, value) =
+            let partition =
                 crate::run::parse_partition(p).map_err(|e| Refusal(400, e.to_string()))?;
             SliceSpec::Partition {
                 root: PathBuf::from(under(t, input, "input")?),
-                column,
-                value,
+                partition,
             }
         }
         _ => SliceSpec::Files {

@@ -6,7 +6,7 @@ use std::ffi::OsStr;
 use url::Url;
 
 use super::error::SliceError;
-use super::path::{bad, validate_segment};
+use super::path::bad;
 use crate::digest::Digest;
 use crate::storage::{self, Store, as_dir};
 
@@ -143,12 +143,40 @@ pub(super) fn nearby(store: &Store, key: &str, value: &str) -> String {
     }
 }
 
+/// [`nearby`] for a partition of one or more levels: said of the first
+/// level that is missing (locally; on an object store, of the first), so
+/// `date=2026-10-01/hour=07` lists the hours of that date when the date is
+/// there and the hour is not.
+pub(super) fn nearby_partition(store: &Store, partition: &super::Partition) -> String {
+    let levels = partition.levels();
+    let mut at = store.clone();
+    let mut below = Vec::new();
+    for (i, (key, value)) in levels.iter().enumerate() {
+        let segment = format!("{key}={value}");
+        let there = at.local_dir().is_some_and(|d| d.join(&segment).is_dir());
+        let inner = at
+            .url()
+            .join(&format!("{segment}/"))
+            .ok()
+            .and_then(|u| Store::open(&u).ok());
+        match inner {
+            Some(inner) if there && i + 1 < levels.len() => {
+                below.push(segment);
+                at = inner;
+            }
+            _ if below.is_empty() => return nearby(&at, key, value),
+            _ => return format!("{} (in {}/)", nearby(&at, key, value), below.join("/")),
+        }
+    }
+    String::new()
+}
+
 /// The store `files` share and their names below their common parent.
 pub(super) fn locate_files(
     id: &str,
     files: &[impl AsRef<OsStr>],
 ) -> Result<(Store, Vec<String>), SliceError> {
-    validate_segment("slice id", id)?;
+    super::path::validate_slice_id(id)?;
     let urls = existing(files)?;
     let Some(first) = urls.first() else {
         return Err(SliceError::Empty {

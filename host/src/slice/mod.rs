@@ -9,6 +9,8 @@
 //! The files, in the order data flows through them:
 //!
 //! - `error`: why a slice could not be resolved or read ([`SliceError`]).
+//! - `partition`: a partition key, one level (`date=D`) or nested
+//!   (`date=D/hour=H`).
 //! - `path`: the rules a partition value, slice id or input path obeys.
 //! - `locate`: where input files live, their names below a common root.
 //! - `pin`: each input's path, size and sha256, hashed before anything runs.
@@ -37,6 +39,7 @@ mod guard;
 mod locate;
 mod narrow;
 mod pages;
+mod partition;
 mod path;
 mod pin;
 mod prefetch;
@@ -57,6 +60,7 @@ pub use error::SliceError;
 pub use guard::DEFAULT_INPUT_BATCH_BYTES;
 pub use locate::files_id;
 pub use narrow::Declared;
+pub use partition::{MAX_LEVELS, Partition};
 pub use path::{MAX_SEGMENT_BYTES, check_not_inside, validate_relative_path, validate_segment};
 pub use pin::InputObject;
 pub use prefetch::Prefetch;

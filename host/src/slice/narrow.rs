@@ -120,7 +120,11 @@ mod tests {
     fn a_narrowed_reader_decodes_only_the_declared_columns() {
         let dir = tempfile::tempdir().unwrap();
         crate::sample::write_day(dir.path(), "2026-10-01", 2_000, 2).unwrap();
-        let slice = ResolvedSlice::from_partition(dir.path(), "date", "2026-10-01").unwrap();
+        let slice = ResolvedSlice::from_partition(
+            dir.path(),
+            &crate::slice::Partition::one("date", "2026-10-01"),
+        )
+        .unwrap();
         let wanted = ["quantity".to_string(), "customer".to_string()];
         let declared = Declared {
             columns: Some(wanted.to_vec()),
@@ -181,7 +185,11 @@ mod tests {
         }
         w.close().unwrap();
 
-        let slice = ResolvedSlice::from_partition(dir.path(), "date", "2026-10-01").unwrap();
+        let slice = ResolvedSlice::from_partition(
+            dir.path(),
+            &crate::slice::Partition::one("date", "2026-10-01"),
+        )
+        .unwrap();
         let read = |dictionaries: Vec<String>| -> Vec<RecordBatch> {
             let declared = Declared {
                 columns: Some(vec!["customer".into(), "amount".into()]),
@@ -261,7 +269,11 @@ mod tests {
         use arrow::datatypes::DataType;
         let dir = tempfile::tempdir().unwrap();
         crate::sample::write_day(dir.path(), "2026-10-01", 3_000, 2).unwrap();
-        let slice = ResolvedSlice::from_partition(dir.path(), "date", "2026-10-01").unwrap();
+        let slice = ResolvedSlice::from_partition(
+            dir.path(),
+            &crate::slice::Partition::one("date", "2026-10-01"),
+        )
+        .unwrap();
         let first = slice.reader(10).unwrap().next().unwrap().unwrap();
         let status = first
             .column_by_name("status")

@@ -46,6 +46,38 @@ pub fn validate_segment(what: &str, value: &str) -> Result<(), SliceError> {
     Err(bad(what, value, reason, SEGMENT_RULE))
 }
 
+/// Check a slice id: one segment (`files-…`, `date=2026-10-01`), or the
+/// levels of a nested partition (`date=2026-10-01/hour=07`, at most
+/// [`super::MAX_LEVELS`]), each a segment [`validate_segment`] accepts.
+pub fn validate_slice_id(id: &str) -> Result<(), SliceError> {
+    let levels = id.split('/').count();
+    if levels > super::MAX_LEVELS {
+        return Err(bad(
+            "slice id",
+            id,
+            "it has more than 4 `/`-separated levels",
+            SEGMENT_RULE,
+        ));
+    }
+    // Each level: an empty one (`a//b`, a trailing `/`) is refused too.
+    id.split('/')
+        .try_for_each(|level| validate_segment("slice id", level))?;
+    // A `/` only between partition levels, each `column=value`.
+    let leveled = |l: &str| {
+        l.split_once('=')
+            .is_some_and(|(c, v)| !c.is_empty() && !v.is_empty())
+    };
+    if levels > 1 && !id.split('/').all(leveled) {
+        return Err(bad(
+            "slice id",
+            id,
+            "it contains a `/` that does not separate partition levels (column=value/column=value)",
+            SEGMENT_RULE,
+        ));
+    }
+    Ok(())
+}
+
 /// Check an input path as recorded in a manifest (relative to the slice
 /// root, `/`-separated): not empty, not absolute, no `..` component (with
 /// either separator), no NUL. `verify` refuses a manifest naming such a path.

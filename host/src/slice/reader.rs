@@ -485,7 +485,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // 3 files of 1000 rows: batches of 700 must straddle the files.
         let files = crate::sample::write_day(dir.path(), "2026-10-01", 3_000, 3).unwrap();
-        let slice = ResolvedSlice::from_partition(dir.path(), "date", "2026-10-01").unwrap();
+        let slice = ResolvedSlice::from_partition(
+            dir.path(),
+            &crate::slice::Partition::one("date", "2026-10-01"),
+        )
+        .unwrap();
         assert_eq!(slice.id, "date=2026-10-01");
         let names: Vec<&str> = slice.inputs.iter().map(|i| i.path.as_str()).collect();
         assert_eq!(

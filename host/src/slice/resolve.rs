@@ -11,7 +11,7 @@ use url::Url;
 
 use super::error::SliceError;
 use super::locate::{loc, locate_files, rel_of};
-use super::path::{bad, read_order, validate_segment};
+use super::path::{bad, read_order, validate_segment, validate_slice_id};
 use super::pin::{InputObject, Pinned, Pins, hash_all};
 use crate::digest::Digest;
 use crate::storage::{self, Listed, StorageError, Store, as_dir};
@@ -57,25 +57,27 @@ impl ResolvedSlice {
         Self::pin(id, store, rels, Vec::new())
     }
 
-    /// Pin the hive partition `key=value` under `root` (a path or URL):
-    /// every Parquet object below `root/key=value/`, recursively, sorted.
+    /// Pin the hive partition `key=value` (or nested, `date=D/hour=H`)
+    /// under `root` (a path or URL): every Parquet object below
+    /// `root/key=value/`, recursively, sorted.
     /// An object is Parquet when its name ends in `.parquet` (a broken one
     /// then fails the read) or when it starts and ends with `PAR1` (Hive's
     /// `part-00000`). Locally, symlinks are followed only to targets inside
     /// `root`. Whatever else is there is listed in [`ResolvedSlice::skipped`].
     pub fn from_partition(
         root: impl AsRef<OsStr>,
-        key: &str,
-        value: &str,
+        partition: &super::Partition,
     ) -> Result<Self, SliceError> {
-        validate_segment("partition column", key)?;
-        validate_segment("partition value", value)?;
-        let id = format!("{key}={value}");
+        for (key, value) in partition.levels() {
+            validate_segment("partition column", key)?;
+            validate_segment("partition value", value)?;
+        }
+        let id = partition.to_string();
         let store = Store::at(&loc(&root))?;
         let no_dir = || SliceError::NoPartition {
             slice: id.clone(),
             root: store.url().to_string(),
-            nearby: super::locate::nearby(&store, key, value),
+            nearby: super::locate::nearby_partition(&store, partition),
         };
         // A file given as the root: said as such (not a failed listing,
         // nor a missing partition a backfill would skip).
@@ -147,7 +149,7 @@ impl ResolvedSlice {
         root: impl AsRef<OsStr>,
         files: Vec<impl AsRef<OsStr>>,
     ) -> Result<Self, SliceError> {
-        validate_segment("slice id", id)?;
+        validate_slice_id(id)?;
         let root = as_dir(&storage::locate(&loc(&root))?);
         let mut rels = Vec::with_capacity(files.len());
         for f in &files {
@@ -164,7 +166,7 @@ impl ResolvedSlice {
     /// A slice of no objects that reads as zero rows of `schema` (a Delta
     /// slice whose committed output was empty).
     pub fn empty(id: &str, root: &Url, schema: SchemaRef) -> Result<Self, SliceError> {
-        validate_segment("slice id", id)?;
+        validate_slice_id(id)?;
         let mut slice = Self::pin(id, Store::open(root)?, Vec::new(), Vec::new())?;
         slice.empty_schema = Some(schema);
         Ok(slice)
@@ -174,7 +176,7 @@ impl ResolvedSlice {
     /// taken as they are: no symlink or URL resolution), e.g. the data
     /// files of a Delta table version or the inputs a manifest records.
     pub fn from_names(id: &str, root: &Url, names: Vec<String>) -> Result<Self, SliceError> {
-        validate_segment("slice id", id)?;
+        validate_slice_id(id)?;
         if names.is_empty() {
             return Err(SliceError::Empty {
                 slice: id.to_string(),
@@ -362,7 +364,7 @@ mod tests {
         std::fs::create_dir_all(root.join("date=x")).unwrap();
         for (key, value) in [("date", "x/../../secret/date=x"), ("..", "x"), ("date", "")] {
             assert!(matches!(
-                ResolvedSlice::from_partition(&root, key, value),
+                ResolvedSlice::from_partition(&root, &crate::slice::Partition::one(key, value)),
                 Err(SliceError::BadName { .. })
             ));
         }
@@ -399,7 +401,10 @@ mod tests {
         std::fs::create_dir_all(d.join("data")).unwrap();
         std::os::unix::fs::symlink(d.join("secret/date=x"), d.join("data/date=x")).unwrap();
         assert!(matches!(
-            ResolvedSlice::from_partition(d.join("data"), "date", "x"),
+            ResolvedSlice::from_partition(
+                d.join("data"),
+                &crate::slice::Partition::one("date", "x")
+            ),
             Err(SliceError::Storage(StorageError::Outside { .. }))
         ));
     }
@@ -413,7 +418,9 @@ mod tests {
         std::os::unix::fs::symlink(&part, part.join("again")).unwrap();
         std::os::unix::fs::symlink(&files[0], part.join("copy.parquet")).unwrap();
         std::os::unix::fs::symlink(part.join("gone"), part.join("broken")).unwrap();
-        let slice = ResolvedSlice::from_partition(&root, "date", "1").unwrap();
+        let slice =
+            ResolvedSlice::from_partition(&root, &crate::slice::Partition::one("date", "1"))
+                .unwrap();
         let names: Vec<&str> = slice.inputs.iter().map(|i| i.path.as_str()).collect();
         assert_eq!(names, ["date=1/part-00000.parquet"]);
         let mut skipped = slice.skipped.clone();

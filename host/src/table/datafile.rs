@@ -37,13 +37,28 @@ pub(super) fn writer_properties() -> deltalake::parquet::file::properties::Write
     crate::encoding::writer_properties()
 }
 
-/// For overwrite-partition: the output with the slice's partition column.
-/// A column the output already has must hold the slice's value in every
-/// row: a slice writes only its own partition.
+/// For overwrite-partition: the output with the slice's partition columns
+/// (one per level). A column the output already has must hold the
+/// slice's value in every row: a slice writes only its own partition.
 pub(super) fn with_partition(batch: RecordBatch, mode: &Mode) -> Result<RecordBatch, TableError> {
-    let Mode::OverwritePartition { column, value } = mode else {
+    let Mode::OverwritePartition { partition } = mode else {
         return Ok(batch);
     };
+    partition
+        .levels()
+        .iter()
+        .try_fold(batch, |batch, (column, value)| {
+            with_level(batch, column, value, partition)
+        })
+}
+
+/// [`with_partition`] for one level `column = value` of `partition`.
+fn with_level(
+    batch: RecordBatch,
+    column: &str,
+    value: &str,
+    partition: &crate::slice::Partition,
+) -> Result<RecordBatch, TableError> {
     if let Some(col) = batch.column_by_name(column) {
         // Delta keeps partition values as text in the log; only a text
         // column round-trips exactly (and digests the same when read back).
@@ -73,7 +88,7 @@ pub(super) fn with_partition(batch: RecordBatch, mode: &Mode) -> Result<RecordBa
                 crate::text::clip_str(text.value(i), 256)
             };
             return Err(TableError::Output(format!(
-                "the output's partition column `{column}` holds `{got}` (row {i} of a batch), but this slice owns only {column}={value}: drop the column from the output, or run the slice that owns that partition"
+                "the output's partition column `{column}` holds `{got}` (row {i} of a batch), but this slice owns only {partition}: drop the column from the output, or run the slice that owns that partition"
             )));
         }
         return Ok(batch);
@@ -139,6 +154,11 @@ pub(super) fn check_types(output: &Schema, table: &Schema) -> Result<(), TableEr
         }
     }
     Ok(())
+}
+
+/// [`add_field`] for each of `columns`, in order: a partition's levels.
+pub(super) fn add_fields(s: &SchemaRef, columns: &[String]) -> SchemaRef {
+    columns.iter().fold(s.clone(), |s, c| add_field(&s, c))
 }
 
 /// `s` with a non-null text column `column` last, unless it has one: the

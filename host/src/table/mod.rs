@@ -274,7 +274,7 @@ impl Table {
 
     pub async fn input_files(
         &self,
-        partition: Option<(&str, &str)>,
+        partition: Option<&crate::slice::Partition>,
         owner: Option<&str>,
     ) -> Result<(Vec<InputFile>, bool), TableError> {
         match self {

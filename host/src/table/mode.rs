@@ -7,16 +7,16 @@ use arrow::row::{RowConverter, SortField};
 use arrow::util::display::array_value_to_string;
 
 use super::error::TableError;
+use crate::slice::Partition;
 
 /// How a run's output is committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mode {
-    /// Replace exactly the partition `column = value` that the slice owns.
+    /// Replace exactly the partition the slice owns (`date=D`, or
+    /// `date=D/hour=H`: every level a string column of the table).
     OverwritePartition {
-        /// Partition column (a string column in the table).
-        column: String,
-        /// The slice's partition value.
-        value: String,
+        /// The slice's partition (no level: not known yet).
+        partition: Partition,
     },
     /// Upsert on the key columns: matching rows are updated, others inserted.
     Merge {
@@ -34,7 +34,7 @@ impl Mode {
     pub const NAMES: &'static str = "overwrite-partition, merge or append";
 
     /// The mode called `name` (`None` when no mode has that name): merge
-    /// on `keys`, or overwrite-partition of the `(column, value)` that
+    /// on `keys`, or overwrite-partition of the partition that
     /// `partition` gives, asked for only by that mode. The CLI, the
     /// pipeline file and the service each word their own refusals and
     /// decide themselves whether a merge may lack its keys (see
@@ -42,13 +42,12 @@ impl Mode {
     pub fn parse<E>(
         name: &str,
         keys: &[String],
-        partition: impl FnOnce() -> Result<(String, String), E>,
+        partition: impl FnOnce() -> Result<Partition, E>,
     ) -> Result<Option<Mode>, E> {
         Ok(Some(match name {
-            "overwrite-partition" => {
-                let (column, value) = partition()?;
-                Mode::OverwritePartition { column, value }
-            }
+            "overwrite-partition" => Mode::OverwritePartition {
+                partition: partition()?,
+            },
             "merge" => Mode::Merge {
                 keys: keys.to_vec(),
             },
@@ -178,8 +177,8 @@ mod tests {
 
     #[test]
     fn a_mode_is_parsed_from_its_name() {
-        let none = || Err::<(String, String), &str>("no partition");
-        let date = || Ok::<_, &str>(("date".to_string(), "2026-10-01".to_string()));
+        let none = || Err::<Partition, &str>("no partition");
+        let date = || Ok::<_, &str>(Partition::one("date", "2026-10-01"));
         assert_eq!(Mode::parse("append", &[], none), Ok(Some(Mode::Append)));
         let keys = vec!["id".to_string()];
         assert_eq!(
@@ -189,8 +188,7 @@ mod tests {
         assert_eq!(
             Mode::parse("overwrite-partition", &keys, date),
             Ok(Some(Mode::OverwritePartition {
-                column: "date".into(),
-                value: "2026-10-01".into()
+                partition: Partition::one("date", "2026-10-01")
             }))
         );
         // The partition is asked for only by overwrite-partition.

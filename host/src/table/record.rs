@@ -52,8 +52,8 @@ pub(super) fn keys(
             serde_json::to_value(p).unwrap_or_default(),
         ));
     }
-    if let Mode::OverwritePartition { column, value } = req.mode {
-        keys.push(("idem.partition".into(), format!("{column}={value}").into()));
+    if let Mode::OverwritePartition { partition } = req.mode {
+        keys.push(("idem.partition".into(), partition.to_string().into()));
     }
     if let Some(schema) = &req.schema {
         let names: Vec<Value> = schema

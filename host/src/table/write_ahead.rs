@@ -16,7 +16,7 @@ use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
 use object_store::ObjectStoreExt as _;
 use tokio::sync::mpsc::Receiver;
 
-use super::datafile::{add_field, check_types, with_partition, writer_properties};
+use super::datafile::{add_fields, check_types, with_partition, writer_properties};
 use super::error::TableError;
 use super::mode::Mode;
 
@@ -273,8 +273,9 @@ fn open(
         RecordBatchWriter::for_table(delta).map_err(classify_write)?
     } else {
         let (schema, partitions) = match mode {
-            Mode::OverwritePartition { column, .. } => {
-                (add_field(output, column), vec![column.clone()])
+            Mode::OverwritePartition { partition } => {
+                let columns = partition.columns();
+                (add_fields(output, &columns), columns)
             }
             _ => (output.clone(), Vec::new()),
         };

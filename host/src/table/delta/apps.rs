@@ -35,10 +35,10 @@ pub(super) fn at_app(slice: &str) -> String {
     format!("idem:at:{slice}")
 }
 
-/// App id: the version the latest commit naming partition `column=value`
-/// was made for (see [`at_app`]).
-pub(super) fn partition_at_app(column: &str, value: &str) -> String {
-    format!("idem:partition-at:{column}={value}")
+/// App id: the version the latest commit naming `partition` was made
+/// for (see [`at_app`]).
+pub(super) fn partition_at_app(partition: &crate::slice::Partition) -> String {
+    format!("idem:partition-at:{partition}")
 }
 
 /// App id: the version the latest commit that advanced `source` was made
@@ -76,14 +76,11 @@ pub(super) fn transactions(
         txns.push(Transaction::new(progress_app(&p.source), p.count as i64));
         txns.push(Transaction::new(progress_at_app(&p.source), at));
     }
-    if let Mode::OverwritePartition { column, value } = req.mode {
+    if let Mode::OverwritePartition { partition } = req.mode {
         // Two slices committing one partition at once conflict on this
         // app id even when neither adds or removes a file.
-        txns.push(Transaction::new(
-            format!("idem:partition:{column}={value}"),
-            seq,
-        ));
-        txns.push(Transaction::new(partition_at_app(column, value), at));
+        txns.push(Transaction::new(format!("idem:partition:{partition}"), seq));
+        txns.push(Transaction::new(partition_at_app(partition), at));
     }
     if let Some(n) = nfiles {
         txns.push(Transaction::new(nfiles_app(req.slice, seq), n as i64));

@@ -115,7 +115,7 @@ impl Delta {
         // its files land in other slices' partitions and nothing owns them.
         let table_parts = snapshot.metadata().partition_columns().to_vec();
         let wanted: Vec<String> = match mode {
-            Mode::OverwritePartition { column, .. } => vec![column.clone()],
+            Mode::OverwritePartition { partition } => partition.columns(),
             _ => Vec::new(),
         };
         if table_parts != wanted {

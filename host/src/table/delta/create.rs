@@ -7,7 +7,7 @@ use deltalake::protocol::SaveMode;
 
 use super::{Delta, MODE_PROPERTY, delta_err};
 use crate::table::commit::CommitRequest;
-use crate::table::datafile::add_field;
+use crate::table::datafile::{add_field, add_fields};
 use crate::table::error::TableError;
 use crate::table::mode::{self, Mode};
 
@@ -17,8 +17,9 @@ impl Delta {
     pub(super) async fn create(&mut self, req: &CommitRequest<'_>) -> Result<(), TableError> {
         let schema = req.schema.clone().ok_or(TableError::NoSchema)?;
         let (schema, partitions) = match req.mode {
-            Mode::OverwritePartition { column, .. } => {
-                (add_field(&schema, column), vec![column.clone()])
+            Mode::OverwritePartition { partition } => {
+                let columns = partition.columns();
+                (add_fields(&schema, &columns), columns)
             }
             Mode::Merge { .. } => {
                 if schema.field_with_name(mode::OWNER_COLUMN).is_ok() {

@@ -23,13 +23,13 @@ impl Delta {
     /// owner column ([`OWNER_COLUMN`]) names the slice.
     pub async fn input_files(
         &self,
-        partition: Option<(&str, &str)>,
+        partition: Option<&crate::slice::Partition>,
         owner: Option<&str>,
     ) -> Result<(Vec<InputFile>, bool), TableError> {
         let rows_of = self.check_readable(owner)?;
         let mut out = Vec::new();
         for f in self.data_files().await?.iter() {
-            if partition.is_some_and(|(k, v)| !ownership::in_partition(f, k, v)) {
+            if partition.is_some_and(|p| !ownership::in_partition(f, p)) {
                 continue;
             }
             if let Some(owner) = owner

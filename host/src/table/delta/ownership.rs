@@ -16,6 +16,7 @@ use deltalake::DeltaTable;
 use deltalake::kernel::Add;
 use futures::TryStreamExt;
 
+use crate::slice::Partition;
 use crate::table::error::TableError;
 
 /// Tag: the slice a data file belongs to.
@@ -30,9 +31,9 @@ pub(super) fn tag<'a>(add: &'a Add, key: &str) -> Option<&'a str> {
     add.tags.as_ref()?.get(key)?.as_deref()
 }
 
-/// Whether `add` lies in partition `column = value`.
-pub(super) fn in_partition(add: &Add, column: &str, value: &str) -> bool {
-    add.partition_values.get(column).and_then(|v| v.as_deref()) == Some(value)
+/// Whether `add` lies in `partition` (every level).
+pub(super) fn in_partition(add: &Add, partition: &Partition) -> bool {
+    partition.holds(|column| add.partition_values.get(column).and_then(|v| v.as_deref()))
 }
 
 /// The tags idem puts on the `index`-th data file of a slice's output.
@@ -87,7 +88,7 @@ pub(super) fn drift(
     slice: &str,
     seq: i64,
     nfiles: Option<i64>,
-    partition: Option<(&str, &str)>,
+    partition: Option<&Partition>,
 ) -> Option<String> {
     if partition.is_none() {
         let foreign = untagged(files);
@@ -128,38 +129,37 @@ pub(super) fn drift(
             mine.len()
         ));
     }
-    if let Some((column, value)) = partition
-        && let Some(f) = mine.iter().find(|f| !in_partition(f, column, value))
+    if let Some(p) = partition
+        && let Some(f) = mine.iter().find(|f| !in_partition(f, p))
     {
         return Some(format!(
-            "the slice's data file {} lies outside partition {column}={value} (the slice moved partitions)",
+            "the slice's data file {} lies outside partition {p} (the slice moved partitions)",
             f.path
         ));
     }
-    if let Some((column, value)) = partition
+    if let Some(p) = partition
         && let Some(foreign) = files
             .iter()
-            .find(|f| in_partition(f, column, value) && tag(f, TAG_SLICE) != Some(slice))
+            .find(|f| in_partition(f, p) && tag(f, TAG_SLICE) != Some(slice))
     {
         return Some(format!(
-            "partition {column}={value} holds data file {} that idem did not commit for this slice (another writer added rows)",
+            "partition {p} holds data file {} that idem did not commit for this slice (another writer added rows)",
             foreign.path
         ));
     }
     None
 }
 
-/// The slice that owns partition `column = value`, if another than `slice`
-/// holds files in it.
+/// The slice that owns `partition`, if another than `slice` holds files
+/// in it.
 pub(super) fn other_owner<'a>(
     files: &'a [Add],
     slice: &str,
-    column: &str,
-    value: &str,
+    partition: &Partition,
 ) -> Option<&'a str> {
     files
         .iter()
-        .filter(|f| in_partition(f, column, value))
+        .filter(|f| in_partition(f, partition))
         .filter_map(|f| tag(f, TAG_SLICE))
         .find(|owner| *owner != slice)
 }
@@ -212,7 +212,8 @@ mod tests {
 
     #[test]
     fn intact_slices_pass_and_every_kind_of_drift_is_named() {
-        let p = Some(("date", "d1"));
+        let d1 = Partition::one("date", "d1");
+        let p = Some(&d1);
         let files = vec![
             add("a", Some("d1"), Some(("s", 2, 1))),
             add("b", Some("d1"), Some(("s", 2, 0))),
@@ -238,8 +239,9 @@ mod tests {
         // No record of the file count.
         assert!(drift(&files, "s", 2, None, p).is_some());
         // Ownership.
-        assert_eq!(other_owner(&files, "s", "date", "d2"), Some("t"));
-        assert_eq!(other_owner(&files, "t", "date", "d2"), None);
+        let d2 = Partition::one("date", "d2");
+        assert_eq!(other_owner(&files, "s", &d2), Some("t"));
+        assert_eq!(other_owner(&files, "t", &d2), None);
         assert_eq!(untagged(&foreign).len(), 1);
         // Table-wide: every file belongs to a current slice commit.
         let owners = HashMap::from([("s", 2), ("t", 1)]);

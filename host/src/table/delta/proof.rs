@@ -9,6 +9,7 @@ use object_store::ObjectStoreExt as _;
 use super::apps::nfiles_app;
 use super::{Delta, genuine, ownership};
 use crate::digest::{Digest, OutputDigester};
+use crate::slice::Partition;
 use crate::table::error::TableError;
 use crate::table::readback::digest_file;
 use crate::table::record::{LogCommit, SliceCommit};
@@ -116,8 +117,8 @@ impl Delta {
     /// Why the table no longer holds exactly the rows of `c` (`None` when
     /// it does), for slices whose rows live in their own files.
     pub async fn slice_drift(&self, c: &SliceCommit) -> Result<Option<String>, TableError> {
-        let partition = c.partition.as_deref().and_then(|p| p.split_once('='));
-        self.file_drift(&c.slice, c.seq, partition).await
+        let partition = c.partition.as_deref().and_then(Partition::from_spelled);
+        self.file_drift(&c.slice, c.seq, partition.as_ref()).await
     }
 
     /// [`ownership::drift`] over the loaded snapshot: the one rule that
@@ -126,7 +127,7 @@ impl Delta {
         &self,
         slice: &str,
         seq: i64,
-        partition: Option<(&str, &str)>,
+        partition: Option<&Partition>,
     ) -> Result<Option<String>, TableError> {
         let files = self.data_files().await?;
         let nfiles = self.txn(&nfiles_app(slice, seq)).await?;

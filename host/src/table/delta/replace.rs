@@ -13,6 +13,7 @@ use super::commit::classify;
 use super::files::write_staged;
 use super::{Delta, apps, delta_err, genuine, ownership};
 use crate::fault::point as fault_point;
+use crate::slice::Partition;
 use crate::table::commit::{CommitRequest, Output, lost_response};
 use crate::table::datafile::target_file_bytes;
 use crate::table::error::TableError;
@@ -31,11 +32,11 @@ impl Delta {
     ) -> Result<u64, TableError> {
         let files = self.data_files().await?;
         let (removed, operation) = match req.mode {
-            Mode::OverwritePartition { column, value } => {
-                self.check_partition_free(&files, req.slice, column, value)
+            Mode::OverwritePartition { partition } => {
+                self.check_partition_free(&files, req.slice, partition)
                     .await?;
-                let removed = partition_files(&files, req.slice, column, value);
-                (removed, overwrite(column, value))
+                let removed = partition_files(&files, req.slice, partition);
+                (removed, overwrite(partition))
             }
             _ => (append_removals(&files, req.slice)?, append()),
         };
@@ -48,26 +49,24 @@ impl Delta {
         self.write_log(props, actions, operation).await
     }
 
-    /// Partition `column = value` must be free or the slice's own: no
-    /// other slice's files in it, and no other slice's latest commit
-    /// naming it.
+    /// `partition` must be free or the slice's own: no other slice's
+    /// files in it, and no other slice's latest commit naming it.
     async fn check_partition_free(
         &self,
         files: &[Add],
         slice: &str,
-        column: &str,
-        value: &str,
+        partition: &Partition,
     ) -> Result<(), TableError> {
-        if let Some(owner) = ownership::other_owner(files, slice, column, value) {
+        if let Some(owner) = ownership::other_owner(files, slice, partition) {
             return Err(TableError::Owned {
-                partition: format!("{column}={value}"),
+                partition: partition.to_string(),
                 owner: owner.to_string(),
                 slice: slice.to_string(),
             });
         }
-        if let Some(owner) = self.partition_owner_in_log(slice, column, value).await? {
+        if let Some(owner) = self.partition_owner_in_log(slice, partition).await? {
             return Err(TableError::Owned {
-                partition: format!("{column}={value}"),
+                partition: partition.to_string(),
                 owner,
                 slice: slice.to_string(),
             });
@@ -76,7 +75,7 @@ impl Delta {
     }
 
     /// The slice id that an earlier idem commit recorded as the owner of
-    /// partition `column = value` (covers owners whose output was empty):
+    /// `partition` (covers owners whose output was empty):
     /// the latest commit naming the partition (the one from which its app
     /// transaction holds its value, or found from the version it was made
     /// for) owns it while it is its slice's current commit (a --files
@@ -86,10 +85,10 @@ impl Delta {
     async fn partition_owner_in_log(
         &self,
         slice: &str,
-        column: &str,
-        value: &str,
+        partition: &Partition,
     ) -> Result<Option<String>, TableError> {
-        let partition = format!("{column}={value}");
+        let at_app = apps::partition_at_app(partition);
+        let partition = partition.to_string();
         let part_app = format!("idem:partition:{partition}");
         let Some(pseq) = self.txn(&part_app).await? else {
             return Ok(None);
@@ -97,7 +96,6 @@ impl Delta {
         // `idem:partition-at` grows with every commit naming the partition
         // (two slices can hold the same sequence number, not the same
         // version), so the commit that set it is the latest to name it.
-        let at_app = apps::partition_at_app(column, value);
         let Some(at) = self.txn(&at_app).await? else {
             return self.partition_owner_in_history(slice, &partition).await;
         };
@@ -185,11 +183,11 @@ impl Delta {
 /// The files an overwrite-partition commit removes: the partition's
 /// files, and the slice's own files wherever they are (a --files slice may
 /// have moved partitions).
-fn partition_files<'a>(files: &'a [Add], slice: &str, column: &str, value: &str) -> Vec<&'a Add> {
+fn partition_files<'a>(files: &'a [Add], slice: &str, partition: &Partition) -> Vec<&'a Add> {
     files
         .iter()
         .filter(|f| {
-            ownership::in_partition(f, column, value)
+            ownership::in_partition(f, partition)
                 || ownership::tag(f, ownership::TAG_SLICE) == Some(slice)
         })
         .collect()
@@ -209,11 +207,16 @@ fn append_removals<'a>(files: &'a [Add], slice: &str) -> Result<Vec<&'a Add>, Ta
 }
 
 /// The operation an overwrite-partition commit records.
-pub(super) fn overwrite(column: &str, value: &str) -> DeltaOperation {
+pub(super) fn overwrite(partition: &Partition) -> DeltaOperation {
+    let predicate: Vec<String> = partition
+        .levels()
+        .iter()
+        .map(|(c, v)| super::sql::equals(c, v))
+        .collect();
     DeltaOperation::Write {
         mode: SaveMode::Overwrite,
-        partition_by: Some(vec![column.to_string()]),
-        predicate: Some(super::sql::equals(column, value)),
+        partition_by: Some(partition.columns()),
+        predicate: Some(predicate.join(" AND ")),
     }
 }
 

@@ -32,8 +32,8 @@ impl Delta {
         let since = self.version_of_current(slice).await?;
         let drift = match mode {
             Mode::Merge { .. } => self.foreign_commit_since(since).await?,
-            Mode::OverwritePartition { column, value } => {
-                self.file_drift(slice, seq, Some((column, value))).await?
+            Mode::OverwritePartition { partition } => {
+                self.file_drift(slice, seq, Some(partition)).await?
             }
             Mode::Append => self.file_drift(slice, seq, None).await?,
         };

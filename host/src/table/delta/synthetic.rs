@@ -59,14 +59,14 @@ impl Delta {
                 )
                 .await
                 .map_err(|e| err(&e))?;
+            let partition = crate::slice::Partition::one(column, value.clone());
             let mode = Mode::OverwritePartition {
-                column: column.to_string(),
-                value: value.clone(),
+                partition: partition.clone(),
             };
             let digest = Digest::of_bytes(value.as_bytes());
             let actions = replace::actions(&value, 1, &[add], &[]);
             let props = self.props(&sample(&value, &mode, &digest), 1, Some(1));
-            self.write_log(props, actions, replace::overwrite(column, &value))
+            self.write_log(props, actions, replace::overwrite(&partition))
                 .await?;
         }
         Ok(())

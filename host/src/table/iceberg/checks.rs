@@ -42,14 +42,14 @@ fn check_partitioning(mode: &Mode, m: &TableMetadata) -> Result<(), TableError> 
     // The slice's partition value is text (as in Delta): a table
     // partitioned on a column of another type would get values of the
     // wrong type in its manifests.
-    if let Some(f) = m.default_partition_spec().fields().first()
-        && !matches!(
+    if let Some(f) = m.default_partition_spec().fields().iter().find(|f| {
+        !matches!(
             schema
                 .field_by_id(f.source_id)
                 .map(|s| s.field_type.as_ref()),
             Some(Type::Primitive(PrimitiveType::String))
         )
-    {
+    }) {
         return Err(TableError::Partitioning(format!(
             "the table's partition column `{}` is not a string column: idem writes a slice's partition value as text; use a table partitioned on a string column",
             f.name
@@ -57,7 +57,7 @@ fn check_partitioning(mode: &Mode, m: &TableMetadata) -> Result<(), TableError> 
     }
     let parts = partition_columns(m);
     let wanted: Vec<String> = match mode {
-        Mode::OverwritePartition { column, .. } => vec![column.clone()],
+        Mode::OverwritePartition { partition } => partition.columns(),
         _ => Vec::new(),
     };
     // A merge table names each row's slice: without that column no

@@ -129,10 +129,12 @@ fn table_fields(out: &Schema, mode: &Mode) -> Result<Vec<Field>, TableError> {
         .iter()
         .map(|f| f.as_ref().clone())
         .collect();
-    if let Mode::OverwritePartition { column, .. } = mode
-        && !fields.iter().any(|f| f.name() == column)
-    {
-        fields.push(Field::new(column, DataType::Utf8, false));
+    if let Mode::OverwritePartition { partition } = mode {
+        for column in partition.columns() {
+            if !fields.iter().any(|f| *f.name() == column) {
+                fields.push(Field::new(column, DataType::Utf8, false));
+            }
+        }
     }
     if let Mode::Merge { .. } = mode {
         if fields.iter().any(|f| f.name() == OWNER_COLUMN) {
@@ -170,15 +172,17 @@ fn iceberg_schema(fields: &[Field]) -> Result<iceberg::spec::Schema, TableError>
         .map_err(|e| TableError::Output(format!("output schema: {e}")))
 }
 
-/// The new table's partition spec: identity on the slice's partition
-/// column (overwrite-partition), else none.
+/// The new table's partition spec: identity on each of the slice's
+/// partition columns, in order (overwrite-partition), else none.
 fn partition_spec(fields: &[Field], mode: &Mode) -> Result<UnboundPartitionSpec, TableError> {
     let mut spec = UnboundPartitionSpec::builder();
-    if let Mode::OverwritePartition { column, .. } = mode {
-        let id = fields.iter().position(|f| f.name() == column).unwrap_or(0) as i32 + 1;
-        spec = spec
-            .add_partition_field(id, column, Transform::Identity)
-            .map_err(ice_err("partition spec"))?;
+    if let Mode::OverwritePartition { partition } = mode {
+        for column in partition.columns() {
+            let id = fields.iter().position(|f| *f.name() == column).unwrap_or(0) as i32 + 1;
+            spec = spec
+                .add_partition_field(id, &column, Transform::Identity)
+                .map_err(ice_err("partition spec"))?;
+        }
     }
     Ok(spec.build())
 }

@@ -41,10 +41,14 @@ impl Iceberg {
                 .collect()
         };
         let (dir, partition) = match req.mode {
-            Mode::OverwritePartition { column, value } => (
-                format!("data/{}={}/", safe(column), safe(value)),
-                Some(value.clone()),
-            ),
+            Mode::OverwritePartition { partition } => {
+                let mut dir = "data/".to_string();
+                for (column, value) in partition.levels() {
+                    dir.push_str(&format!("{}={}/", safe(column), safe(value)));
+                }
+                let values = partition.levels().iter().map(|(_, v)| v.clone());
+                (dir, Some(values.collect()))
+            }
             _ => ("data/".to_string(), None),
         };
         let tag = slice_tag(req.slice);

@@ -18,7 +18,7 @@ impl Iceberg {
     /// idem's files hold their partition column, so no values are added.
     pub async fn input_files(
         &self,
-        partition: Option<(&str, &str)>,
+        partition: Option<&crate::slice::Partition>,
         owner: Option<&str>,
     ) -> Result<(Vec<InputFile>, bool), TableError> {
         let m = self.metadata().ok_or_else(|| TableError::NoTable {
@@ -49,8 +49,8 @@ impl Iceberg {
                 )));
             }
             let path = l.file.file_path();
-            if let Some((_, v)) = partition
-                && !in_partition(&l.file, v)
+            if let Some(p) = partition
+                && !in_partition(&l.file, p)
             {
                 continue;
             }

@@ -10,6 +10,7 @@ use super::Iceberg;
 use super::live::Live;
 use super::properties::SliceRecord;
 use crate::digest::Digest;
+use crate::slice::Partition;
 
 /// The first 16 hex digits of sha256(slice): the prefix of its files.
 pub(super) fn slice_tag(slice: &str) -> String {
@@ -65,15 +66,18 @@ pub(super) fn deleted_file(f: &DataFile) -> Option<String> {
     lo.filter(|lo| Some(lo) == hi.as_ref())
 }
 
-/// Whether a data file lies in the identity partition `value` (the
-/// table has one partition field).
-pub(super) fn in_partition(f: &DataFile, value: &str) -> bool {
+/// Whether a data file lies in the identity partition `partition` (the
+/// table has one partition field per level, in the levels' order: what
+/// idem creates and checks before it writes).
+pub(super) fn in_partition(f: &DataFile, partition: &Partition) -> bool {
     let p = f.partition();
-    p.fields().len() == 1
-        && matches!(
-            p.fields().first(),
-            Some(Some(Literal::Primitive(iceberg::spec::PrimitiveLiteral::String(s)))) if s == value
-        )
+    p.fields().len() == partition.levels().len()
+        && p.fields().iter().zip(partition.levels()).all(|(field, (_, value))| {
+            matches!(
+                field,
+                Some(Literal::Primitive(iceberg::spec::PrimitiveLiteral::String(s))) if s == value
+            )
+        })
 }
 
 impl Iceberg {
@@ -83,7 +87,7 @@ impl Iceberg {
         live: &[Live],
         slice: &str,
         rec: &SliceRecord,
-        partition: Option<(&str, &str)>,
+        partition: Option<&Partition>,
     ) -> Option<String> {
         let tag = slice_tag(slice);
         let data: Vec<&Live> = live
@@ -95,13 +99,13 @@ impl Iceberg {
             .filter(|l| owned_by(l.file.file_path(), &tag))
             .map(|l| file_name(l.file.file_path()).to_string())
             .collect();
-        if let Some((column, value)) = partition {
+        if let Some(partition) = partition {
             let foreign = data
                 .iter()
-                .find(|l| in_partition(&l.file, value) && !owned_by(l.file.file_path(), &tag));
+                .find(|l| in_partition(&l.file, partition) && !owned_by(l.file.file_path(), &tag));
             if let Some(f) = foreign {
                 return Some(format!(
-                    "another writer added {} to partition {column}={value}",
+                    "another writer added {} to partition {partition}",
                     f.file.file_path()
                 ));
             }
@@ -123,8 +127,8 @@ impl Iceberg {
                 && l.seq as u64 > rec.version
                 && match deleted_file(&l.file) {
                     Some(target) => owned_by(&target, &tag),
-                    None => partition.is_none_or(|(_, v)| {
-                        in_partition(&l.file, v) || l.file.partition().fields().is_empty()
+                    None => partition.is_none_or(|p| {
+                        in_partition(&l.file, p) || l.file.partition().fields().is_empty()
                     }),
                 }
         }) {

@@ -11,6 +11,7 @@ use super::ownership::{file_index, owned_by, slice_tag};
 use super::properties::{SLICE_PROP, SliceRecord};
 use super::schema::strip_field_ids;
 use crate::digest::{Digest, OutputDigester};
+use crate::slice::Partition;
 use crate::table::error::TableError;
 use crate::table::readback::digest_file;
 use crate::table::record::SliceCommit;
@@ -56,9 +57,9 @@ impl Iceberg {
         let Some(rec) = self.record(&c.slice) else {
             return Ok(Some("the table no longer records the slice".into()));
         };
-        let partition = rec.partition.as_deref().and_then(|p| p.split_once('='));
+        let partition = rec.partition.as_deref().and_then(Partition::from_spelled);
         let live = self.live_files().await?;
-        Ok(Self::drift(&live, &c.slice, &rec, partition))
+        Ok(Self::drift(&live, &c.slice, &rec, partition.as_ref()))
     }
 
     /// Read the slice's rows back from its data files, in output order,

@@ -17,6 +17,7 @@ use super::properties::{PARTITION_PROP, SLICE_PROP, SliceRecord};
 use super::summary::{snapshot, summary};
 use super::{Iceberg, catalog, ice_err};
 use crate::fault::point as fault_point;
+use crate::slice::Partition;
 use crate::table::commit::{CommitRequest, lost_response};
 use crate::table::error::TableError;
 use crate::table::mode::Mode;
@@ -39,15 +40,15 @@ impl Iceberg {
             None => Vec::new(),
         };
         let partition = match req.mode {
-            Mode::OverwritePartition { column, value } => Some((column.clone(), value.clone())),
+            Mode::OverwritePartition { partition } => Some(partition),
             _ => None,
         };
         // Merge tables hold many slices' rows per file; keys, not
         // files, are owned (checked while merging).
         if merge_removed.is_none() {
-            check_owner(req.slice, m, &live, partition.as_ref())?;
+            check_owner(req.slice, m, &live, partition)?;
         }
-        let removed = removed_files(&live, req.slice, partition.as_ref(), merge_removed);
+        let removed = removed_files(&live, req.slice, partition, merge_removed);
         let snap = NewSnapshot::plan(m, &self.attempt)?;
         let list_path = self.write_manifests(&snap, m, files, &removed).await?;
         // The summary: what engines show, and idem's fields.
@@ -184,23 +185,20 @@ impl Iceberg {
     }
 }
 
-/// Who may replace the slice's files: its partition (`column`, `value`)
-/// is free or its own; without one, the table holds no data file another
-/// writer added.
+/// Who may replace the slice's files: its partition is free or its own;
+/// without one, the table holds no data file another writer added.
 fn check_owner(
     slice: &str,
     m: &TableMetadata,
     live: &[Live],
-    partition: Option<&(String, String)>,
+    partition: Option<&Partition>,
 ) -> Result<(), TableError> {
-    if let Some((column, value)) = partition {
-        if let Some(owner) = m
-            .properties()
-            .get(&format!("{PARTITION_PROP}{column}={value}"))
+    if let Some(partition) = partition {
+        if let Some(owner) = m.properties().get(&format!("{PARTITION_PROP}{partition}"))
             && owner != slice
         {
             return Err(TableError::Owned {
-                partition: format!("{column}={value}"),
+                partition: partition.to_string(),
                 owner: owner.clone(),
                 slice: slice.to_string(),
             });
@@ -226,7 +224,7 @@ fn check_owner(
 fn removed_files<'a>(
     live: &'a [Live],
     slice: &str,
-    partition: Option<&(String, String)>,
+    partition: Option<&Partition>,
     merge_removed: Option<&HashSet<String>>,
 ) -> Vec<&'a Live> {
     let tag = slice_tag(slice);
@@ -236,7 +234,7 @@ fn removed_files<'a>(
             Some(set) => set.contains(l.file.file_path()),
             None => {
                 owned_by(l.file.file_path(), &tag)
-                    || partition.is_some_and(|(_, v)| in_partition(&l.file, v))
+                    || partition.is_some_and(|p| in_partition(&l.file, p))
             }
         })
         .collect()
@@ -262,7 +260,7 @@ fn slice_record(
         names: names_digest(&mut names),
         attempt: attempt.to_string(),
         partition: match req.mode {
-            Mode::OverwritePartition { column, value } => Some(format!("{column}={value}")),
+            Mode::OverwritePartition { partition } => Some(partition.to_string()),
             _ => None,
         },
         run_key: req.run_key.as_str().to_string(),

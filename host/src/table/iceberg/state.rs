@@ -30,7 +30,7 @@ impl Iceberg {
             return Ok(SliceState::Drifted { reason });
         }
         let partition = match mode {
-            Mode::OverwritePartition { column, value } => Some((column.as_str(), value.as_str())),
+            Mode::OverwritePartition { partition } => Some(partition),
             Mode::Merge { .. } => {
                 let id = (rec.snapshot != 0).then_some(rec.snapshot);
                 return Ok(match self.foreign_since(rec.version, id) {

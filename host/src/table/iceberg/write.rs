@@ -36,8 +36,9 @@ pub(super) struct FileSpec {
     /// The table's columns, with field ids.
     pub schema: SchemaRef,
     pub spec_id: i32,
-    /// The identity partition's value, for overwrite-partition.
-    pub partition: Option<String>,
+    /// The identity partition's values (one per level), for
+    /// overwrite-partition.
+    pub partition: Option<Vec<String>>,
     /// Cut files at this size.
     pub target: u64,
 }
@@ -123,7 +124,7 @@ impl Sink {
                 .map_err(ice_err(format!("writing {path}")))
         })?;
         let partition = match &s.partition {
-            Some(v) => Struct::from_iter([Some(Literal::string(v))]),
+            Some(values) => Struct::from_iter(values.iter().map(|v| Some(Literal::string(v)))),
             None => Struct::empty(),
         };
         let file = DataFileBuilder::default()

@@ -1,0 +1,439 @@
+//! Sub-daily and nested slices end to end: partitions `date=D/hour=HH`
+//! (and `date=D/region=R`) read from nested directories, committed into
+//! tables partitioned by every level (Delta read back by deltalake+polars
+//! and the raw log replay, Iceberg by PyIceberg), the hour passed to the
+//! guest as the logical timestamp, `idem backfill` over hours and over
+//! listed values; reruns and backfills leave the tables as one clean run.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{field, read_table};
+use serde_json::Value;
+
+fn s(p: &Path) -> String {
+    p.to_str().unwrap().to_string()
+}
+
+/// Orders for each hour of `date` in `root/date=D/hour=HH/` (each hour's
+/// rows drawn from its own seed, `salt` changing them all).
+fn hours_data(root: &Path, date: &str, hours: &[&str], rows: u64, salt: &str) {
+    let scratch = tempfile::tempdir().unwrap();
+    for h in hours {
+        let key = format!("{date}T{h}{salt}");
+        let files = common::orders(scratch.path(), &key, rows, 1);
+        let dir = root.join(format!("date={date}")).join(format!("hour={h}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in files {
+            std::fs::rename(&f, dir.join(f.file_name().unwrap())).unwrap();
+        }
+    }
+}
+
+fn module() -> PathBuf {
+    common::guest("examples/daily_revenue")
+}
+
+fn idem(args: &[String]) -> (i32, String, String) {
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    common::idem(&refs)
+}
+
+fn ok(r: (i32, String, String)) -> String {
+    assert_eq!(r.0, 0, "idem failed:\n{}\n{}", r.1, r.2);
+    r.1
+}
+
+fn run_args(data: &Path, partition: &str, table: &str, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = ["run", "--module", &s(&module()), "--input", &s(data)]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+    a.extend([
+        "--partition".into(),
+        partition.into(),
+        "--table".into(),
+        table.into(),
+    ]);
+    a.extend(extra.iter().map(|x| x.to_string()));
+    a
+}
+
+fn backfill_args(data: &Path, table: &str, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = ["backfill", "--module", &s(&module()), "--input", &s(data)]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+    a.extend(["--table".into(), table.into(), "--json".into()]);
+    a.extend(extra.iter().map(|x| x.to_string()));
+    a
+}
+
+/// Each slice of a backfill's `--json` summary with its status.
+fn statuses(out: &str) -> Vec<(String, String)> {
+    let v: Value = serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    v["slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["slice"].as_str().unwrap().to_string(),
+                s["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn manifest(table: &Path, stdout: &str) -> Value {
+    let url = field(stdout, "manifest:");
+    let name = url.rsplit('/').next().unwrap();
+    let text = std::fs::read_to_string(table.join("_idem/manifests").join(name)).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The (date, hour, day) of every row a reader returned.
+fn keys(rows: &[String]) -> Vec<(String, String, String)> {
+    let mut k: Vec<(String, String, String)> = rows
+        .iter()
+        .map(|r| {
+            let v: Value = serde_json::from_str(r).unwrap();
+            let f = |c: &str| v[c].as_str().unwrap_or("?").to_string();
+            (f("date"), f("hour"), f("day"))
+        })
+        .collect();
+    k.sort();
+    k.dedup();
+    k
+}
+
+const HOURS: [&str; 3] = ["00", "01", "02"];
+
+#[test]
+fn hourly_slices_commit_nested_partitions_and_backfills_equal_one_clean_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("events");
+    hours_data(&data, "2026-10-01", &HOURS, 400, "");
+    let table = dir.path().join("hourly");
+    let t = s(&table);
+
+    // One hour: the table is partitioned by both levels, the guest got the
+    // hour as its logical timestamp (the example tags rows with it).
+    let out = ok(idem(&run_args(&data, "date=2026-10-01/hour=01", &t, &[])));
+    assert_eq!(field(&out, "result:"), "committed version 1", "{out}");
+    let m = &manifest(&table, &out)["predicate"]["run"];
+    assert_eq!(m["logicalDate"], "2026-10-01T01:00:00+00:00", "{m}");
+    assert_eq!(m["slice"]["id"], "date=2026-10-01/hour=01");
+    assert_eq!(
+        m["target"]["partition"],
+        serde_json::json!([["date", "2026-10-01"], ["hour", "01"]])
+    );
+    let log0 = std::fs::read_to_string(table.join("_delta_log/00000000000000000000.json")).unwrap();
+    assert!(
+        log0.contains(r#""partitionColumns":["date","hour"]"#),
+        "{log0}"
+    );
+    assert!(
+        common::files_below(&table.join("date=2026-10-01/hour=01"))
+            .iter()
+            .any(|f| f.extension().is_some_and(|e| e == "parquet")),
+        "no data file under date=2026-10-01/hour=01/"
+    );
+    let one = read_table(&table, None);
+    assert_eq!(
+        keys(&one.rows),
+        [(
+            "2026-10-01".to_string(),
+            "01".to_string(),
+            "2026-10-01T01:00:00+00:00".to_string()
+        )]
+    );
+    // What a scheduler passes for that hour ({{ ts }}) is the same run.
+    let again = ok(idem(&run_args(
+        &data,
+        "date=2026-10-01/hour=01",
+        &t,
+        &["--logical-date", "2026-10-01T01:00:00+00:00"],
+    )));
+    assert!(field(&again, "result:").contains("memo"), "{again}");
+
+    // The hours of the day: the one run is a memo hit, the others commit.
+    let out = ok(idem(&backfill_args(
+        &data,
+        &t,
+        &["--from", "2026-10-01T00", "--to", "2026-10-01T02"],
+    )));
+    let got = statuses(&out);
+    assert_eq!(
+        got,
+        [
+            (
+                "date=2026-10-01/hour=00".to_string(),
+                "committed".to_string()
+            ),
+            ("date=2026-10-01/hour=01".to_string(), "memo".to_string()),
+            (
+                "date=2026-10-01/hour=02".to_string(),
+                "committed".to_string()
+            ),
+        ],
+        "{out}"
+    );
+    let whole = read_table(&table, None);
+    assert_eq!(keys(&whole.rows).len(), 3, "{:?}", keys(&whole.rows));
+    // Again: nothing moves.
+    let out = ok(idem(&backfill_args(
+        &data,
+        &t,
+        &[
+            "--from",
+            "2026-10-01T00",
+            "--to",
+            "2026-10-01T02",
+            "--jobs",
+            "3",
+        ],
+    )));
+    assert!(statuses(&out).iter().all(|(_, st)| st == "memo"), "{out}");
+    assert_eq!(read_table(&table, None), whole);
+
+    // One clean backfill of the same hours, by whole day: the same rows.
+    let clean = dir.path().join("clean");
+    ok(idem(&backfill_args(
+        &data,
+        &s(&clean),
+        &[
+            "--from",
+            "2026-10-01",
+            "--to",
+            "2026-10-01",
+            "--every",
+            "1h",
+            "--skip-missing",
+        ],
+    )));
+    assert_eq!(read_table(&clean, None).rows, whole.rows);
+
+    // One hour's input changes: exactly that hour recommits.
+    hours_data(&data, "2026-10-01", &["02"], 300, "-late");
+    let out = ok(idem(&backfill_args(
+        &data,
+        &t,
+        &["--from", "2026-10-01T00", "--to", "2026-10-01T02"],
+    )));
+    let got: Vec<String> = statuses(&out).into_iter().map(|(_, st)| st).collect();
+    assert_eq!(got, ["memo", "memo", "committed"], "{out}");
+    let fresh = dir.path().join("fresh");
+    ok(idem(&backfill_args(
+        &data,
+        &s(&fresh),
+        &["--from", "2026-10-01T00", "--to", "2026-10-01T02"],
+    )));
+    assert_eq!(read_table(&table, None).rows, read_table(&fresh, None).rows);
+    let (code, audit, _) = common::idem(&["audit", &t]);
+    assert_eq!(code, 0, "{audit}");
+
+    // A missing hour names the hours there are; a one-level partition
+    // into the hourly table names its partitioning.
+    let (code, _, err) = idem(&run_args(&data, "date=2026-10-01/hour=05", &t, &[]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("hour=00") && err.contains("hour=02"), "{err}");
+    hours_data(&data, "2026-10-02", &["00"], 100, "");
+    let flat = dir.path().join("flat");
+    std::fs::create_dir_all(flat.join("date=2026-10-02")).unwrap();
+    for f in common::files_below(&data.join("date=2026-10-02/hour=00")) {
+        std::fs::copy(
+            &f,
+            flat.join("date=2026-10-02").join(f.file_name().unwrap()),
+        )
+        .unwrap();
+    }
+    let (code, _, err) = idem(&run_args(&flat, "date=2026-10-02", &t, &[]));
+    assert_ne!(code, 0);
+    assert!(err.contains("partitioned by [date, hour]"), "{err}");
+}
+
+#[test]
+fn bad_nested_partitions_and_ranges_are_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("events");
+    hours_data(&data, "2026-10-01", &["00"], 10, "");
+    let t = s(&dir.path().join("t"));
+    for (partition, says) in [
+        ("date=2026-10-01/hour", "must look like column=value"),
+        ("date=2026-10-01/date=x", "names column `date` twice"),
+        ("a=1/b=2/c=3/d=4/e=5", "at most 4"),
+        ("date=2026-10-01/hour=..", "relative path component"),
+    ] {
+        let (code, _, err) = idem(&run_args(&data, partition, &t, &[]));
+        assert_eq!(code, 2, "{partition}: {err}");
+        assert!(err.contains(says), "{partition}: {err}");
+    }
+    for (range, says) in [
+        (
+            ["--from", "2026-10-01", "--to", "2026-10-01T03"],
+            "both be dates",
+        ),
+        (
+            ["--from", "2026-10-01T00", "--to", "2026-10-01T24"],
+            "YYYY-MM-DDTHH",
+        ),
+        (
+            ["--from", "2026-10-01T03", "--every", "1d"],
+            "both --from and --to",
+        ),
+    ] {
+        let (code, _, err) = idem(&backfill_args(&data, &t, &range));
+        assert_eq!(code, 2, "{range:?}: {err}");
+        assert!(err.contains(says), "{range:?}: {err}");
+    }
+    assert!(
+        !dir.path().join("t").exists(),
+        "a refused run created the table"
+    );
+}
+
+#[test]
+fn listed_values_of_a_partition_column_backfill_like_dates() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("orders");
+    let scratch = tempfile::tempdir().unwrap();
+    for region in ["eu", "us"] {
+        let files = common::orders(scratch.path(), &format!("2026-10-01{region}"), 200, 1);
+        let d = data
+            .join("date=2026-10-01")
+            .join(format!("region={region}"));
+        std::fs::create_dir_all(&d).unwrap();
+        for f in files {
+            std::fs::rename(&f, d.join(f.file_name().unwrap())).unwrap();
+        }
+    }
+    let table = dir.path().join("regions");
+    let t = s(&table);
+    let out = ok(idem(&backfill_args(
+        &data,
+        &t,
+        &[
+            "--from",
+            "2026-10-01",
+            "--to",
+            "2026-10-01",
+            "--each",
+            "region=eu,us",
+        ],
+    )));
+    assert_eq!(
+        statuses(&out),
+        [
+            (
+                "date=2026-10-01/region=eu".to_string(),
+                "committed".to_string()
+            ),
+            (
+                "date=2026-10-01/region=us".to_string(),
+                "committed".to_string()
+            ),
+        ],
+        "{out}"
+    );
+    let rows = read_table(&table, None).rows;
+    let regions: std::collections::BTreeSet<String> = rows
+        .iter()
+        .map(|r| {
+            let v: Value = serde_json::from_str(r).unwrap();
+            // The logical date is the date (no hour level).
+            assert_eq!(v["day"], "2026-10-01", "{r}");
+            v["region"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(regions.into_iter().collect::<Vec<_>>(), ["eu", "us"]);
+    // The same slice by hand is the same run: a memo hit.
+    let again = ok(idem(&run_args(&data, "date=2026-10-01/region=us", &t, &[])));
+    assert!(field(&again, "result:").contains("memo"), "{again}");
+
+    // Listed values alone (no range): a dataset partitioned by region.
+    let by_region = dir.path().join("by_region");
+    for region in ["eu", "us"] {
+        let files = common::orders(scratch.path(), &format!("r{region}"), 100, 1);
+        let d = by_region.join(format!("region={region}"));
+        std::fs::create_dir_all(&d).unwrap();
+        for f in files {
+            std::fs::rename(&f, d.join(f.file_name().unwrap())).unwrap();
+        }
+    }
+    let out = ok(idem(&backfill_args(
+        &by_region,
+        &s(&dir.path().join("per_region")),
+        &["--each", "region=eu,us"],
+    )));
+    assert_eq!(
+        statuses(&out),
+        [
+            ("region=eu".to_string(), "committed".to_string()),
+            ("region=us".to_string(), "committed".to_string()),
+        ],
+        "{out}"
+    );
+}
+
+#[test]
+fn hourly_slices_commit_into_an_iceberg_table_partitioned_by_both_levels() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("events");
+    hours_data(&data, "2026-10-01", &HOURS, 300, "");
+    let lake = dir.path().join("lake");
+    std::fs::create_dir_all(&lake).unwrap();
+    let db = lake.join("catalog.db");
+    let t = format!("iceberg+sqlite://{}#sales.hourly", s(&db));
+    let out = ok(idem(&backfill_args(
+        &data,
+        &t,
+        &["--from", "2026-10-01T00", "--to", "2026-10-01T02"],
+    )));
+    assert!(
+        statuses(&out).iter().all(|(_, st)| st == "committed"),
+        "{out}"
+    );
+    let read = common::read_iceberg(&s(&db), &lake, "sales.hourly");
+    let partition: Vec<String> = read["partition"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(partition.len(), 2, "{partition:?}");
+    assert!(
+        partition[0].contains("date") && partition[1].contains("hour"),
+        "{partition:?}"
+    );
+    let rows: Vec<String> = read["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap().to_string())
+        .collect();
+    // The same rows as the Delta table of the same hours.
+    let delta = dir.path().join("delta");
+    ok(idem(&backfill_args(
+        &data,
+        &s(&delta),
+        &["--from", "2026-10-01T00", "--to", "2026-10-01T02"],
+    )));
+    assert_eq!(rows, read_table(&delta, None).rows);
+    assert_eq!(keys(&rows).len(), 3);
+    // A rerun of one hour with its timestamp is a memo hit; the table
+    // does not move.
+    let again = ok(idem(&run_args(
+        &data,
+        "date=2026-10-01/hour=02",
+        &t,
+        &["--logical-date", "2026-10-01T02:00:00+00:00"],
+    )));
+    assert!(field(&again, "result:").contains("memo"), "{again}");
+    let after = common::read_iceberg(&s(&db), &lake, "sales.hourly");
+    assert_eq!(after["version"], read["version"]);
+    let (code, audit, _) = common::idem(&["audit", &t]);
+    assert_eq!(code, 0, "{audit}");
+}
