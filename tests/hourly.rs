@@ -123,7 +123,9 @@ fn hourly_slices_commit_nested_partitions_and_backfills_equal_one_clean_run() {
     // hour as its logical timestamp (the example tags rows with it).
     let out = ok(idem(&run_args(&data, "date=2026-10-01/hour=01", &t, &[])));
     assert_eq!(field(&out, "result:"), "committed version 1", "{out}");
-    let m = &manifest(&table, &out)["predicate"]["run"];
+    let whole = manifest(&table, &out);
+    common::check_schemas(&[("manifest", &whole.to_string())]).unwrap();
+    let m = &whole["predicate"]["run"];
     assert_eq!(m["logicalDate"], "2026-10-01T01:00:00+00:00", "{m}");
     assert_eq!(m["slice"]["id"], "date=2026-10-01/hour=01");
     assert_eq!(
@@ -165,6 +167,7 @@ fn hourly_slices_commit_nested_partitions_and_backfills_equal_one_clean_run() {
         &t,
         &["--from", "2026-10-01T00", "--to", "2026-10-01T02"],
     )));
+    common::check_schemas(&[("backfill", &out)]).unwrap();
     let got = statuses(&out);
     assert_eq!(
         got,
@@ -215,6 +218,21 @@ fn hourly_slices_commit_nested_partitions_and_backfills_equal_one_clean_run() {
         ],
     )));
     assert_eq!(read_table(&clean, None).rows, whole.rows);
+}
+
+/// A changed hour recommits alone; audit proves every hour, also the
+/// hours of a table whose output carries the partition columns itself
+/// (read back from the log into their places); a missing hour lists the
+/// hours there are; a one-level slice cannot write into the hourly table.
+#[test]
+fn a_changed_hour_recommits_alone_and_audit_proves_nested_partitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("events");
+    hours_data(&data, "2026-10-01", &HOURS, 400, "");
+    let table = dir.path().join("hourly");
+    let t = s(&table);
+    let hours = ["--from", "2026-10-01T00", "--to", "2026-10-01T02"];
+    ok(idem(&backfill_args(&data, &t, &hours)));
 
     // One hour's input changes: exactly that hour recommits.
     hours_data(&data, "2026-10-01", &["02"], 300, "-late");
@@ -253,6 +271,36 @@ fn hourly_slices_commit_nested_partitions_and_backfills_equal_one_clean_run() {
     let (code, _, err) = idem(&run_args(&flat, "date=2026-10-02", &t, &[]));
     assert_ne!(code, 0);
     assert!(err.contains("partitioned by [date, hour]"), "{err}");
+
+    // An hour of a Delta table read as a slice (its partition values come
+    // from the log), passed through with its date and hour columns into a
+    // table partitioned by both: audit reads both back into place.
+    let bronze = dir.path().join("bronze");
+    let clean = s(&common::guest("examples/clean_orders"));
+    let mut a = backfill_args(&data, &s(&bronze), &hours);
+    a[2] = clean.clone();
+    ok(idem(&a));
+    let silver = s(&dir.path().join("silver"));
+    let out = ok(common::idem(&[
+        "run",
+        "--module",
+        &s(&common::guest("examples/dedup_events")),
+        "--params",
+        r#"{"key": "event_id"}"#,
+        "--input",
+        &s(&bronze),
+        "--table-version",
+        "3",
+        "--partition",
+        "date=2026-10-01/hour=01",
+        "--table",
+        &silver,
+    ]));
+    assert_eq!(field(&out, "result:"), "committed version 1", "{out}");
+    let rows = read_table(&dir.path().join("silver"), None).rows;
+    assert_eq!(keys(&rows)[0].1, "01", "{:?}", &rows[..1]);
+    let (code, audit, err) = common::idem(&["audit", &silver]);
+    assert_eq!(code, 0, "{audit}{err}");
 }
 
 #[test]
@@ -434,6 +482,153 @@ fn hourly_slices_commit_into_an_iceberg_table_partitioned_by_both_levels() {
     assert!(field(&again, "result:").contains("memo"), "{again}");
     let after = common::read_iceberg(&s(&db), &lake, "sales.hourly");
     assert_eq!(after["version"], read["version"]);
+    // Read as a slice by its date alone: every hour of it (the partition
+    // levels are matched by column name).
+    let snapshot = read["snapshot"].as_i64().unwrap().to_string();
+    let whole_day = dir.path().join("day");
+    let out = ok(common::idem(&[
+        "run",
+        "--module",
+        &s(&common::guest("examples/dedup_events")),
+        "--params",
+        r#"{"key": "customer"}"#,
+        "--input",
+        &t,
+        "--iceberg-snapshot",
+        &snapshot,
+        "--partition",
+        "date=2026-10-01",
+        "--table",
+        &s(&whole_day),
+        "--mode",
+        "append",
+    ]));
+    let m = manifest(&whole_day, &out);
+    assert_eq!(
+        m["predicate"]["result"]["rowsIn"].as_u64(),
+        Some(rows.len() as u64),
+        "{out}"
+    );
     let (code, audit, _) = common::idem(&["audit", &t]);
     assert_eq!(code, 0, "{audit}");
+}
+
+/// `idem --json pipeline ARGS`: each stage run as `when stage status`.
+fn pipeline(args: &[&str]) -> (i32, Vec<String>, String) {
+    let mut all = vec!["--json", "pipeline"];
+    all.extend_from_slice(args);
+    let (code, out, err) = common::idem(&all);
+    let v = serde_json::from_str::<Value>(&out).unwrap_or_default();
+    let Some(dates) = v["dates"].as_array() else {
+        return (code, Vec::new(), format!("{out}{err}"));
+    };
+    let mut stages = Vec::new();
+    for d in dates {
+        for st in d["stages"].as_array().unwrap() {
+            stages.push(format!(
+                "{} {} {} {}",
+                d["date"].as_str().unwrap(),
+                st["slice"].as_str().unwrap(),
+                st["stage"].as_str().unwrap(),
+                st["status"].as_str().unwrap()
+            ));
+        }
+    }
+    (code, stages, err)
+}
+
+/// An hourly pipeline (its first stage's partition is `date/hour`): every
+/// stage's slice is the hour, the logical date its `{{ ts }}`, and the
+/// chain is idempotent hour by hour.
+#[test]
+fn an_hourly_pipeline_runs_every_stage_per_hour() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("events");
+    hours_data(&data, "2026-10-01", &HOURS, 300, "");
+    let file = dir.path().join("idem.toml");
+    let toml = |gold_partition: &str| {
+        format!(
+            r#"
+[pipeline]
+name = "hourly"
+
+[[stage]]
+name = "bronze"
+module = "{clean}"
+input = "events"
+partition = "date/hour"
+table = "lake/bronze"
+mode = "append"
+
+[[stage]]
+name = "gold"
+module = "{revenue}"
+from = "bronze"
+table = "lake/gold"
+partition = "{gold_partition}"
+"#,
+            clean = s(&common::guest("examples/clean_orders")),
+            revenue = s(&module()),
+        )
+    };
+    std::fs::write(&file, toml("date/hour")).unwrap();
+    let f = s(&file);
+    let back = [
+        "backfill",
+        f.as_str(),
+        "--from",
+        "2026-10-01T00",
+        "--to",
+        "2026-10-01T02",
+    ];
+    let (code, stages, err) = pipeline(&back);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        stages,
+        [
+            "2026-10-01T00 date=2026-10-01/hour=00 bronze committed",
+            "2026-10-01T00 date=2026-10-01/hour=00 gold committed",
+            "2026-10-01T01 date=2026-10-01/hour=01 bronze committed",
+            "2026-10-01T01 date=2026-10-01/hour=01 gold committed",
+            "2026-10-01T02 date=2026-10-01/hour=02 bronze committed",
+            "2026-10-01T02 date=2026-10-01/hour=02 gold committed",
+        ]
+    );
+    let gold = dir.path().join("lake/gold");
+    let log0 = std::fs::read_to_string(gold.join("_delta_log/00000000000000000000.json")).unwrap();
+    assert!(
+        log0.contains(r#""partitionColumns":["date","hour"]"#),
+        "{log0}"
+    );
+    let rows = read_table(&gold, None).rows;
+    assert_eq!(
+        keys(&rows),
+        HOURS
+            .iter()
+            .map(|h| (
+                "2026-10-01".to_string(),
+                h.to_string(),
+                format!("2026-10-01T{h}:00:00+00:00")
+            ))
+            .collect::<Vec<_>>()
+    );
+    // Airflow's {{ ts }} of one hour: every stage a memo hit.
+    let (code, stages, err) = pipeline(&["run", &f, "--logical-date", "2026-10-01T01:00:00+00:00"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stages.iter().all(|s| s.ends_with("memo")), "{stages:?}");
+    assert_eq!(read_table(&gold, None).rows, rows);
+    // A day where the pipeline takes hours, off the hour, is refused.
+    for bad in ["2026-10-01", "2026-10-01T01:30:00+00:00"] {
+        let (code, _, err) = pipeline(&["run", &f, "--logical-date", bad]);
+        assert_eq!(code, 2, "{bad}: {err}");
+        assert!(err.contains("is not an hour"), "{bad}: {err}");
+    }
+    // A later stage partitioned by the date alone cannot hold hours.
+    std::fs::write(&file, toml("date")).unwrap();
+    let (code, _, err) = pipeline(&back);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("stage `gold`: partition = \"date\" has 1 level(s)"),
+        "{err}"
+    );
 }

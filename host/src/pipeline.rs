@@ -13,6 +13,7 @@
 
 mod file;
 mod stages;
+mod when;
 
 use std::path::PathBuf;
 
@@ -65,12 +66,14 @@ impl PipelineError {
 /// Where a stage's rows come from.
 #[derive(Debug, Clone)]
 pub enum Source {
-    /// A date partition `column=DATE` of a Parquet dataset.
+    /// A date partition `column=DATE` (or an hour, `date=D/hour=HH`) of a
+    /// dataset.
     Dataset {
         /// The dataset root.
         root: String,
-        /// The partition column.
-        column: String,
+        /// The partition columns: the date's, and the hour's for hourly
+        /// slices.
+        columns: Vec<String>,
     },
     /// The stage at this index: its table, at the version that holds the
     /// same slice.
@@ -108,8 +111,9 @@ pub struct Pipeline {
     pub name: String,
     /// The stages, in run order.
     pub stages: Vec<Stage>,
-    /// The slice column (the first stage's partition column).
-    pub column: String,
+    /// The slice columns (the first stage's partition): the date's, and
+    /// the hour's when the pipeline's slices are hours.
+    pub columns: Vec<String>,
     /// The key every stage's manifests are signed with (`--sign-key`).
     pub signer: Option<std::sync::Arc<crate::attest::SigningKey>>,
     /// Where every stage's runs send their OpenLineage events
@@ -161,8 +165,24 @@ impl Pipeline {
         })
     }
 
-    /// The slice id of `date` (the same at every stage).
-    pub fn slice_id(&self, date: &str) -> String {
-        format!("{}={date}", self.column)
+    /// The slice id of `when` (the same at every stage): `date=D`, or
+    /// `date=D/hour=HH` for an hour `DTHH`.
+    pub fn slice_id(&self, when: &str) -> String {
+        self.partition_of(when).to_string()
+    }
+
+    /// The partition of `when` in the slice columns.
+    pub fn partition_of(&self, when: &str) -> crate::slice::Partition {
+        let values = match when.split_once('T') {
+            Some((d, h)) => vec![d.to_string(), h.to_string()],
+            None => vec![when.to_string()],
+        };
+        let levels = self.columns.iter().cloned().zip(values).collect();
+        crate::slice::Partition::of(levels)
+    }
+
+    /// Whether the pipeline's slices are hours (`date/hour` partitions).
+    pub fn hourly(&self) -> bool {
+        self.columns.len() == 2
     }
 }

@@ -58,7 +58,7 @@ pub struct BackfillArgs {
     /// Slices run at once.
     #[arg(long, short, default_value_t = 2)]
     pub jobs: usize,
-    /// A date with no input is skipped instead of failing the backfill.
+    /// A slice with no input is skipped instead of failing the backfill.
     #[arg(long)]
     pub skip_missing: bool,
     #[command(flatten)]
@@ -153,9 +153,9 @@ fn span(a: &BackfillArgs) -> idem::backfill::Span {
     }
 }
 
-/// The run of the slice `partition`. Its logical date is the one a run
-/// of the partition implies (the date, or the hour as a timestamp), so a
-/// backfill's slice and `idem run --partition` of it are the same run.
+/// The run of the slice `partition`. Its logical date is its date, or
+/// its hour as `{{ ts }}`: what `idem run --partition` of it implies
+/// (with an hour column named `hour`), so the two are the same run.
 fn slice_run(a: &BackfillArgs, mode: Option<&Mode>, partition: &Partition) -> Run {
     let mut run = Run::new(
         &a.module,
@@ -166,7 +166,7 @@ fn slice_run(a: &BackfillArgs, mode: Option<&Mode>, partition: &Partition) -> Ru
         a.table.clone(),
     )
     .params(a.flags.params.clone())
-    .logical_date(idem::schedule::implied_by_partition(partition))
+    .logical_date(span(a).logical_date(partition))
     .batch_rows(a.batch_rows)
     .force(a.force);
     run = a.text.apply(a.publish.apply(run));

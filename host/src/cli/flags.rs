@@ -251,11 +251,3 @@ impl KeyArgs {
             .collect()
     }
 }
-
-/// The dates `--from` to `--to` (both included), with `--jobs` checked:
-/// what `backfill` and `pipeline backfill` run.
-pub fn dates(from: &str, to: &str, jobs: usize) -> Result<Vec<String>> {
-    let dates = idem::backfill::dates(from, to)?;
-    idem::backfill::check_jobs(jobs)?;
-    Ok(dates)
-}

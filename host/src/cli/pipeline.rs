@@ -35,7 +35,9 @@ pub enum PipelineCommand {
 pub struct PipelineRunArgs {
     /// The pipeline file (idem.toml).
     pub file: PathBuf,
-    /// The scheduler's logical date (YYYY-MM-DD): the slice of every stage.
+    /// The scheduler's logical date (YYYY-MM-DD): the slice of every
+    /// stage; for an hourly pipeline the hour (2026-10-01T07, or Airflow's
+    /// {{ ts }} on the hour).
     #[arg(long)]
     pub logical_date: String,
     /// Run only this stage.
@@ -53,13 +55,14 @@ pub struct PipelineRunArgs {
 pub struct PipelineBackfillArgs {
     /// The pipeline file (idem.toml).
     pub file: PathBuf,
-    /// First date (YYYY-MM-DD).
+    /// First date (YYYY-MM-DD), or hour of an hourly pipeline
+    /// (YYYY-MM-DDTHH; a date: its first hour).
     #[arg(long)]
     pub from: String,
-    /// Last date, included (YYYY-MM-DD).
+    /// Last date, included (YYYY-MM-DD), or hour (a date: its last hour).
     #[arg(long)]
     pub to: String,
-    /// Dates run at once.
+    /// Dates (or hours) run at once.
     #[arg(long, short, default_value_t = 2)]
     pub jobs: usize,
     #[command(flatten)]
@@ -79,8 +82,8 @@ pub fn pipeline(c: PipelineCommand, out: Out) -> Result<ExitCode> {
 
 /// `idem pipeline run`: one date.
 fn run(a: PipelineRunArgs, out: Out) -> Result<ExitCode> {
-    let dates = idem::backfill::dates(&a.logical_date, &a.logical_date)?;
     let mut p = Pipeline::load(&a.file)?;
+    let dates = [p.when_of(&a.logical_date)?];
     p.signer = a.sign.signer()?;
     let lineage = a.lineage.lineage()?.or_else(|| p.lineage.clone());
     super::interrupt::abort_on_signal(lineage.as_ref());
@@ -103,8 +106,9 @@ fn run(a: PipelineRunArgs, out: Out) -> Result<ExitCode> {
 
 /// `idem pipeline backfill`: every date of a range, --jobs at a time.
 fn backfill(a: PipelineBackfillArgs, out: Out) -> Result<ExitCode> {
-    let dates = super::flags::dates(&a.from, &a.to, a.jobs)?;
     let mut p = Pipeline::load(&a.file)?;
+    let dates = p.whens(&a.from, &a.to)?;
+    idem::backfill::check_jobs(a.jobs)?;
     p.signer = a.sign.signer()?;
     let lineage = a.lineage.lineage()?.or_else(|| p.lineage.clone());
     super::interrupt::abort_on_signal(lineage.as_ref());
@@ -242,13 +246,13 @@ fn dates_json(p: &Pipeline, results: &Results) -> Vec<Value> {
 /// A line per stage run.
 fn print_table(results: &Results) {
     println!(
-        "{:<12} {:<10} {:<10} {:>8} {:>10} {:>10}",
+        "{:<13} {:<10} {:<10} {:>8} {:>10} {:>10}",
         "DATE", "STAGE", "RESULT", "VERSION", "ROWS IN", "ROWS OUT"
     );
     for (date, runs) in results {
         for r in runs {
             println!(
-                "{:<12} {:<10} {:<10} {:>8} {:>10} {:>10}",
+                "{:<13} {:<10} {:<10} {:>8} {:>10} {:>10}",
                 date,
                 r.stage,
                 kind(r),

@@ -169,10 +169,18 @@ fn input_of(spec: &RunSpec) -> Value {
             Digest::of_bytes(all.as_bytes()).to_string()
         }
     };
-    let condition = match spec.slice.id.split_once('=') {
-        Some((column, value)) if spec.slice.kind != "files" => json!({
+    let partition = crate::slice::Partition::from_spelled(&spec.slice.id);
+    let condition = match partition {
+        Some(p) if spec.slice.kind != "files" => json!({
             "type": "partition",
-            "partitions": [{"identifier": spec.slice.id, "dimensions": {column: value}}],
+            "partitions": [{
+                "identifier": spec.slice.id,
+                "dimensions": p
+                    .levels()
+                    .iter()
+                    .map(|(c, v)| (c.clone(), json!(v)))
+                    .collect::<serde_json::Map<String, serde_json::Value>>(),
+            }],
         }),
         _ => json!({
             "type": "location",

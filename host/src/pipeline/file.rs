@@ -149,12 +149,13 @@ impl Pipeline {
             stages.push(stage);
         }
         check_tables(&stages).map_err(invalid)?;
-        // The slice column: the first stage's partition column (the first
+        // The slice columns: the first stage's partition (the first
         // stage always reads a dataset).
-        let column = match &stages[0].source {
-            Source::Dataset { column, .. } => column.clone(),
-            Source::Stage(_) => String::new(),
+        let columns = match &stages[0].source {
+            Source::Dataset { columns, .. } => columns.clone(),
+            Source::Stage(_) => Vec::new(),
         };
+        check_levels(&stages, &columns).map_err(invalid)?;
         let lineage = match &file.pipeline.lineage {
             Some(target) => Some(std::sync::Arc::new(
                 crate::lineage::Lineage::new(target, file.pipeline.lineage_namespace.clone())
@@ -170,7 +171,7 @@ impl Pipeline {
         Ok(Pipeline {
             name,
             stages,
-            column,
+            columns,
             signer: None,
             lineage,
             lineage_parent: None,
@@ -266,10 +267,10 @@ fn source_of(s: &StageConfig, i: usize, earlier: &[Stage], dir: &Path) -> Result
     match (&s.input, &s.from, i) {
         (Some(root), None, 0) => {
             let column = s.partition.clone().unwrap_or_else(|| "date".into());
-            check_column(&column)?;
+            let columns = check_columns(&column)?;
             Ok(Source::Dataset {
                 root: locate(dir, root),
-                column,
+                columns,
             })
         }
         (None, Some(up), i) if i > 0 => {
@@ -294,18 +295,18 @@ fn source_of(s: &StageConfig, i: usize, earlier: &[Stage], dir: &Path) -> Result
 fn mode_of(s: &StageConfig, source: &Source) -> Result<Mode, String> {
     let name = s.mode.as_deref().unwrap_or("overwrite-partition");
     let partition = || {
-        let column = match (source, &s.partition) {
-            (_, Some(c)) => c.clone(),
-            (Source::Dataset { column, .. }, None) => column.clone(),
+        let columns = match (source, &s.partition) {
+            (_, Some(c)) => check_columns(c)?,
+            (Source::Dataset { columns, .. }, None) => columns.clone(),
             (Source::Stage(_), None) => {
                 return Err(
-                    "overwrite-partition needs `partition = \"COLUMN\"`: the table column that holds the date".to_string(),
+                    "overwrite-partition needs `partition = \"COLUMN\"`: the table column that holds the date (\"DATE_COLUMN/HOUR_COLUMN\" for hourly slices)".to_string(),
                 );
             }
         };
-        check_column(&column)?;
-        // The value is each date's (see `Pipeline::run_of`).
-        Ok(crate::slice::Partition::one(column, ""))
+        // The values are each slice's (see `Pipeline::run_of`).
+        let levels = columns.into_iter().map(|c| (c, String::new()));
+        Ok(crate::slice::Partition::of(levels.collect()))
     };
     let mode = Mode::parse(name, &s.key, partition)?
         .ok_or_else(|| format!("unknown mode `{name}`: use {}", Mode::NAMES))?;
@@ -315,11 +316,39 @@ fn mode_of(s: &StageConfig, source: &Source) -> Result<Mode, String> {
     Ok(mode)
 }
 
-/// A partition column that makes a directory name (`COLUMN=DATE`).
-fn check_column(column: &str) -> Result<(), String> {
-    crate::run::parse_partition(&format!("{column}=x"))
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+/// A stage's `partition`: the date's column (`date`), or the date's and
+/// the hour's (`date/hour`: hourly slices), each a directory name.
+fn check_columns(text: &str) -> Result<Vec<String>, String> {
+    let columns: Vec<String> = text.split('/').map(String::from).collect();
+    if columns.len() > 2 {
+        return Err(format!(
+            "partition = \"{text}\": give the date's column (\"date\"), or the date's and the hour's (\"date/hour\")"
+        ));
+    }
+    let spelled: Vec<String> = columns.iter().map(|c| format!("{c}=x")).collect();
+    crate::run::parse_partition(&spelled.join("/")).map_err(|e| e.to_string())?;
+    Ok(columns)
+}
+
+/// Every overwrite-partition stage's table is partitioned by as many
+/// levels as the slices have (a date, or a date and an hour).
+fn check_levels(stages: &[Stage], columns: &[String]) -> Result<(), String> {
+    for s in stages {
+        if let Mode::OverwritePartition { partition } = &s.mode
+            && partition.levels().len() != columns.len()
+        {
+            return Err(format!(
+                "stage `{}`: partition = \"{}\" has {} level(s), but the pipeline's slices are {} ({}): give as many columns, e.g. partition = \"{}\"",
+                s.name,
+                partition.columns().join("/"),
+                partition.levels().len(),
+                if columns.len() == 2 { "hours" } else { "dates" },
+                columns.join("/"),
+                columns.join("/")
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The audit module (its path and JSON params), if any.
@@ -401,7 +430,7 @@ expect = ["not_null(customer)"]
         );
         let p = parse(&good).unwrap();
         assert_eq!(p.name, "orders");
-        assert_eq!(p.column, "date");
+        assert_eq!(p.columns, ["date"]);
         assert_eq!(p.slice_id("2026-10-01"), "date=2026-10-01");
         assert_eq!(p.stages[0].table, "/p/lake/bronze");
         assert_eq!(p.stages[2].table, "s3://b/gold");

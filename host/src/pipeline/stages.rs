@@ -9,7 +9,6 @@ use super::{Pipeline, PipelineError, Source, StageRun};
 use crate::backfill::Status;
 use crate::run::{Run, RunError, SliceSpec};
 use crate::sandbox::Sandbox;
-use crate::slice::Partition;
 use crate::table::{Mode, Table, TableError};
 
 impl Pipeline {
@@ -18,9 +17,9 @@ impl Pipeline {
     fn run_of(&self, i: usize, date: &str, upstream: Option<u64>) -> Run {
         let s = &self.stages[i];
         let slice = match &s.source {
-            Source::Dataset { root, column } => SliceSpec::Partition {
+            Source::Dataset { root, .. } => SliceSpec::Partition {
                 root: PathBuf::from(root),
-                partition: Partition::one(column, date),
+                partition: self.partition_of(date),
             },
             Source::Stage(j) => SliceSpec::Delta {
                 table: self.stages[*j].table.clone(),
@@ -30,9 +29,17 @@ impl Pipeline {
             },
         };
         let mode = match &s.mode {
-            Mode::OverwritePartition { partition } => Mode::OverwritePartition {
-                partition: partition.with_values(&[date.to_string()]),
-            },
+            Mode::OverwritePartition { partition } => {
+                let values: Vec<String> = self
+                    .partition_of(date)
+                    .levels()
+                    .iter()
+                    .map(|(_, v)| v.clone())
+                    .collect();
+                Mode::OverwritePartition {
+                    partition: partition.with_values(&values),
+                }
+            }
             other => other.clone(),
         };
         let (audit, audit_params) = match &s.audit {
@@ -42,7 +49,7 @@ impl Pipeline {
         Run::new(&s.module, slice, s.table.clone())
             .mode(mode)
             .params(s.params.clone())
-            .logical_date(Some(date.to_string()))
+            .logical_date(Some(self.logical_date(date)))
             .batch_rows(s.batch_rows)
             .expect(s.expect.clone())
             .audit_module(audit, audit_params)
@@ -56,7 +63,12 @@ impl Pipeline {
     /// before any date runs.
     pub fn preflight(&self, sandbox: &Sandbox) -> Result<(), PipelineError> {
         for i in 0..self.stages.len() {
-            self.run_of(i, "2000-01-01", Some(0))
+            let when = if self.hourly() {
+                "2000-01-01T00"
+            } else {
+                "2000-01-01"
+            };
+            self.run_of(i, when, Some(0))
                 .preflight(sandbox)
                 .map_err(|e| PipelineError::Stage {
                     stage: self.stages[i].name.clone(),

@@ -60,9 +60,14 @@ pub(super) fn implied_date(slice: &SliceSpec) -> Option<String> {
         // Files named as a partition (`--slice-id date=2026-10-01`, serve's
         // `files` with `partition`): the same run as the partition spelled
         // with `--input`.
-        SliceSpec::Files { id: Some(id), .. } => parse_partition(id)
-            .ok()
-            .and_then(|p| crate::schedule::implied_by_partition(&p)),
+        // (Read as before when it is no partition `--partition` accepts:
+        // `event-date=2026-10-01` keeps its run key.)
+        SliceSpec::Files { id: Some(id), .. } => match parse_partition(id) {
+            Ok(p) => crate::schedule::implied_by_partition(&p),
+            Err(_) => id
+                .split_once('=')
+                .and_then(|(c, v)| crate::schedule::implied_by_partition(&Partition::one(c, v))),
+        },
         _ => None,
     }
 }

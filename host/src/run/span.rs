@@ -7,8 +7,8 @@ use super::batch::{dates, day_number};
 use crate::schedule::{date_of, hour_of};
 use crate::slice::{MAX_LEVELS, Partition};
 
-/// Most slices one backfill plans (a century of hours is 876,600).
-pub const MAX_SLICES: usize = 1_000_000;
+/// Most slices one backfill plans (eleven years of hours).
+pub const MAX_SLICES: usize = 100_000;
 
 /// What a backfill covers.
 #[derive(Debug, Clone, Default)]
@@ -31,7 +31,15 @@ impl Span {
     /// Every slice's partition, in order: slot by slot, each slot's
     /// listed values in the order given.
     pub fn partitions(&self) -> Result<Vec<Partition>, RunError> {
+        check_column("--column", &self.column)?;
+        check_column("--hour-column", &self.hour_column)?;
         let slots = self.slots()?;
+        if slots.len() > MAX_SLICES {
+            return Err(usage(format!(
+                "the backfill would run {} slices (more than {MAX_SLICES}): narrow the range",
+                slots.len()
+            )));
+        }
         let mut out: Vec<Vec<(String, String)>> = slots;
         for each in &self.each {
             let (column, values) = parse_each(each)?;
@@ -130,6 +138,32 @@ impl Span {
             ))),
         }
     }
+}
+
+impl Span {
+    /// The logical date of slice `p`: for an hour (its date and hour
+    /// levels, whatever `--hour-column` calls the hour), `{{ ts }}`;
+    /// otherwise what `idem run --partition` of it implies.
+    pub fn logical_date(&self, p: &Partition) -> Option<String> {
+        let hour = p.value_of(&self.hour_column).and_then(hour_of);
+        match (p.value_of(&self.column), hour) {
+            (Some(date), Some(h)) if self.from.is_some() => {
+                Some(crate::schedule::timestamp(date, h))
+            }
+            _ => crate::schedule::implied_by_partition(p),
+        }
+    }
+}
+
+/// A column name a partition level can have: letters, digits and `_`.
+fn check_column(flag: &str, name: &str) -> Result<(), RunError> {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(usage(format!(
+            "{flag} `{}` must be a column name: letters, digits and _",
+            crate::text::clip_str(name, 100)
+        )));
+    }
+    Ok(())
 }
 
 /// The hours from `from` to `to` inclusive (`YYYY-MM-DDTHH`), each as

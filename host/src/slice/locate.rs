@@ -153,14 +153,14 @@ pub(super) fn nearby_partition(store: &Store, partition: &super::Partition) -> S
     let mut below = Vec::new();
     for (i, (key, value)) in levels.iter().enumerate() {
         let segment = format!("{key}={value}");
-        let there = at.local_dir().is_some_and(|d| d.join(&segment).is_dir());
+        // Descended locally only (a listing per level costs nothing there).
         let inner = at
-            .url()
-            .join(&format!("{segment}/"))
-            .ok()
-            .and_then(|u| Store::open(&u).ok());
+            .local_dir()
+            .map(|d| d.join(&segment))
+            .filter(|d| d.is_dir())
+            .and_then(|d| Store::at(d.to_str()?).ok());
         match inner {
-            Some(inner) if there && i + 1 < levels.len() => {
+            Some(inner) if i + 1 < levels.len() => {
                 below.push(segment);
                 at = inner;
             }

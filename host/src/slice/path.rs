@@ -10,6 +10,7 @@ use super::error::SliceError;
 use crate::storage::{self, as_dir};
 
 const SEGMENT_RULE: &str = ", no `/` or `\\`";
+const LEVEL_RULE: &str = "; a slice id is one name, or partition levels column=value/column=value (at most 4, each column once, 255 bytes in all)";
 
 pub(super) fn bad(what: &str, value: &str, reason: &str, segment: &'static str) -> SliceError {
     SliceError::BadName {
@@ -52,28 +53,45 @@ pub fn validate_segment(what: &str, value: &str) -> Result<(), SliceError> {
 pub fn validate_slice_id(id: &str) -> Result<(), SliceError> {
     let levels = id.split('/').count();
     if levels > super::MAX_LEVELS {
+        let reason = format!("it has more than {} levels", super::MAX_LEVELS);
+        return Err(bad("slice id", id, &reason, LEVEL_RULE));
+    }
+    if id.len() > MAX_SEGMENT_BYTES {
+        // Repeated in every row of an append or merge table.
         return Err(bad(
             "slice id",
             id,
-            "it has more than 4 `/`-separated levels",
-            SEGMENT_RULE,
+            "it is longer than 255 bytes",
+            LEVEL_RULE,
         ));
     }
     // Each level: an empty one (`a//b`, a trailing `/`) is refused too.
     id.split('/')
         .try_for_each(|level| validate_segment("slice id", level))?;
-    // A `/` only between partition levels, each `column=value`.
-    let leveled = |l: &str| {
-        l.split_once('=')
-            .is_some_and(|(c, v)| !c.is_empty() && !v.is_empty())
-    };
-    if levels > 1 && !id.split('/').all(leveled) {
-        return Err(bad(
-            "slice id",
-            id,
-            "it contains a `/` that does not separate partition levels (column=value/column=value)",
-            SEGMENT_RULE,
-        ));
+    // A `/` only between partition levels, each `column=value` with a
+    // column of letters, digits and `_`, each column once.
+    let mut columns = Vec::new();
+    for level in id.split('/').filter(|_| levels > 1) {
+        let (column, value) = level
+            .split_once('=')
+            .filter(|(c, v)| {
+                !c.is_empty()
+                    && !v.is_empty()
+                    && c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+            })
+            .ok_or_else(|| {
+                bad(
+                    "slice id",
+                    id,
+                    "it contains a `/` that does not separate partition levels",
+                    LEVEL_RULE,
+                )
+            })?;
+        if columns.contains(&column) {
+            return Err(bad("slice id", id, "it names a column twice", LEVEL_RULE));
+        }
+        validate_segment("slice id", value)?;
+        columns.push(column);
     }
     Ok(())
 }
@@ -159,6 +177,31 @@ pub(super) fn other_format_detail(kind: &str, beside_parquet: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slice_id_is_one_name_or_partition_levels() {
+        for ok in [
+            "files-0123",
+            "date=2026-10-01",
+            "date=2026-10-01/hour=07",
+            "a=1/b=2/c=3/d=4",
+        ] {
+            validate_slice_id(ok).unwrap();
+        }
+        let long = format!("date={}/hour=07", "x".repeat(250));
+        for (bad, says) in [
+            ("a/b", "does not separate partition levels"),
+            ("date=1/date=2", "names a column twice"),
+            ("a b=1/c=2", "does not separate partition levels"),
+            ("date=1//hour=2", "it is empty"),
+            ("date=1/hour=..", "relative path component"),
+            ("a=1/b=2/c=3/d=4/e=5", "more than 4 levels"),
+            (long.as_str(), "longer than 255 bytes"),
+        ] {
+            let e = validate_slice_id(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn a_table_and_an_input_root_that_contain_one_another_are_refused() {

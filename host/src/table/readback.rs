@@ -25,7 +25,7 @@ pub struct InputFile {
 pub(super) fn digest_file(
     bytes: bytes::Bytes,
     columns: Option<&[String]>,
-    partition: Option<(&str, &str)>,
+    partition: Option<&crate::slice::Partition>,
     prepare: impl Fn(RecordBatch) -> RecordBatch,
     digester: &mut OutputDigester,
 ) -> Result<(), String> {
@@ -45,12 +45,12 @@ pub(super) fn digest_file(
 }
 
 /// A data file's batch in the output's column order, with the partition
-/// column (which Delta keeps in the log, not in the file) put back where
-/// the output had it.
+/// columns (which Delta keeps in the log, not in the file) put back where
+/// the output had them.
 fn as_output(
     batch: RecordBatch,
     columns: Option<&[String]>,
-    partition: Option<(&str, &str)>,
+    partition: Option<&crate::slice::Partition>,
 ) -> Result<RecordBatch, arrow::error::ArrowError> {
     let Some(columns) = columns else {
         return Ok(batch);
@@ -62,8 +62,8 @@ fn as_output(
         if let Some((i, f)) = schema.column_with_name(name) {
             fields.push(f.clone());
             arrays.push(batch.column(i).clone());
-        } else if let Some((col, value)) = partition.filter(|(col, _)| col == name) {
-            fields.push(Field::new(col, DataType::Utf8, false));
+        } else if let Some(value) = partition.and_then(|p| p.value_of(name)) {
+            fields.push(Field::new(name, DataType::Utf8, false));
             arrays.push(Arc::new(StringArray::from_iter_values(
                 std::iter::repeat_n(value, batch.num_rows()),
             )));

@@ -141,7 +141,7 @@ impl Delta {
         let files = self.data_files().await?;
         let store = self.delta.log_store().object_store(None);
         let mut digester = OutputDigester::new();
-        let partition = c.partition.as_deref().and_then(|p| p.split_once('='));
+        let partition = c.partition.as_deref().and_then(Partition::from_spelled);
         for f in ownership::slice_files(&files, &c.slice) {
             let path = object_store::path::Path::parse(&f.path)
                 .unwrap_or_else(|_| object_store::path::Path::from(f.path.as_str()));
@@ -159,7 +159,7 @@ impl Delta {
             digest_file(
                 bytes,
                 c.output_columns.as_deref(),
-                partition,
+                partition.as_ref(),
                 |b| b,
                 &mut digester,
             )

@@ -5,7 +5,7 @@
 use iceberg::spec::DataContentType;
 
 use super::location::folder_url;
-use super::ownership::{file_index, in_partition, owned_by, slice_tag};
+use super::ownership::{file_index, owned_by, selected_by, slice_tag};
 use super::{Iceberg, MODE_PROP};
 use crate::table::error::TableError;
 use crate::table::readback::InputFile;
@@ -50,7 +50,7 @@ impl Iceberg {
             }
             let path = l.file.file_path();
             if let Some(p) = partition
-                && !in_partition(&l.file, p)
+                && !selected_by(&l.file, m, p)
             {
                 continue;
             }

@@ -4,7 +4,7 @@
 //! the names alone the table tells whether it still holds exactly what a
 //! slice's commit added.
 
-use iceberg::spec::{DataContentType, DataFile, Literal};
+use iceberg::spec::{DataContentType, DataFile, Literal, TableMetadata, Transform};
 
 use super::Iceberg;
 use super::live::Live;
@@ -78,6 +78,38 @@ pub(super) fn in_partition(f: &DataFile, partition: &Partition) -> bool {
                 Some(Literal::Primitive(iceberg::spec::PrimitiveLiteral::String(s))) if s == value
             )
         })
+}
+
+/// Whether a data file lies in `partition` as a reader selects it: by
+/// column name, through the table's identity partition fields (its
+/// current spec; a file written under another spec is not selected), so
+/// `date=D` selects every hour of D in a table partitioned by date and
+/// hour.
+pub(super) fn selected_by(f: &DataFile, m: &TableMetadata, partition: &Partition) -> bool {
+    let schema = m.current_schema();
+    let names: Vec<Option<&str>> = m
+        .default_partition_spec()
+        .fields()
+        .iter()
+        .map(|pf| {
+            (pf.transform == Transform::Identity)
+                .then(|| schema.field_by_id(pf.source_id).map(|s| s.name.as_str()))
+                .flatten()
+        })
+        .collect();
+    let values = f.partition().fields();
+    if values.len() != names.len() {
+        return false;
+    }
+    partition.holds(|column| {
+        let i = names.iter().position(|n| *n == Some(column))?;
+        match values.get(i)? {
+            Some(Literal::Primitive(iceberg::spec::PrimitiveLiteral::String(s))) => {
+                Some(s.as_str())
+            }
+            _ => None,
+        }
+    })
 }
 
 impl Iceberg {
