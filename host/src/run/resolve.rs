@@ -76,6 +76,12 @@ pub(super) fn implied_date(slice: &SliceSpec) -> Option<String> {
 /// each column once).
 pub fn parse_partition(s: &str) -> Result<Partition, RunError> {
     let levels: Vec<&str> = s.split('/').collect();
+    // A `..` or `.` after a `/` climbs the path, it starts no level
+    // (`date=x/../y`): refused as the value it would be.
+    if levels[1..].iter().any(|l| matches!(*l, ".." | ".")) {
+        let value = s.split_once('=').map_or(s, |(_, v)| v);
+        crate::slice::validate_segment("partition value", value)?;
+    }
     if levels.len() > MAX_LEVELS {
         return Err(RunError::Usage(format!(
             "--partition `{}` has {} levels; at most {MAX_LEVELS} (e.g. date=2026-10-01/hour=07)",

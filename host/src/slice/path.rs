@@ -65,13 +65,15 @@ pub fn validate_slice_id(id: &str) -> Result<(), SliceError> {
             LEVEL_RULE,
         ));
     }
-    // Each level: an empty one (`a//b`, a trailing `/`) is refused too.
-    id.split('/')
-        .try_for_each(|level| validate_segment("slice id", level))?;
+    if levels == 1 {
+        return validate_segment("slice id", id);
+    }
     // A `/` only between partition levels, each `column=value` with a
-    // column of letters, digits and `_`, each column once.
+    // column of letters, digits and `_`, each column once, each value a
+    // segment; refusals name the whole id.
+    let whole = |reason: &str| bad("slice id", id, reason, LEVEL_RULE);
     let mut columns = Vec::new();
-    for level in id.split('/').filter(|_| levels > 1) {
+    for level in id.split('/') {
         let (column, value) = level
             .split_once('=')
             .filter(|(c, v)| {
@@ -79,18 +81,13 @@ pub fn validate_slice_id(id: &str) -> Result<(), SliceError> {
                     && !v.is_empty()
                     && c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
             })
-            .ok_or_else(|| {
-                bad(
-                    "slice id",
-                    id,
-                    "it contains a `/` that does not separate partition levels",
-                    LEVEL_RULE,
-                )
-            })?;
+            .ok_or_else(|| whole("it contains a `/` that does not separate partition levels"))?;
         if columns.contains(&column) {
-            return Err(bad("slice id", id, "it names a column twice", LEVEL_RULE));
+            return Err(whole("it names a column twice"));
         }
-        validate_segment("slice id", value)?;
+        if let Err(SliceError::BadName { reason, .. }) = validate_segment("slice id", value) {
+            return Err(whole(&reason));
+        }
         columns.push(column);
     }
     Ok(())
@@ -193,7 +190,8 @@ mod tests {
             ("a/b", "does not separate partition levels"),
             ("date=1/date=2", "names a column twice"),
             ("a b=1/c=2", "does not separate partition levels"),
-            ("date=1//hour=2", "it is empty"),
+            ("date=1//hour=2", "does not separate partition levels"),
+            ("../x", "does not separate partition levels"),
             ("date=1/hour=..", "relative path component"),
             ("a=1/b=2/c=3/d=4/e=5", "more than 4 levels"),
             (long.as_str(), "longer than 255 bytes"),
