@@ -298,7 +298,8 @@ fn a_changed_hour_recommits_alone_and_audit_proves_nested_partitions() {
     ]));
     assert_eq!(field(&out, "result:"), "committed version 1", "{out}");
     let rows = read_table(&dir.path().join("silver"), None).rows;
-    assert_eq!(keys(&rows)[0].1, "01", "{:?}", &rows[..1]);
+    let hours: Vec<String> = keys(&rows).into_iter().map(|k| k.1).collect();
+    assert_eq!(hours, ["01"], "{:?}", &rows[..1]);
     let (code, audit, err) = common::idem(&["audit", &silver]);
     assert_eq!(code, 0, "{audit}{err}");
 }
@@ -321,16 +322,24 @@ fn bad_nested_partitions_and_ranges_are_refused_before_anything_runs() {
     }
     for (range, says) in [
         (
-            ["--from", "2026-10-01", "--to", "2026-10-01T03"],
-            "both be dates",
+            vec![
+                "--from",
+                "2026-10-01",
+                "--to",
+                "2026-10-01T03",
+                "--every",
+                "1d",
+            ],
+            "--every 1d steps whole days",
         ),
         (
-            ["--from", "2026-10-01T00", "--to", "2026-10-01T24"],
+            vec!["--from", "2026-10-01T00", "--to", "2026-10-01T24"],
             "YYYY-MM-DDTHH",
         ),
+        (vec!["--from", "2026-10-01T03"], "both --from and --to"),
         (
-            ["--from", "2026-10-01T03", "--every", "1d"],
-            "both --from and --to",
+            vec!["--each", "region=eu", "--every", "1h"],
+            "--every needs --from and --to",
         ),
     ] {
         let (code, _, err) = idem(&backfill_args(&data, &t, &range));
@@ -612,13 +621,52 @@ partition = "{gold_partition}"
             ))
             .collect::<Vec<_>>()
     );
-    // Airflow's {{ ts }} of one hour: every stage a memo hit.
-    let (code, stages, err) = pipeline(&["run", &f, "--logical-date", "2026-10-01T01:00:00+00:00"]);
-    assert_eq!(code, 0, "{err}");
-    assert!(stages.iter().all(|s| s.ends_with("memo")), "{stages:?}");
+    // Airflow's {{ ts }} of one hour, and the hour unpadded: every stage
+    // a memo hit.
+    for hour in ["2026-10-01T01:00:00+00:00", "2026-10-01T1"] {
+        let (code, stages, err) = pipeline(&["run", &f, "--logical-date", hour]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(stages.len(), 2, "{stages:?}");
+        assert!(stages.iter().all(|s| s.ends_with("memo")), "{stages:?}");
+    }
     assert_eq!(read_table(&gold, None).rows, rows);
-    // A day where the pipeline takes hours, off the hour, is refused.
-    for bad in ["2026-10-01", "2026-10-01T01:30:00+00:00"] {
+    // The whole day by dates: hours 03-23 have not landed. Without
+    // --skip-missing that fails; with it, the hours there are memo hits.
+    let day = [
+        "backfill",
+        f.as_str(),
+        "--from",
+        "2026-10-01",
+        "--to",
+        "2026-10-01",
+    ];
+    let (code, stages, _) = pipeline(&day);
+    assert_eq!((code, stages.len()), (2, 48), "{stages:?}");
+    let (code, out, err) =
+        common::idem(&[&["--json", "pipeline"][..], &day, &["--skip-missing"]].concat());
+    assert_eq!(code, 0, "{err}");
+    common::check_schemas(&[("pipeline", &out)]).unwrap();
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let statuses: Vec<&str> = v["dates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["stages"][0]["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(&statuses[..3], ["memo", "memo", "memo"]);
+    assert!(
+        statuses[3..].iter().all(|s| *s == "missing"),
+        "{statuses:?}"
+    );
+    assert_eq!(read_table(&gold, None).rows, rows);
+    // A day where the pipeline takes hours, off the hour, hour 24 and a
+    // lowercase t are refused.
+    for bad in [
+        "2026-10-01",
+        "2026-10-01T01:30:00+00:00",
+        "2026-10-01T24",
+        "2026-10-01t01",
+    ] {
         let (code, _, err) = pipeline(&["run", &f, "--logical-date", bad]);
         assert_eq!(code, 2, "{bad}: {err}");
         assert!(err.contains("is not an hour"), "{bad}: {err}");

@@ -63,9 +63,10 @@ pub fn implied_by_partition(partition: &crate::slice::Partition) -> Option<Strin
     let levels = partition.levels();
     let at = levels.iter().position(|(_, v)| is_date(v))?;
     let date = &levels[at].1;
-    match levels.get(at + 1) {
-        Some((c, h)) if c == "hour" => hour_of(h).map(|h| timestamp(date, h)),
-        _ => Some(date.clone()),
+    // A bad hour (`hour=24`) leaves the date.
+    match levels.get(at + 1).filter(|(c, _)| c == "hour") {
+        Some((_, h)) => Some(hour_of(h).map_or_else(|| date.clone(), |h| timestamp(date, h))),
+        None => Some(date.clone()),
     }
 }
 
@@ -74,10 +75,27 @@ fn is_date(value: &str) -> bool {
     value.len() == 10 && check_logical_date(value).is_ok()
 }
 
-/// The hour `HH` names: two digits, 00 to 23.
+/// The hour `HH` (or `H`, as Spark and Hive write integer partitions)
+/// names: 0 to 23.
 pub fn hour_of(text: &str) -> Option<u32> {
     let h: u32 = text.parse().ok()?;
-    (text.len() == 2 && text.bytes().all(|b| b.is_ascii_digit()) && h < 24).then_some(h)
+    ((1..=2).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_digit()) && h < 24)
+        .then_some(h)
+}
+
+/// The hour an hour bound or a scheduler's timestamp names, as its date
+/// and hour: `2026-10-01T07`, or on the hour `2026-10-01T07:00[:00]`
+/// followed by nothing, `Z` or `+00:00` (Airflow's `{{ ts }}`). The date
+/// is not checked here (the ranges check it).
+pub fn hour_named(text: &str) -> Option<(&str, u32)> {
+    let (day, time) = text.split_once('T')?;
+    let digits = time.bytes().take_while(u8::is_ascii_digit).count();
+    let (hour, rest) = time.split_at(digits);
+    let on_the_hour = ["", ":00", ":00:00"]
+        .iter()
+        .flat_map(|m| ["", "Z", "+00:00"].map(|z| format!("{m}{z}")))
+        .any(|tail| rest == tail);
+    Some((day, hour_of(hour).filter(|_| on_the_hour)?))
 }
 
 /// The logical timestamp of hour `h` of `date`, as Airflow's `{{ ts }}`.
@@ -156,7 +174,29 @@ mod tests {
             implied("date=2026-10-01/region=eu").as_deref(),
             Some("2026-10-01")
         );
-        assert_eq!(implied("date=2026-10-01/hour=24").as_deref(), None);
-        assert_eq!(implied("date=2026-10-01/hour=7").as_deref(), None);
+        assert_eq!(
+            implied("date=2026-10-01/hour=24").as_deref(),
+            Some("2026-10-01")
+        );
+        // Spark's unpadded integer partitions.
+        assert_eq!(
+            implied("date=2026-10-01/hour=7").as_deref(),
+            Some("2026-10-01T07:00:00+00:00")
+        );
+        for (text, named) in [
+            ("2026-10-01T07", Some(("2026-10-01", 7))),
+            ("2026-10-01T7", Some(("2026-10-01", 7))),
+            ("2026-10-01T07:00", Some(("2026-10-01", 7))),
+            ("2026-10-01T07:00:00+00:00", Some(("2026-10-01", 7))),
+            ("2026-10-01T23:00:00Z", Some(("2026-10-01", 23))),
+            ("2026-10-01T24", None),
+            ("2026-10-01t07", None),
+            ("2026-10-01", None),
+            ("2026-10-01T07:30:00+00:00", None),
+            ("2026-10-01T07:00:00+02:00", None),
+            ("2026-10-01T007", None),
+        ] {
+            assert_eq!(hour_named(text), named, "{text}");
+        }
     }
 }

@@ -508,7 +508,9 @@ def pipeline_run(
     lineage_namespace: Optional[str] = None,
 ) -> PipelineResult:
     """The stages of the pipeline file ``file`` (an ``idem.toml``) for
-    ``logical_date``, or only ``stage`` (``idem pipeline run``), each pinned
+    ``logical_date`` (a date; for an hourly pipeline, whose first stage's
+    partition is ``date/hour``, an hour: ``2026-10-01T07`` or Airflow's
+    ``{{ ts }}`` on the hour), or only ``stage`` (``idem pipeline run``), each pinned
     to what the stage before it committed. A stage that fails is a result
     (``ok`` is False; ``result.raise_for_failure()`` raises its exception,
     a :class:`StorageError` first, the failure a retry can fix); a

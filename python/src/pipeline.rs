@@ -113,8 +113,9 @@ pub fn pipeline_run(
     crate::process::enter()?;
     py.detach(move || {
         let fail = |e: &(dyn std::error::Error + 'static), k: Kind| errors::raise(k, e);
-        idem::backfill::dates(&logical_date, &logical_date).map_err(errors::run_error)?;
         let mut p = Pipeline::load(&file).map_err(|e| fail(&e, e.kind()))?;
+        // A date, or an hour of an hourly pipeline (`{{ ts }}` on the hour).
+        let when = p.when_of(&logical_date).map_err(errors::run_error)?;
         // `lineage` overrides the file's `[pipeline] lineage`, as `--lineage` does.
         let given = match &lineage {
             Some(target) => Some(
@@ -134,11 +135,8 @@ pub fn pipeline_run(
         };
         let sandbox = limits::sandbox(limits.as_ref())?;
         p.preflight(&sandbox).map_err(|e| fail(&e, e.kind()))?;
-        let runs = p.run_date(&logical_date, only, &sandbox);
-        let stages: Vec<StageResult> = runs
-            .iter()
-            .map(|r| StageResult::of(&p, &logical_date, r))
-            .collect();
+        let runs = p.run_date(&when, only, &sandbox);
+        let stages: Vec<StageResult> = runs.iter().map(|r| StageResult::of(&p, &when, r)).collect();
         Ok(PipelineResult {
             pipeline: p.name.clone(),
             ok: stages.iter().all(|s| s.error_kind.is_none()),

@@ -387,6 +387,34 @@ def test_a_pipeline_runs_its_stages_for_a_date():
         gap.raise_for_failure()
 
 
+def test_an_hourly_pipeline_runs_an_hour_from_airflows_ts(tmp_path):
+    import shutil
+
+    hour = tmp_path / "events" / "date=2026-10-01" / "hour=07"
+    shutil.copytree(pathlib.Path(DATA) / DAY, hour)
+    toml = tmp_path / "idem.toml"
+    toml.write_text(
+        f"""
+[[stage]]
+name = "bronze"
+module = {json.dumps(MODULE)}
+input = "events"
+partition = "date/hour"
+table = "lake/bronze"
+mode = "append"
+"""
+    )
+    p = idem.pipeline_run(toml, "2026-10-01T07:00:00+00:00")
+    assert p.ok, p
+    assert [(s.slice, s.outcome) for s in p.stages] == [("date=2026-10-01/hour=07", "committed")]
+    again = idem.pipeline_run(toml, "2026-10-01T07")
+    assert [s.outcome for s in again.stages] == ["memo"]
+    # A date is no hour of this pipeline (it would read the whole day as a
+    # slice of its own): refused.
+    with pytest.raises(idem.InputError, match="is not an hour"):
+        idem.pipeline_run(toml, "2026-10-01")
+
+
 def test_a_process_forked_after_idem_ran_is_refused_not_hung(tmp_path):
     import multiprocessing
 

@@ -65,6 +65,11 @@ pub struct PipelineBackfillArgs {
     /// Dates (or hours) run at once.
     #[arg(long, short, default_value_t = 2)]
     pub jobs: usize,
+    /// A date (or hour) whose first stage has no input is skipped instead
+    /// of failing the backfill (hours that have not landed yet); a range
+    /// with no input at all still fails.
+    #[arg(long)]
+    pub skip_missing: bool,
     #[command(flatten)]
     pub sign: SignArgs,
     #[command(flatten)]
@@ -101,7 +106,7 @@ fn run(a: PipelineRunArgs, out: Out) -> Result<ExitCode> {
             eprintln!("{}", line(&p, &dates[0], r));
         }
     }
-    finish(&p, vec![(dates[0].clone(), runs)], started, out)
+    finish(&p, vec![(dates[0].clone(), runs)], started, out, false)
 }
 
 /// `idem pipeline backfill`: every date of a range, --jobs at a time.
@@ -130,7 +135,7 @@ fn backfill(a: PipelineBackfillArgs, out: Out) -> Result<ExitCode> {
     };
     let results = p.backfill(&dates, a.jobs, &sandbox, stop, &done);
     bar.finish();
-    finish(&p, results, started, out)
+    finish(&p, results, started, out, a.skip_missing)
 }
 
 /// Params, modes and modules of every stage, before any date runs.
@@ -172,14 +177,22 @@ fn finish(
     results: Vec<(String, Vec<StageRun>)>,
     started: Instant,
     out: Out,
+    skip_missing: bool,
 ) -> Result<ExitCode> {
     let secs = started.elapsed().as_secs_f64();
     let all: Vec<&StageRun> = results.iter().flat_map(|(_, r)| r).collect();
+    let missing = |r: &&StageRun| matches!(r.result.status, Status::Missing(_));
+    // Skipped missing dates fail only when no date had input at all.
+    let all_missing = results
+        .iter()
+        .all(|(_, runs)| runs.first().is_some_and(|r| missing(&r)));
     let worst = all
         .iter()
         .filter_map(|r| match &r.result.status {
             Status::Failed(_, kind) => Some(kind.exit_code()),
-            Status::Missing(_) => Some(idem::kind::Kind::Input.exit_code()),
+            Status::Missing(_) if !skip_missing || all_missing => {
+                Some(idem::kind::Kind::Input.exit_code())
+            }
             _ => None,
         })
         .max();

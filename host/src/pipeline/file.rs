@@ -322,7 +322,7 @@ fn check_columns(text: &str) -> Result<Vec<String>, String> {
     let columns: Vec<String> = text.split('/').map(String::from).collect();
     if columns.len() > 2 {
         return Err(format!(
-            "partition = \"{text}\": give the date's column (\"date\"), or the date's and the hour's (\"date/hour\")"
+            "partition = \"{text}\": give the date's column (\"date\"), or the date's and the hour's (\"date/hour\": the second column holds the hour, 00 to 23)"
         ));
     }
     let spelled: Vec<String> = columns.iter().map(|c| format!("{c}=x")).collect();

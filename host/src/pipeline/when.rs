@@ -14,76 +14,60 @@ impl Pipeline {
         if !self.hourly() {
             return Ok(crate::backfill::dates(logical_date, logical_date)?.remove(0));
         }
-        let hour = hour_text(logical_date).ok_or_else(|| {
-            RunError::Usage(format!(
+        let Some((day, h)) = crate::schedule::hour_named(logical_date) else {
+            return Err(RunError::Usage(format!(
                 "--logical-date `{}` is not an hour: this pipeline's slices are hours ({}): give 2026-10-01T07 or Airflow's {{{{ ts }}}} on the hour (2026-10-01T07:00:00+00:00)",
                 crate::text::clip_str(logical_date, 100),
                 self.columns.join("/")
-            ))
-        })?;
-        // Checked as a range of one (a real day, an hour 00-23).
-        let (d, h) = crate::backfill::hours(&hour, &hour)?.remove(0);
-        Ok(format!("{d}T{h:02}"))
+            )));
+        };
+        // A real day.
+        let day = crate::backfill::dates(day, day)?.remove(0);
+        Ok(format!("{day}T{h:02}"))
     }
 
-    /// Every slice from `from` to `to`, included: dates, or hours (given
-    /// as hours, or as dates: their whole days of hours).
+    /// Every slice from `from` to `to`, included: dates, or hours (a date
+    /// bound: its first hour for `from`, its last for `to`).
     pub fn whens(&self, from: &str, to: &str) -> Result<Vec<String>, RunError> {
-        if !self.hourly() {
-            return crate::backfill::dates(from, to);
-        }
-        let (from, to) = match (from.contains('T'), to.contains('T')) {
-            (false, false) => (format!("{from}T00"), format!("{to}T23")),
-            _ => (self.when_of(from)?, self.when_of(to)?),
+        let whens: Vec<String> = if !self.hourly() {
+            crate::backfill::dates(from, to)?
+        } else {
+            let bound = |b: &str, hour: &str| -> Result<String, RunError> {
+                match b.contains('T') {
+                    true => self.when_of(b),
+                    false => Ok(format!(
+                        "{}T{hour}",
+                        crate::backfill::dates(b, b)?.remove(0)
+                    )),
+                }
+            };
+            let (from, to) = (bound(from, "00")?, bound(to, "23")?);
+            crate::backfill::hours(&from, &to)?
+                .into_iter()
+                .map(|(d, h)| format!("{d}T{h:02}"))
+                .collect()
         };
-        Ok(crate::backfill::hours(&from, &to)?
-            .into_iter()
-            .map(|(d, h)| format!("{d}T{h:02}"))
-            .collect())
+        if whens.len() > crate::backfill::MAX_SLICES {
+            return Err(RunError::Usage(format!(
+                "the backfill would run {} slices (more than {}): narrow the range",
+                whens.len(),
+                crate::backfill::MAX_SLICES
+            )));
+        }
+        Ok(whens)
     }
 
     /// The logical date the stages of `when` run with: the date, or the
-    /// hour as `{{ ts }}` (what `idem run --partition date=D/hour=HH`
-    /// implies, so a stage's run by hand is the same run).
+    /// hour as `{{ ts }}` whatever the hour column is called (what `idem
+    /// run --partition date=D/hour=HH` implies, so a stage's run by hand
+    /// is the same run).
     pub fn logical_date(&self, when: &str) -> String {
-        crate::schedule::implied_by_partition(&self.partition_of(when))
-            .unwrap_or_else(|| when.to_string())
-    }
-}
-
-/// `YYYY-MM-DDTHH` of `2026-10-01T07` or of a timestamp on that hour
-/// (`:00[:00]`, then `Z`, `+00:00` or nothing).
-fn hour_text(text: &str) -> Option<String> {
-    let (day, time) = text.split_once('T')?;
-    let hour = time.get(..2)?;
-    let rest = &time[2..];
-    let on_the_hour = ["", ":00", ":00:00"]
-        .iter()
-        .flat_map(|m| ["", "Z", "+00:00"].map(|z| format!("{m}{z}")))
-        .any(|tail| rest == tail);
-    on_the_hour.then(|| format!("{day}T{hour}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::hour_text;
-
-    #[test]
-    fn an_hour_is_read_from_its_short_form_and_from_airflow_ts() {
-        for ok in [
-            "2026-10-01T07",
-            "2026-10-01T07:00",
-            "2026-10-01T07:00:00+00:00",
-            "2026-10-01T07:00:00Z",
-        ] {
-            assert_eq!(hour_text(ok).as_deref(), Some("2026-10-01T07"), "{ok}");
-        }
-        for bad in [
-            "2026-10-01",
-            "2026-10-01T07:30:00+00:00",
-            "2026-10-01T07:00:00+02:00",
-        ] {
-            assert_eq!(hour_text(bad), None, "{bad}");
+        match when.split_once('T') {
+            Some((day, hour)) => match crate::schedule::hour_of(hour) {
+                Some(h) => crate::schedule::timestamp(day, h),
+                None => when.to_string(),
+            },
+            None => when.to_string(),
         }
     }
 }

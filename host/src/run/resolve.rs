@@ -99,7 +99,11 @@ pub fn parse_partition(s: &str) -> Result<Partition, RunError> {
         }
         parsed.push((k, v));
     }
-    Ok(Partition::of(parsed))
+    let partition = Partition::of(parsed);
+    // Its slice id, whole (255 bytes at most: it is in every row of an
+    // append or merge table).
+    crate::slice::validate_slice_id(&partition.to_string())?;
+    Ok(partition)
 }
 
 /// One `K=V` level of the partition `whole`.

@@ -4,7 +4,7 @@
 
 use super::RunError;
 use super::batch::{dates, day_number};
-use crate::schedule::{date_of, hour_of};
+use crate::schedule::{date_of, hour_named, hour_of};
 use crate::slice::{MAX_LEVELS, Partition};
 
 /// Most slices one backfill plans (eleven years of hours).
@@ -100,12 +100,7 @@ impl Span {
             }
             _ => return Err(usage("give both --from and --to".into())),
         };
-        let hourly_bounds = from.contains('T');
-        if hourly_bounds != to.contains('T') {
-            return Err(usage(format!(
-                "--from {from} and --to {to} must both be dates (YYYY-MM-DD) or both hours (YYYY-MM-DDTHH)"
-            )));
-        }
+        let hourly_bounds = from.contains('T') || to.contains('T');
         let every = self
             .every
             .as_deref()
@@ -113,16 +108,20 @@ impl Span {
         let date = |d: String| vec![(self.column.clone(), d)];
         match every {
             "1d" if hourly_bounds => Err(usage(format!(
-                "--every 1d steps whole days: give --from and --to as dates (YYYY-MM-DD), not hours ({from})"
+                "--every 1d steps whole days: give --from and --to as dates (YYYY-MM-DD), not hours ({from}, {to})"
             ))),
             "1d" => Ok(dates(from, to)?.into_iter().map(date).collect()),
             "1h" => {
-                let (from, to) = if hourly_bounds {
-                    (from.to_string(), to.to_string())
+                // A date bound: the first hour of `from`, the last of `to`.
+                let from = if from.contains('T') {
+                    from.to_string()
                 } else {
-                    // Whole days of hours: the first hour of `from` to
-                    // the last of `to`.
-                    (format!("{from}T00"), format!("{to}T23"))
+                    format!("{from}T00")
+                };
+                let to = if to.contains('T') {
+                    to.to_string()
+                } else {
+                    format!("{to}T23")
                 };
                 Ok(hours(&from, &to)?
                     .into_iter()
@@ -183,16 +182,14 @@ pub fn hours(from: &str, to: &str) -> Result<Vec<(String, u32)>, RunError> {
         .collect())
 }
 
-/// Hours since 1970-01-01T00 of `YYYY-MM-DDTHH`.
+/// Hours since 1970-01-01T00 of an hour ([`hour_named`]).
 fn hour_number(s: &str) -> Result<i64, RunError> {
-    let bad = || {
+    let (day, h) = hour_named(s).ok_or_else(|| {
         usage(format!(
-            "`{}` is not an hour: use YYYY-MM-DDTHH (e.g. 2026-10-01T07)",
+            "`{}` is not an hour: use YYYY-MM-DDTHH (e.g. 2026-10-01T07), or a timestamp on the hour (2026-10-01T07:00:00+00:00)",
             crate::text::clip_str(s, 100)
         ))
-    };
-    let (day, hour) = s.split_once('T').ok_or_else(bad)?;
-    let h = hour_of(hour).ok_or_else(bad)?;
+    })?;
     Ok(day_number(day)? * 24 + i64::from(h))
 }
 
@@ -281,6 +278,20 @@ mod tests {
                 "date=2026-10-02/region=us"
             ]
         );
+        // A date bound next to an hour: its first (or last) hour; an
+        // unpadded hour and {{ ts }} are hours too.
+        let mixed = span(Some("2026-10-01"), Some("2026-10-01T1"), None, &[]);
+        assert_eq!(
+            names(&mixed),
+            ["date=2026-10-01/hour=00", "date=2026-10-01/hour=01"]
+        );
+        let ts = span(
+            Some("2026-10-01T23:00:00+00:00"),
+            Some("2026-10-02"),
+            None,
+            &[],
+        );
+        assert_eq!(names(&ts).len(), 25);
         let listed = span(None, None, None, &["region=eu,us", "kind=a"]);
         assert_eq!(names(&listed), ["region=eu/kind=a", "region=us/kind=a"]);
     }
@@ -291,10 +302,6 @@ mod tests {
             let e = s.partitions().unwrap_err().to_string();
             assert!(e.contains(needle), "{e}");
         };
-        refused(
-            span(Some("2026-10-01"), Some("2026-10-01T05"), None, &[]),
-            "both be dates",
-        );
         refused(
             span(
                 Some("2026-10-01T00"),
@@ -313,8 +320,8 @@ mod tests {
             "YYYY-MM-DDTHH",
         );
         refused(
-            span(Some("2026-10-01T7"), Some("2026-10-02T01"), None, &[]),
-            "YYYY-MM-DDTHH",
+            span(Some("2026-10-01t07"), Some("2026-10-02T01"), None, &[]),
+            "`2026-10-01t07` is not a date",
         );
         refused(
             span(Some("2026-10-02T01"), Some("2026-10-01T05"), None, &[]),

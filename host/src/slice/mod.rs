@@ -61,7 +61,10 @@ pub use guard::DEFAULT_INPUT_BATCH_BYTES;
 pub use locate::files_id;
 pub use narrow::Declared;
 pub use partition::{MAX_LEVELS, Partition};
-pub use path::{MAX_SEGMENT_BYTES, check_not_inside, validate_relative_path, validate_segment};
+pub use path::{
+    MAX_SEGMENT_BYTES, check_not_inside, validate_relative_path, validate_segment,
+    validate_slice_id,
+};
 pub use pin::InputObject;
 pub use prefetch::Prefetch;
 pub use reader::SliceReader;

@@ -82,7 +82,7 @@ pub(super) fn in_partition(f: &DataFile, partition: &Partition) -> bool {
 
 /// Whether a data file lies in `partition` as a reader selects it: by
 /// column name, through the table's identity partition fields (its
-/// current spec; a file written under another spec is not selected), so
+/// current spec; the caller refuses files of another spec), so
 /// `date=D` selects every hour of D in a table partitioned by date and
 /// hour.
 pub(super) fn selected_by(f: &DataFile, m: &TableMetadata, partition: &Partition) -> bool {
