@@ -404,6 +404,9 @@ def backfill(
     end: str,
     *,
     column: str = "date",
+    every: Optional[str] = None,
+    hour_column: str = "hour",
+    each: Optional[Mapping[str, Sequence[str]]] = None,
     jobs: int = 2,
     skip_missing: bool = False,
     mode: Optional[str] = None,
@@ -424,7 +427,10 @@ def backfill(
 ) -> BackfillResult:
     """The daily partitions ``column=start`` to ``column=end`` (both
     included, ``YYYY-MM-DD``) of the dataset ``input``, ``jobs`` at a time
-    (``idem backfill``). One failing slice does not stop the others: the
+    (``idem backfill``). Hours (``date=D/hour=HH``): ``start`` and ``end``
+    as ``2026-10-01T00``, or ``every="1h"``; ``each={"region": ["eu",
+    "us"]}`` adds a level below every date or hour. Each slice's ``date``
+    is its date and ``slice`` its slice id. One failing slice does not stop the others: the
     result lists every slice (``failed`` counts them, ``ok`` is True when
     none failed; a date without input fails unless ``skip_missing``).
     Ctrl-C lets the running slices finish, starts no more, and raises
@@ -445,6 +451,9 @@ def backfill(
         "start": start,
         "end": end,
         "column": column,
+        "every": every,
+        "hour_column": hour_column,
+        "each": [f"{c}={v if isinstance(v, str) else ','.join(v)}" for c, v in (each or {}).items()],
         "jobs": _count(jobs, "jobs", 64, 1),
         "skip_missing": bool(skip_missing),
         "force": bool(force),

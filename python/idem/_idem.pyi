@@ -61,6 +61,7 @@ class RunResult:
 
 class BackfillSlice:
     date: str
+    slice: str
     outcome: str
     version: Optional[int]
     rows_in: int

@@ -286,6 +286,9 @@ pub struct BackfillArgs {
     start: String,
     end: String,
     column: String,
+    every: Option<String>,
+    hour_column: String,
+    each: Vec<String>,
     jobs: usize,
     skip_missing: bool,
     force: bool,
@@ -294,7 +297,10 @@ pub struct BackfillArgs {
 
 /// What every slice of a backfill shares, checked once.
 struct Shared {
-    dates: Vec<String>,
+    /// Every slice's id, in order, and its partition.
+    ids: Vec<String>,
+    partitions: std::collections::HashMap<String, idem::slice::Partition>,
+    span: idem::backfill::Span,
     mode: Option<Mode>,
     checks: Checks,
     signer: Option<Arc<SigningKey>>,
@@ -302,35 +308,46 @@ struct Shared {
 }
 
 impl BackfillArgs {
-    /// The run of the slice `date` (its logical date is the date).
-    fn slice_run(&self, shared: &Shared, date: &str) -> Run {
+    /// The run of the slice `id` (its logical date is its date, or its
+    /// hour's `{{ ts }}`, as `idem backfill` gives it).
+    fn slice_run(&self, shared: &Shared, id: &str) -> Run {
+        let partition = shared.partitions[id].clone();
+        let logical_date = shared.span.logical_date(&partition);
         let slice = SliceSpec::Partition {
             root: PathBuf::from(&self.input),
-            partition: idem::slice::Partition::one(&self.column, date),
+            partition,
         };
         let run = Run::new(&self.module, slice, self.table.clone()).force(self.force);
         let run = self
             .publish
             .apply(run, shared.mode.as_ref(), &shared.checks);
         let (lineage, parent) = &shared.lineage;
-        run.logical_date(Some(date.to_string()))
+        run.logical_date(logical_date)
             .sign_with(shared.signer.clone())
             .lineage(lineage.clone(), parent.clone())
     }
 
-    /// The dates, the mode and the checks, each checked once.
+    /// The slices, the mode and the checks, each checked once.
     fn shared(&self) -> PyResult<Shared> {
-        let dates = idem::backfill::dates(&self.start, &self.end).map_err(run_error)?;
+        let span = idem::backfill::Span {
+            from: Some(self.start.clone()),
+            to: Some(self.end.clone()),
+            every: self.every.clone(),
+            column: self.column.clone(),
+            hour_column: self.hour_column.clone(),
+            each: self.each.clone(),
+        };
+        let partitions = span.partitions().map_err(run_error)?;
         idem::backfill::check_jobs(self.jobs).map_err(run_error)?;
-
-        // The partition column and each date become directory names.
-        idem::run::parse_partition(&format!("{}={}", self.column, self.start))
-            .map_err(run_error)?;
+        let ids: Vec<String> = partitions.iter().map(|p| p.to_string()).collect();
+        let partitions = ids.iter().cloned().zip(partitions).collect();
         let mode = idem::run::parse_mode(self.publish.mode.as_deref(), &self.publish.key, None)
             .map_err(run_error)?;
         let checks = (self.publish.expectations()?, self.publish.text()?);
         Ok(Shared {
-            dates,
+            ids,
+            partitions,
+            span,
             mode,
             checks,
             signer: self.publish.signer()?,
@@ -362,11 +379,11 @@ pub fn backfill(
         let shared = args.shared()?;
         // Checked once, not once per slice: params, mode, and that the
         // module loads (which fills the compiled-code cache first).
-        let first = args.slice_run(&shared, &shared.dates[0]);
+        let first = args.slice_run(&shared, &shared.ids[0]);
         first.preflight(&sandbox).map_err(run_error)?;
         let make = |date: &str| args.slice_run(&shared, date);
         Ok(until_signalled(&stop, &signal, || {
-            idem::backfill::run(&shared.dates, args.jobs, &sandbox, &make, &stop, &|_| {})
+            idem::backfill::run(&shared.ids, args.jobs, &sandbox, &make, &stop, &|_| {})
         }))
     })?;
     if let Some(e) = signal.into_inner().unwrap_or_else(|e| e.into_inner()) {

@@ -106,8 +106,11 @@ impl RunResult {
 #[pyclass(module = "idem", frozen, get_all)]
 #[derive(Debug, Clone)]
 pub struct BackfillSlice {
-    /// The date (the partition value and the logical date).
+    /// The slice's date (its first level's value: `2026-10-01` of
+    /// `date=2026-10-01/hour=07`).
     pub date: String,
+    /// The slice id (`date=2026-10-01`, `date=2026-10-01/hour=07`).
+    pub slice: String,
     /// `committed`, `unchanged`, `memo`, `missing`, `failed` or
     /// `not-started`.
     pub outcome: String,
@@ -136,8 +139,13 @@ impl BackfillSlice {
 impl BackfillSlice {
     pub fn of(r: &idem::backfill::SliceResult) -> Self {
         let (outcome, error_kind, error) = status_fields(&r.status, "not-started");
+        // The batch is keyed by slice id.
+        let date = idem::slice::Partition::from_spelled(&r.date)
+            .and_then(|p| p.levels().first().map(|(_, v)| v.clone()))
+            .unwrap_or_else(|| r.date.clone());
         BackfillSlice {
-            date: r.date.clone(),
+            date,
+            slice: r.date.clone(),
             outcome: outcome.into(),
             version: match &r.status {
                 Status::Done(o) => o.version(),

@@ -415,6 +415,32 @@ mode = "append"
         idem.pipeline_run(toml, "2026-10-01")
 
 
+def test_a_backfill_over_hours_is_the_cli_s_runs_of_those_hours(tmp_path):
+    import shutil
+
+    for h in ["06", "07"]:
+        shutil.copytree(pathlib.Path(DATA) / DAY, tmp_path / "events" / DAY / f"hour={h}")
+    table = str(tmp_path / "hourly")
+    b = idem.backfill(MODULE, str(tmp_path / "events"), table, "2026-10-01T06", "2026-10-01T07")
+    assert b.ok, b
+    assert [(s.slice, s.date, s.outcome) for s in b.slices] == [
+        ("date=2026-10-01/hour=06", "2026-10-01", "committed"),
+        ("date=2026-10-01/hour=07", "2026-10-01", "committed"),
+    ]
+    # The same slice by the CLI (its logical date implied by the hour) is
+    # the same run.
+    code, out, err = cli(
+        "run", "--module", MODULE, "--input", str(tmp_path / "events"),
+        "--partition", "date=2026-10-01/hour=07", "--table", table,
+    )
+    assert code == 0 and out["outcome"]["kind"] == "memo", (out, err)
+    # Listed values: a level below every hour (none there: missing).
+    gap = idem.backfill(MODULE, str(tmp_path / "events"), table, "2026-10-01T06", "2026-10-01T06",
+                        each={"region": ["eu"]})
+    assert [s.slice for s in gap.slices] == ["date=2026-10-01/hour=06/region=eu"]
+    assert not gap.ok and gap.slices[0].outcome == "missing"
+
+
 def test_a_process_forked_after_idem_ran_is_refused_not_hung(tmp_path):
     import multiprocessing
 
