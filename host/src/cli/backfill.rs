@@ -93,7 +93,8 @@ fn backfill_words(a: clap::Arg) -> clap::Arg {
 }
 
 pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
-    let partitions = span(&a).partitions()?;
+    let span = span(&a);
+    let partitions = span.partitions()?;
     idem::backfill::check_jobs(a.jobs)?;
     // Each slice's run is found by its slice id (what the results carry).
     let ids: Vec<String> = partitions.iter().map(|p| p.to_string()).collect();
@@ -118,7 +119,7 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
         ))
     });
     let make = |id: &str| {
-        slice_run(&a, mode.as_ref(), by_id[id])
+        slice_run(&a, mode.as_ref(), &span, by_id[id])
             .sign_with(signer.clone())
             .lineage(lineage.clone(), parent.clone())
     };
@@ -156,7 +157,12 @@ fn span(a: &BackfillArgs) -> idem::backfill::Span {
 /// The run of the slice `partition`. Its logical date is its date, or
 /// its hour as `{{ ts }}`: what `idem run --partition` of it implies
 /// (with an hour column named `hour`), so the two are the same run.
-fn slice_run(a: &BackfillArgs, mode: Option<&Mode>, partition: &Partition) -> Run {
+fn slice_run(
+    a: &BackfillArgs,
+    mode: Option<&Mode>,
+    span: &idem::backfill::Span,
+    partition: &Partition,
+) -> Run {
     let mut run = Run::new(
         &a.module,
         SliceSpec::Partition {
@@ -166,7 +172,7 @@ fn slice_run(a: &BackfillArgs, mode: Option<&Mode>, partition: &Partition) -> Ru
         a.table.clone(),
     )
     .params(a.flags.params.clone())
-    .logical_date(span(a).logical_date(partition))
+    .logical_date(span.logical_date(partition))
     .batch_rows(a.batch_rows)
     .force(a.force);
     run = a.text.apply(a.publish.apply(run));
