@@ -476,7 +476,8 @@ fn expected_gold(landing: &Path) -> Vec<(String, String, i64, f64)> {
             .map(|e| e.unwrap().path())
             .collect();
         hours.sort();
-        for h in hours {
+        // Each hour's folder (date=D/hour=HH/), its files in name order.
+        for h in hours.iter().flat_map(|h| walk(h)) {
             for line in std::fs::read_to_string(h).unwrap().lines() {
                 let Ok(e) = serde_json::from_str::<Value>(line) else {
                     continue;
@@ -545,11 +546,12 @@ fn pipeline(args: &[&str]) -> (i32, Vec<String>, Value) {
 }
 
 /// The bronze example (examples/bronze): hourly JSON lines, redelivered
-/// events and a line cut off mid-write, through bronze (typed by the
-/// declared schema, bad lines counted), silver (merged on the event key)
-/// and gold (revenue per customer per day), all idempotent: a rerun is a
-/// memo hit, a late hour reruns its day only, and the result is what one
-/// clean run over everything gives.
+/// events and a line cut off mid-write, through bronze (every hour: typed
+/// by the declared schema, bad lines counted), silver (once per day over
+/// the day's hours, merged on the event key) and gold (revenue per
+/// customer per day), all idempotent: a rerun is a memo hit, a late hour
+/// reruns its hour and its day's daily stages only, an hourly run is the
+/// backfill's, and the result is what one clean run over everything gives.
 #[test]
 fn the_bronze_example_lands_hourly_json_lines_into_silver_and_gold_idempotently() {
     let dir = tempfile::tempdir().unwrap();
@@ -580,64 +582,115 @@ fn the_bronze_example_lands_hourly_json_lines_into_silver_and_gold_idempotently(
         "2026-10-01",
         "--to",
         "2026-10-02",
+        "--skip-missing",
     ];
+    // The hours that landed (00 to 03 of each day), and each day once.
+    let landed = |stages: &[String]| -> Vec<String> {
+        stages
+            .iter()
+            .filter(|s| !s.ends_with(" missing"))
+            .cloned()
+            .collect()
+    };
     let (code, stages, v) = pipeline(&back);
     assert_eq!(code, 0, "{v}");
-    assert!(
-        stages.iter().all(|s| s.ends_with("committed")),
-        "{stages:?}"
-    );
+    let mut want: Vec<String> = Vec::new();
+    for day in ["2026-10-01", "2026-10-02"] {
+        for h in 0..4 {
+            want.push(format!("{day}T{h:02} bronze committed"));
+        }
+        want.push(format!("{day}T23 silver committed"));
+        want.push(format!("{day}T23 gold committed"));
+    }
+    assert_eq!(landed(&stages), want, "{v}");
+    common::check_schemas(&[("pipeline", &v.to_string())]).unwrap();
+    // Silver's day is its own slice, read from bronze's hours.
+    let silver = v["dates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| d["stages"].as_array().unwrap())
+        .find(|s| s["stage"] == "silver")
+        .unwrap();
+    assert_eq!(silver["slice"], "date=2026-10-01", "{silver}");
     let landing = ex.join("landing/events");
     assert_gold(&ex.join("lake/gold"), &landing);
-    // The cut-off line was counted in bronze's manifest of its day.
-    let manifests: Vec<Value> = walk(&ex.join("lake/bronze/_idem/manifests"))
-        .iter()
-        .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
-        .collect();
-    let m = manifests
-        .iter()
-        .find(|m| m["predicate"]["run"]["slice"]["id"] == "date=2026-10-01")
+    let manifests = |t: &str| -> Vec<Value> {
+        walk(&ex.join(format!("lake/{t}/_idem/manifests")))
+            .iter()
+            .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
+            .collect()
+    };
+    // The cut-off line was counted in bronze's manifest of its hour.
+    let m = manifests("bronze")
+        .into_iter()
+        .find(|m| m["predicate"]["run"]["slice"]["id"] == "date=2026-10-01/hour=02")
         .unwrap();
     assert_eq!(m["predicate"]["result"]["rejectedRows"], 1, "{m}");
     assert_eq!(m["predicate"]["run"]["slice"]["text"]["format"], "jsonl");
+    assert_eq!(
+        m["predicate"]["run"]["logicalDate"],
+        "2026-10-01T02:00:00+00:00"
+    );
+    // Silver's manifest: every hour of the day, at one bronze version, as
+    // the day's slice with the day as its logical date.
+    let m = manifests("silver")
+        .into_iter()
+        .find(|m| m["predicate"]["run"]["slice"]["id"] == "date=2026-10-01")
+        .unwrap();
+    let run = &m["predicate"]["run"];
+    assert_eq!(run["slice"]["deltaSlice"], "date=2026-10-01/*", "{m}");
+    assert_eq!(run["logicalDate"], "2026-10-01", "{m}");
+    common::check_schemas(&[("manifest", &m.to_string())]).unwrap();
 
     // A rerun: every stage a memo hit, nothing committed.
     let (code, stages, _) = pipeline(&back);
     assert_eq!(code, 0);
-    assert!(stages.iter().all(|s| s.ends_with("memo")), "{stages:?}");
+    let again = landed(&stages);
+    assert_eq!(again.len(), want.len(), "{again:?}");
+    assert!(again.iter().all(|s| s.ends_with("memo")), "{again:?}");
 
-    // A late hour lands on the first day (one event redelivered, one new):
-    // that day's stages run again, the second day's are memo hits.
+    // A late hour lands on the first day (one event redelivered from the
+    // hour before, one new), and the scheduler runs that hour: the hour,
+    // then the day's silver and gold over all its hours.
     let day1 = landing.join("date=2026-10-01");
-    let last = std::fs::read_to_string(day1.join("hour=03.jsonl")).unwrap();
-    let again = last.lines().last().unwrap();
+    let last = std::fs::read_to_string(day1.join("hour=03/events.jsonl")).unwrap();
+    let redelivered = last.lines().last().unwrap();
+    std::fs::create_dir_all(day1.join("hour=04")).unwrap();
     std::fs::write(
-        day1.join("hour=04.jsonl"),
-        format!("{again}\n{{\"event_id\":\"ev-late\",\"customer\":\"acme\",\"amount\":10.0,\"quantity\":2}}\n"),
+        day1.join("hour=04/events.jsonl"),
+        format!("{redelivered}\n{{\"event_id\":\"ev-late\",\"customer\":\"acme\",\"amount\":10.0,\"quantity\":2}}\n"),
     )
     .unwrap();
-    let (code, stages, v) = pipeline(&back);
+    let hour = [
+        "run",
+        s(&file),
+        "--logical-date",
+        "2026-10-01T04:00:00+00:00",
+    ];
+    let (code, stages, v) = pipeline(&hour);
     assert_eq!(code, 0, "{v}");
     assert_eq!(
         stages,
         [
-            "2026-10-01 bronze committed",
-            "2026-10-01 silver committed",
-            "2026-10-01 gold committed",
-            "2026-10-02 bronze memo",
-            "2026-10-02 silver memo",
-            "2026-10-02 gold memo"
+            "2026-10-01T04 bronze committed",
+            "2026-10-01T04 silver committed",
+            "2026-10-01T04 gold committed"
         ]
     );
     assert_gold(&ex.join("lake/gold"), &landing);
+    // The backfill after it: memo everywhere, the new hour included.
+    let (code, stages, _) = pipeline(&back);
+    assert_eq!(code, 0);
+    let again = landed(&stages);
+    assert_eq!(again.len(), want.len() + 1, "{again:?}");
+    assert!(again.iter().all(|s| s.ends_with("memo")), "{again:?}");
     // The same as one clean run over everything as it is now.
     let clean = dir.path().join("clean");
     copy(&clean);
-    std::fs::copy(
-        day1.join("hour=04.jsonl"),
-        clean.join("landing/events/date=2026-10-01/hour=04.jsonl"),
-    )
-    .unwrap();
+    let late = clean.join("landing/events/date=2026-10-01/hour=04");
+    std::fs::create_dir_all(&late).unwrap();
+    std::fs::copy(day1.join("hour=04/events.jsonl"), late.join("events.jsonl")).unwrap();
     let file2 = clean.join("idem.toml");
     let (code, _, _) = pipeline(&[
         "backfill",
@@ -646,28 +699,64 @@ fn the_bronze_example_lands_hourly_json_lines_into_silver_and_gold_idempotently(
         "2026-10-01",
         "--to",
         "2026-10-02",
+        "--skip-missing",
     ]);
     assert_eq!(code, 0);
     assert_eq!(gold(&clean.join("lake/gold")), gold(&ex.join("lake/gold")));
+    assert_eq!(
+        rows(&clean.join("lake/silver")).len(),
+        rows(&ex.join("lake/silver")).len()
+    );
 
-    // Past max-rejects (5 for the whole day: with hour 02's cut-off line,
-    // the fifth bad line of this hour is the sixth), the day fails naming
-    // the file and line, and its tables do not move.
+    // Past max-rejects (5 an hour), the hour fails naming the file and
+    // line, its day's daily stages are skipped, and no table moves.
     let mut bad = String::new();
     for _ in 0..6 {
         bad.push_str("{\"event_id\":\n");
     }
-    std::fs::write(day1.join("hour=05.jsonl"), bad).unwrap();
-    let before = gold(&ex.join("lake/gold"));
-    let (code, _, v) = pipeline(&["run", s(&file), "--logical-date", "2026-10-01"]);
+    std::fs::create_dir_all(day1.join("hour=05")).unwrap();
+    std::fs::write(day1.join("hour=05/events.jsonl"), bad).unwrap();
+    let before = (
+        gold(&ex.join("lake/gold")),
+        rows(&ex.join("lake/silver")).len(),
+    );
+    let (code, stages, v) = pipeline(&["run", s(&file), "--logical-date", "2026-10-01T05"]);
     assert_eq!(code, 2, "{v}");
     let text = v.to_string();
     assert!(
-        text.contains("hour=05.jsonl`, line 5: it is not a whole JSON object")
+        text.contains("events.jsonl`, line 6: it is not a whole JSON object")
             && text.contains("6 rows were rejected, more than --max-rejects 5"),
         "{text}"
     );
-    assert_eq!(gold(&ex.join("lake/gold")), before);
+    assert_eq!(
+        stages,
+        [
+            "2026-10-01T05 bronze failed",
+            "2026-10-01T05 silver skipped",
+            "2026-10-01T05 gold skipped"
+        ]
+    );
+    let after = (
+        gold(&ex.join("lake/gold")),
+        rows(&ex.join("lake/silver")).len(),
+    );
+    assert_eq!(after, before);
+    // A backfill over the day: the failed hour fails, the day's daily
+    // stages are skipped (a day with a failed hour is not published).
+    let (code, stages, v) = pipeline(&back);
+    assert_eq!(code, 2, "{v}");
+    assert!(
+        stages.contains(&"2026-10-01T05 bronze failed".to_string()),
+        "{stages:?}"
+    );
+    assert!(
+        stages.contains(&"2026-10-01T23 silver skipped".to_string()),
+        "{stages:?}"
+    );
+    assert!(
+        stages.contains(&"2026-10-02T23 silver memo".to_string()),
+        "{stages:?}"
+    );
 }
 
 use common::files_below as walk;

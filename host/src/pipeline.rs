@@ -102,6 +102,10 @@ pub struct Stage {
     text: crate::slice::TextOptions,
     /// Write-audit-publish on an Iceberg branch ([`crate::run::Run::wap`]).
     wap: Option<Option<String>>,
+    /// A later stage of an hourly pipeline run once per day (`every =
+    /// "1d"`): its slice is the date, and it reads every hour of the date
+    /// its upstream committed.
+    pub daily: bool,
 }
 
 /// A checked pipeline file.
@@ -139,6 +143,8 @@ impl Pipeline {
 pub struct StageRun {
     /// The stage.
     pub stage: String,
+    /// Its slice id (`date=D/hour=HH`, or `date=D` for a daily stage).
+    pub slice: String,
     /// The upstream table and the version pinned (later stages).
     pub input: Option<(String, u64)>,
     /// The outcome (`NotStarted`: an earlier stage of the date failed).
@@ -165,10 +171,33 @@ impl Pipeline {
         })
     }
 
-    /// The slice id of `when` (the same at every stage): `date=D`, or
-    /// `date=D/hour=HH` for an hour `DTHH`.
+    /// The slice id of `when`: `date=D`, or `date=D/hour=HH` for an hour
+    /// `DTHH` (every stage's but a daily one's, [`Pipeline::slice_of`]).
     pub fn slice_id(&self, when: &str) -> String {
         self.partition_of(when).to_string()
+    }
+
+    /// Stage `i`'s slice of `when`: the hour's, or for a daily stage its
+    /// date's.
+    pub fn slice_of(&self, i: usize, when: &str) -> crate::slice::Partition {
+        self.partition_of(&self.when_at(i, when))
+    }
+
+    /// What `when` is at stage `i`: itself, or a daily stage's date.
+    pub fn when_at(&self, i: usize, when: &str) -> String {
+        match self.stages[i].daily {
+            true => when.split('T').next().unwrap_or(when).to_string(),
+            false => when.to_string(),
+        }
+    }
+
+    /// Whether stage `i` reads every hour of its date upstream (a daily
+    /// stage after an hourly one).
+    fn reads_hours(&self, i: usize) -> bool {
+        match self.stages[i].source {
+            Source::Stage(j) => self.stages[i].daily && !self.stages[j].daily,
+            Source::Dataset { .. } => false,
+        }
     }
 
     /// The partition of `when` in the slice columns.

@@ -77,12 +77,12 @@ impl PipelineResult {
 }
 
 impl StageResult {
-    fn of(p: &Pipeline, date: &str, r: &StageRun) -> Self {
+    fn of(r: &StageRun) -> Self {
         let res = &r.result;
         let (outcome, error_kind, error) = crate::results::status_fields(&res.status, "skipped");
         StageResult {
             stage: r.stage.clone(),
-            slice: p.slice_id(date),
+            slice: r.slice.clone(),
             outcome: outcome.into(),
             version: r.version,
             rows_in: res.rows_in,
@@ -136,7 +136,7 @@ pub fn pipeline_run(
         let sandbox = limits::sandbox(limits.as_ref())?;
         p.preflight(&sandbox).map_err(|e| fail(&e, e.kind()))?;
         let runs = p.run_date(&when, only, &sandbox);
-        let stages: Vec<StageResult> = runs.iter().map(|r| StageResult::of(&p, &when, r)).collect();
+        let stages: Vec<StageResult> = runs.iter().map(StageResult::of).collect();
         Ok(PipelineResult {
             pipeline: p.name.clone(),
             ok: stages.iter().all(|s| s.error_kind.is_none()),

@@ -103,7 +103,7 @@ fn run(a: PipelineRunArgs, out: Out) -> Result<ExitCode> {
     let runs = p.run_date(&dates[0], only, &sandbox);
     if !out.json {
         for r in &runs {
-            eprintln!("{}", line(&p, &dates[0], r));
+            eprintln!("{}", line(r));
         }
     }
     finish(&p, vec![(dates[0].clone(), runs)], started, out, false)
@@ -120,12 +120,12 @@ fn backfill(a: PipelineBackfillArgs, out: Out) -> Result<ExitCode> {
     p.emit_to(lineage);
     let sandbox = a.limits.sandbox()?;
     preflight(&p, &sandbox)?;
-    let bar = batch::bar(dates.len());
+    let bar = batch::bar(p.backfill_steps(&dates));
     let stop = batch::on_ctrl_c();
     let started = Instant::now();
     let seen = Mutex::new(0usize);
-    let done = |date: &str, runs: &[StageRun]| {
-        let lines: Vec<String> = runs.iter().map(|r| line(&p, date, r)).collect();
+    let done = |_when: &str, runs: &[StageRun]| {
+        let lines: Vec<String> = runs.iter().map(line).collect();
         let Ok(mut n) = seen.lock() else { return };
         *n += 1;
         for l in lines {
@@ -143,7 +143,7 @@ fn preflight(p: &Pipeline, sandbox: &idem::sandbox::Sandbox) -> Result<()> {
     Ok(p.preflight(sandbox)?)
 }
 
-fn line(p: &Pipeline, date: &str, r: &StageRun) -> String {
+fn line(r: &StageRun) -> String {
     let reads = r
         .input
         .as_ref()
@@ -151,17 +151,16 @@ fn line(p: &Pipeline, date: &str, r: &StageRun) -> String {
         .unwrap_or_default();
     match &r.result.status {
         Status::Failed(e, _) | Status::Missing(e) => {
-            format!("{:<8} {}  FAILED: {e}", r.stage, p.slice_id(date))
+            format!("{:<8} {}  FAILED: {e}", r.stage, r.slice)
         }
         Status::NotStarted => format!(
             "{:<8} {}  skipped (an earlier stage of the date did not finish)",
-            r.stage,
-            p.slice_id(date)
+            r.stage, r.slice
         ),
         s => format!(
             "{:<8} {}  {}  {} -> {} rows{reads}",
             r.stage,
-            p.slice_id(date),
+            r.slice,
             status_text(s),
             r.result.rows_in,
             r.result.rows
@@ -240,7 +239,7 @@ fn dates_json(p: &Pipeline, results: &Results) -> Vec<Value> {
                     json!({
                         "stage": r.stage,
                         "table": stage.map(|s| s.table.clone()),
-                        "slice": p.slice_id(date),
+                        "slice": r.slice,
                         "input": r.input.as_ref().map(|(t, v)| json!({"table": t, "version": v})),
                         "status": kind(r),
                         "version": r.version,

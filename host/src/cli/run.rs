@@ -42,7 +42,9 @@ pub struct SliceArgs {
     pub iceberg_snapshot: Option<i64>,
     /// With --table-version or --iceberg-snapshot: only the rows this
     /// slice of the table owns (what an upstream idem run committed for
-    /// it, e.g. date=2026-10-01). Formerly --delta-slice, which still works.
+    /// it, e.g. date=2026-10-01), or of every slice under one
+    /// (`date=2026-10-01/*`: a day's hourly slices, read as the slice
+    /// date=2026-10-01). Formerly --delta-slice, which still works.
     #[arg(long = "table-slice", visible_alias = "delta-slice")]
     pub delta_slice: Option<String>,
     /// The slice: the next objects of the append-only prefix --input, after

@@ -61,6 +61,9 @@ struct StageConfig {
     /// (`wap/<slice>`).
     #[serde(default)]
     wap: bool,
+    /// How often a later stage of an hourly pipeline runs: `1d` (once per
+    /// day, over the day's hours upstream) or `1h` (the default).
+    every: Option<String>,
 }
 
 /// Paths in the file are relative to its folder; URLs are kept.
@@ -201,6 +204,7 @@ fn check_stage(s: StageConfig, i: usize, earlier: &[Stage], dir: &Path) -> Resul
     }
     let text = text_of(&s, &source).map_err(at)?;
     let wap = wap_of(&s).map_err(at)?;
+    let daily = daily_of(&s, &source, earlier).map_err(at)?;
     Ok(Stage {
         name: s.name.clone(),
         module: PathBuf::from(locate(dir, &s.module)),
@@ -213,7 +217,46 @@ fn check_stage(s: StageConfig, i: usize, earlier: &[Stage], dir: &Path) -> Resul
         audit,
         text,
         wap,
+        daily,
     })
+}
+
+/// Whether a later stage of an hourly pipeline runs once per day: its
+/// `every = "1d"`, or its upstream's (a stage after a daily one is
+/// daily). A first stage's slices are its partition's.
+fn daily_of(s: &StageConfig, source: &Source, earlier: &[Stage]) -> Result<bool, String> {
+    let hourly = match earlier.first().map(|f| &f.source) {
+        Some(Source::Dataset { columns, .. }) => columns.len() == 2,
+        _ => false,
+    };
+    let up_daily = match source {
+        Source::Stage(j) => earlier[*j].daily,
+        Source::Dataset { .. } => {
+            if let Some(e) = &s.every {
+                return Err(format!(
+                    "every = \"{e}\" is for a later stage: the first stage's slices are its partition's (partition = \"date\" for days, \"date/hour\" for hours)"
+                ));
+            }
+            return Ok(false);
+        }
+    };
+    match s.every.as_deref() {
+        None => Ok(up_daily),
+        Some("1d") => Ok(hourly),
+        Some("1h") if !hourly => Err(
+            "every = \"1h\" needs hourly slices: give the first stage partition = \"date/hour\""
+                .into(),
+        ),
+        Some("1h") if up_daily => Err(format!(
+            "every = \"1h\", but it reads stage `{}`, which runs once per day: a stage after a daily one is daily",
+            s.from.as_deref().unwrap_or_default()
+        )),
+        Some("1h") => Ok(false),
+        Some(e) => Err(format!(
+            "every = \"{}\": give \"1d\" (once per day, over the day's hours upstream) or \"1h\" (every hour, the default of an hourly pipeline)",
+            crate::text::clip_str(e, 40)
+        )),
+    }
 }
 
 /// The stage's write-audit-publish branch, as `Run::wap` takes it: one
@@ -331,14 +374,15 @@ fn check_columns(text: &str) -> Result<Vec<String>, String> {
 }
 
 /// Every overwrite-partition stage's table is partitioned by as many
-/// levels as the slices have (a date, or a date and an hour).
+/// levels as its slices have (a date, or a date and an hour).
 fn check_levels(stages: &[Stage], columns: &[String]) -> Result<(), String> {
     for s in stages {
+        let columns = if s.daily { &columns[..1] } else { columns };
         if let Mode::OverwritePartition { partition } = &s.mode
             && partition.levels().len() != columns.len()
         {
             return Err(format!(
-                "stage `{}`: partition = \"{}\" has {} level(s), but the pipeline's slices are {} ({}): give as many columns, e.g. partition = \"{}\"",
+                "stage `{}`: partition = \"{}\" has {} level(s), but the stage's slices are {} ({}): give as many columns, e.g. partition = \"{}\"",
                 s.name,
                 partition.columns().join("/"),
                 partition.levels().len(),
@@ -520,5 +564,76 @@ expect = ["not_null(customer)"]
             parse(&text).unwrap().stages[0].params,
             r#"{"on":true,"tags":["a",1]}"#
         );
+    }
+
+    /// Hourly bronze, daily silver and gold: `every = "1d"` makes a stage
+    /// and every stage after it daily, with the date as its slice.
+    #[test]
+    fn a_daily_stage_after_hourly_ones_takes_the_date() {
+        let good = GOOD.replacen(
+            "input = \"raw\"",
+            "input = \"raw\"\ntable = \"lake/bronze\"",
+            1,
+        );
+        let hourly = good
+            .replacen(
+                "mode = \"append\"",
+                "mode = \"append\"\npartition = \"date/hour\"",
+                1,
+            )
+            .replacen("mode = \"merge\"", "mode = \"merge\"\nevery = \"1d\"", 1);
+        let p = parse(&hourly).unwrap();
+        let daily: Vec<bool> = p.stages.iter().map(|s| s.daily).collect();
+        assert_eq!(daily, [false, true, true]);
+        assert!(p.reads_hours(1) && !p.reads_hours(2));
+        assert_eq!(
+            p.slice_of(0, "2026-10-01T07").to_string(),
+            "date=2026-10-01/hour=07"
+        );
+        assert_eq!(
+            p.slice_of(1, "2026-10-01T07").to_string(),
+            "date=2026-10-01"
+        );
+        assert_eq!(p.when_at(2, "2026-10-01T07"), "2026-10-01");
+        let whens = p.whens("2026-10-01", "2026-10-02").unwrap();
+        assert_eq!(
+            p.days_of(&whens),
+            [
+                ("2026-10-01".to_string(), 23),
+                ("2026-10-02".to_string(), 47)
+            ]
+        );
+        assert_eq!(p.backfill_steps(&whens), 50);
+        // Without `every`, every stage is hourly (and gold's one-column
+        // partition is refused).
+        let e = parse(&hourly.replacen("every = \"1d\"\n", "", 1)).unwrap_err();
+        assert!(e.contains("stage `gold`: partition = \"date\" has 1 level(s), but the stage's slices are hours"), "{e}");
+        for (from, to, why) in [
+            (
+                "mode = \"append\"",
+                "mode = \"append\"\nevery = \"1d\"",
+                "is for a later stage",
+            ),
+            (
+                "every = \"1d\"",
+                "every = \"2h\"",
+                "every = \"2h\": give \"1d\"",
+            ),
+            (
+                "expect = [",
+                "every = \"1h\"\nexpect = [",
+                "a stage after a daily one is daily",
+            ),
+        ] {
+            let e = parse(&hourly.replacen(from, to, 1)).unwrap_err();
+            assert!(e.contains(why), "{why}: {e}");
+        }
+        // A daily pipeline: `1d` changes nothing, `1h` has no hours.
+        let p = parse(&good.replacen("mode = \"merge\"", "mode = \"merge\"\nevery = \"1d\"", 1))
+            .unwrap();
+        assert!(p.stages.iter().all(|s| !s.daily));
+        let e = parse(&good.replacen("mode = \"merge\"", "mode = \"merge\"\nevery = \"1h\"", 1))
+            .unwrap_err();
+        assert!(e.contains("needs hourly slices"), "{e}");
     }
 }

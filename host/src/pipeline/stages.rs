@@ -12,30 +12,31 @@ use crate::sandbox::Sandbox;
 use crate::table::{Mode, Table, TableError};
 
 impl Pipeline {
-    /// Stage `i`'s run for `date`, reading `upstream` (its table's version)
-    /// when the stage reads an earlier one.
-    fn run_of(&self, i: usize, date: &str, upstream: Option<u64>) -> Run {
+    /// Stage `i`'s run for `when`, reading `upstream` (its table's version)
+    /// when the stage reads an earlier one: the same slice upstream, or
+    /// for a daily stage after an hourly one every hour of its date
+    /// (`date=D/*`).
+    fn run_of(&self, i: usize, when: &str, upstream: Option<u64>) -> Run {
         let s = &self.stages[i];
+        let own = self.slice_of(i, when);
         let slice = match &s.source {
             Source::Dataset { root, .. } => SliceSpec::Partition {
                 root: PathBuf::from(root),
-                partition: self.partition_of(date),
+                partition: own.clone(),
             },
             Source::Stage(j) => SliceSpec::Delta {
                 table: self.stages[*j].table.clone(),
                 version: upstream.unwrap_or(0),
                 partition: None,
-                slice: Some(self.slice_id(date)),
+                slice: Some(match self.reads_hours(i) {
+                    true => format!("{own}/*"),
+                    false => own.to_string(),
+                }),
             },
         };
         let mode = match &s.mode {
             Mode::OverwritePartition { partition } => {
-                let values: Vec<String> = self
-                    .partition_of(date)
-                    .levels()
-                    .iter()
-                    .map(|(_, v)| v.clone())
-                    .collect();
+                let values: Vec<String> = own.levels().iter().map(|(_, v)| v.clone()).collect();
                 Mode::OverwritePartition {
                     partition: partition.with_values(&values),
                 }
@@ -49,7 +50,7 @@ impl Pipeline {
         Run::new(&s.module, slice, s.table.clone())
             .mode(mode)
             .params(s.params.clone())
-            .logical_date(Some(self.logical_date(date)))
+            .logical_date(Some(self.logical_date(&self.when_at(i, when))))
             .batch_rows(s.batch_rows)
             .expect(s.expect.clone())
             .audit_module(audit, audit_params)
@@ -79,55 +80,72 @@ impl Pipeline {
     }
 
     /// The version of stage `i`'s table that holds its current output for
-    /// `date` (to pin when the stage was not run just now).
-    fn holding(&self, i: usize, date: &str) -> Result<u64, RunError> {
+    /// `when` (to pin when the stage was not run just now).
+    fn holding(&self, i: usize, when: &str) -> Result<u64, RunError> {
         let s = &self.stages[i];
-        let slice = self.slice_id(date);
-        let rt = crate::run::runtime()?;
-        let found = rt.block_on(async {
-            let t = match Table::open_existing(&s.table).await {
-                Ok(t) => t,
-                Err(TableError::NoTable { .. }) => return Ok(None),
-                Err(e) => return Err(e),
-            };
-            t.version_of_current(&slice).await
-        })?;
-        found.ok_or_else(|| {
+        let slice = self.slice_of(i, when).to_string();
+        current_version(&s.table, &slice, false)?.ok_or_else(|| {
             RunError::Usage(format!(
-                "stage `{}` has no committed run for {slice} in {}: run it first (idem pipeline run FILE --logical-date {date} --stage {})",
+                "stage `{}` has no committed run for {slice} in {}: run it first (idem pipeline run FILE --logical-date {when} --stage {})",
                 s.name, s.table, s.name
             ))
         })
     }
 
-    /// Run the stages for `date` in order (or only stage `only`, reading
-    /// its upstream's current output for the date), each pinned to the
+    /// The version of upstream stage `j`'s table that stage `i` reads for
+    /// `when`: the one that holds `j`'s output for the slice, or for a
+    /// daily stage after an hourly one the latest of those of the date's
+    /// hours (at it, each hour reads as it is now).
+    fn pin_of(&self, i: usize, j: usize, when: &str) -> Result<u64, RunError> {
+        if !self.reads_hours(i) {
+            return self.holding(j, when);
+        }
+        let up = &self.stages[j];
+        let day = self.slice_of(i, when).to_string();
+        current_version(&up.table, &day, true)?.ok_or_else(|| {
+            RunError::Usage(format!(
+                "stage `{}` has no committed hour under {day} in {}: run its hours first (idem pipeline run FILE --logical-date {}T00)",
+                up.name,
+                up.table,
+                self.when_at(i, when)
+            ))
+        })
+    }
+
+    /// Run the stages for `when` in order (or only stage `only`, reading
+    /// its upstream's current output for the slice), each pinned to the
     /// version the previous one committed or found. A stage whose upstream
-    /// failed (or was skipped) is skipped; the others still run.
-    pub fn run_date(&self, date: &str, only: Option<usize>, sandbox: &Sandbox) -> Vec<StageRun> {
+    /// failed (or was skipped) is skipped; the others still run. In an
+    /// hourly pipeline a daily stage runs for the hour's date, over the
+    /// date's hours committed so far.
+    pub fn run_date(&self, when: &str, only: Option<usize>, sandbox: &Sandbox) -> Vec<StageRun> {
+        self.run_stages(when, &|i| only.is_none_or(|o| o == i), sandbox)
+    }
+
+    /// The stages `pick` takes, for `when`, in order.
+    fn run_stages(
+        &self,
+        when: &str,
+        pick: &dyn Fn(usize) -> bool,
+        sandbox: &Sandbox,
+    ) -> Vec<StageRun> {
         let mut out = Vec::new();
         let mut held: Vec<Option<u64>> = vec![None; self.stages.len()];
         let mut ok = vec![true; self.stages.len()];
         for i in 0..self.stages.len() {
-            if only.is_some_and(|o| o != i) {
+            if !pick(i) {
                 continue;
             }
-            let s = &self.stages[i];
-            let upstream_ok = match s.source {
+            let upstream_ok = match self.stages[i].source {
                 Source::Stage(j) => ok[j],
                 Source::Dataset { .. } => true,
             };
             if !upstream_ok {
                 ok[i] = false;
-                out.push(StageRun {
-                    stage: s.name.clone(),
-                    input: None,
-                    result: crate::backfill::not_started(date),
-                    version: None,
-                });
+                out.push(self.not_started(i, when));
                 continue;
             }
-            let run = self.run_stage(i, date, &held, sandbox);
+            let run = self.run_stage(i, when, &held, sandbox);
             ok[i] = matches!(run.result.status, Status::Done(_));
             held[i] = run.version;
             out.push(run);
@@ -135,19 +153,33 @@ impl Pipeline {
         out
     }
 
-    /// One stage for `date`. A later stage pins its upstream's version;
-    /// when, after its run, the upstream holds the date at another version
-    /// (another process reran the upstream meanwhile), it runs again on
-    /// that one, so the last commit is never of a stale upstream.
-    fn run_stage(&self, i: usize, date: &str, held: &[Option<u64>], sandbox: &Sandbox) -> StageRun {
+    /// Stage `i` of `when`, not started.
+    fn not_started(&self, i: usize, when: &str) -> StageRun {
+        StageRun {
+            stage: self.stages[i].name.clone(),
+            slice: self.slice_of(i, when).to_string(),
+            input: None,
+            result: crate::backfill::not_started(&self.when_at(i, when)),
+            version: None,
+        }
+    }
+
+    /// One stage for `when`. A later stage pins its upstream's version;
+    /// when, after its run, the upstream holds the slice at another
+    /// version (another process reran the upstream meanwhile), it runs
+    /// again on that one, so the last commit is never of a stale upstream.
+    fn run_stage(&self, i: usize, when: &str, held: &[Option<u64>], sandbox: &Sandbox) -> StageRun {
         let s = &self.stages[i];
+        let at = self.when_at(i, when);
+        let slice = self.slice_of(i, when).to_string();
         let t = Instant::now();
         let ms = || t.elapsed().as_millis() as u64;
         let upstream = match s.source {
             Source::Dataset { .. } => Ok(None),
             Source::Stage(j) => match held[j] {
-                Some(v) => Ok(Some(v)),
-                None => self.holding(j, date).map(Some),
+                // A daily stage reads every hour: not only this one's.
+                Some(v) if !self.reads_hours(i) => Ok(Some(v)),
+                _ => self.pin_of(i, j, when).map(Some),
             },
         };
         let mut pinned = match upstream {
@@ -155,8 +187,9 @@ impl Pipeline {
             Err(e) => {
                 return StageRun {
                     stage: s.name.clone(),
+                    slice,
                     input: None,
-                    result: crate::backfill::result(date, Err(e), ms()),
+                    result: crate::backfill::result(&at, Err(e), ms()),
                     version: None,
                 };
             }
@@ -168,34 +201,31 @@ impl Pipeline {
                 (Source::Stage(j), Some(v)) => Some((self.stages[*j].table.clone(), v)),
                 _ => None,
             };
-            let outcome = self.run_of(i, date, pinned).execute(sandbox);
+            let outcome = self.run_of(i, when, pinned).execute(sandbox);
             let version = match &outcome {
-                Ok(r) => r.outcome.version().or_else(|| self.holding(i, date).ok()),
+                Ok(r) => r.outcome.version().or_else(|| self.holding(i, when).ok()),
                 Err(_) => None,
             };
-            let mut result = crate::backfill::result(date, outcome, ms());
+            let mut result = crate::backfill::result(&at, outcome, ms());
             if matches!(result.status, Status::Done(_)) && version.is_none() {
                 result.status = Status::Failed(
                     format!(
-                        "stage `{}`: no version of {} holds the output for {} (was its log cleaned up?)",
-                        s.name,
-                        s.table,
-                        self.slice_id(date)
+                        "stage `{}`: no version of {} holds the output for {slice} (was its log cleaned up?)",
+                        s.name, s.table
                     ),
                     crate::kind::Kind::Storage,
                 );
             }
-            // Still the upstream's current output for the date?
+            // Still the upstream's current output for the slice?
             if let (Source::Stage(j), Status::Done(_), Some(v)) =
                 (&s.source, &result.status, pinned)
                 && rounds < 4
-                && let Ok(now) = self.holding(*j, date)
+                && let Ok(now) = self.pin_of(i, *j, when)
                 && now != v
             {
                 tracing::info!(
-                    "stage `{}` {}: upstream `{}` moved from version {v} to {now} during the run; running again on {now}",
+                    "stage `{}` {slice}: upstream `{}` moved from version {v} to {now} during the run; running again on {now}",
                     s.name,
-                    self.slice_id(date),
                     self.stages[*j].name
                 );
                 pinned = Some(now);
@@ -203,6 +233,7 @@ impl Pipeline {
             }
             return StageRun {
                 stage: s.name.clone(),
+                slice,
                 input,
                 result,
                 version,
@@ -210,39 +241,148 @@ impl Pipeline {
         }
     }
 
-    /// Run the pipeline for every date, `jobs` dates at a time (each date's
-    /// stages in order); `done` sees each date as it ends.
+    /// How many reports a backfill of `whens` makes (`done` calls): one
+    /// per slice, and for an hourly pipeline with daily stages one more
+    /// per date.
+    pub fn backfill_steps(&self, whens: &[String]) -> usize {
+        whens.len() + self.days_of(whens).len()
+    }
+
+    /// The dates of `whens` whose daily stages a backfill runs, each with
+    /// the index of its last slice in `whens` (none without daily stages).
+    pub(super) fn days_of(&self, whens: &[String]) -> Vec<(String, usize)> {
+        let Some(d) = self.stages.iter().position(|s| s.daily) else {
+            return Vec::new();
+        };
+        let mut days: Vec<(String, usize)> = Vec::new();
+        for (k, w) in whens.iter().enumerate() {
+            let day = self.when_at(d, w);
+            match days.last_mut() {
+                Some((last, at)) if *last == day => *at = k,
+                _ => days.push((day, k)),
+            }
+        }
+        days
+    }
+
+    /// Run the pipeline for every slice, `jobs` at a time (each slice's
+    /// stages in order); `done` sees each slice as it ends. Daily stages
+    /// of an hourly pipeline run once per date, after its hours: their
+    /// runs are reported with, and join, the date's last hour's.
     pub fn backfill(
         &self,
-        dates: &[String],
+        whens: &[String],
         jobs: usize,
         sandbox: &Sandbox,
         stop: &AtomicBool,
         done: &(dyn Fn(&str, &[StageRun]) + Sync),
     ) -> Vec<(String, Vec<StageRun>)> {
-        let work = |date: &str| {
-            let runs = self.run_date(date, None, sandbox);
-            (date.to_string(), runs)
+        let hourly = |i: usize| !self.stages[i].daily;
+        let mut results = self.each(whens, &hourly, jobs, sandbox, stop, done);
+        let days = self.days_of(whens);
+        if days.is_empty() {
+            return results;
+        }
+        // A date whose hours all failed to land runs no daily stage; one
+        // where an hour failed is skipped, as a stage after a failed one.
+        let lasts: Vec<String> = days.iter().map(|(_, k)| whens[*k].clone()).collect();
+        let daily = |i: usize| self.stages[i].daily;
+        let gate = |when: &str| -> Option<Vec<StageRun>> {
+            let day = when.split('T').next().unwrap_or(when);
+            let hours: Vec<&StageRun> = results
+                .iter()
+                .filter(|(w, _)| w.starts_with(day))
+                .flat_map(|(_, r)| r)
+                .collect();
+            let pick: Vec<usize> = (0..self.stages.len()).filter(|&i| daily(i)).collect();
+            if hours
+                .iter()
+                .all(|r| matches!(r.result.status, Status::Missing(_)))
+            {
+                let missing = |i: usize| StageRun {
+                    result: crate::backfill::SliceResult {
+                        status: Status::Missing(format!("no hour of {day} landed")),
+                        ..crate::backfill::not_started(day)
+                    },
+                    ..self.not_started(i, when)
+                };
+                return Some(pick.into_iter().map(missing).collect());
+            }
+            let failed =
+                |r: &&StageRun| !matches!(r.result.status, Status::Done(_) | Status::Missing(_));
+            hours.iter().any(failed).then(|| {
+                pick.into_iter()
+                    .map(|i| self.not_started(i, when))
+                    .collect()
+            })
+        };
+        let gated: Vec<Option<Vec<StageRun>>> = lasts.iter().map(|w| gate(w)).collect();
+        let work = |when: &str| -> (String, Vec<StageRun>) {
+            let k = lasts.iter().position(|w| w == when).unwrap_or(0);
+            let runs = match &gated[k] {
+                Some(runs) => runs.clone(),
+                None => self.run_stages(when, &daily, sandbox),
+            };
+            (when.to_string(), runs)
         };
         let report = |r: &(String, Vec<StageRun>)| done(&r.0, &r.1);
-        crate::backfill::for_each_date(dates, jobs, stop, &work, &report)
+        let ran = crate::backfill::for_each_date(&lasts, jobs, stop, &work, &report);
+        for ((day_runs, (_, k)), when) in ran.into_iter().zip(&days).zip(&lasts) {
+            let runs = match day_runs {
+                Some((_, runs)) => runs,
+                None => (0..self.stages.len())
+                    .filter(|&i| daily(i))
+                    .map(|i| self.not_started(i, when))
+                    .collect(),
+            };
+            results[*k].1.extend(runs);
+        }
+        results
+    }
+
+    /// The stages `pick` takes for every slice of `whens`, `jobs` slices
+    /// at a time.
+    fn each(
+        &self,
+        whens: &[String],
+        pick: &(dyn Fn(usize) -> bool + Sync),
+        jobs: usize,
+        sandbox: &Sandbox,
+        stop: &AtomicBool,
+        done: &(dyn Fn(&str, &[StageRun]) + Sync),
+    ) -> Vec<(String, Vec<StageRun>)> {
+        let work = |when: &str| (when.to_string(), self.run_stages(when, pick, sandbox));
+        let report = |r: &(String, Vec<StageRun>)| done(&r.0, &r.1);
+        crate::backfill::for_each_date(whens, jobs, stop, &work, &report)
             .into_iter()
-            .zip(dates)
-            .map(|(r, date)| {
+            .zip(whens)
+            .map(|(r, when)| {
                 r.unwrap_or_else(|| {
-                    let runs = self
-                        .stages
-                        .iter()
-                        .map(|s| StageRun {
-                            stage: s.name.clone(),
-                            input: None,
-                            result: crate::backfill::not_started(date),
-                            version: None,
-                        })
+                    let runs = (0..self.stages.len())
+                        .filter(|&i| pick(i))
+                        .map(|i| self.not_started(i, when))
                         .collect();
-                    (date.clone(), runs)
+                    (when.clone(), runs)
                 })
             })
             .collect()
     }
+}
+
+/// The version of `table` that made slice `slice`'s current output
+/// current, or with `under` the latest of those of the slices under it
+/// (`None`: no such commit, or no table yet).
+fn current_version(table: &str, slice: &str, under: bool) -> Result<Option<u64>, RunError> {
+    let rt = crate::run::runtime()?;
+    Ok(rt.block_on(async {
+        let t = match Table::open_existing(table).await {
+            Ok(t) => t,
+            Err(TableError::NoTable { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match under {
+            true => t.version_of_current_under(slice).await,
+            false => t.version_of_current(slice).await,
+        }
+    })?)
 }

@@ -202,18 +202,22 @@ fn pinned_again(
 
 /// The first recorded input that did not come back as it was.
 fn changed_input(m: &Manifest, slice: &ResolvedSlice) -> Option<String> {
+    // By name on both sides: a read of several upstream slices is in
+    // slice order, not name order.
     let mut recorded: Vec<&crate::slice::InputObject> = m.spec.slice.inputs.iter().collect();
     recorded.sort_by(|a, b| a.path.cmp(&b.path));
-    if recorded.len() != slice.inputs.len() {
+    let mut now: Vec<&crate::slice::InputObject> = slice.inputs.iter().collect();
+    now.sort_by(|a, b| a.path.cmp(&b.path));
+    if recorded.len() != now.len() {
         return Some(format!(
             "the manifest records {} inputs, {} distinct names were found",
             recorded.len(),
-            slice.inputs.len()
+            now.len()
         ));
     }
     recorded
         .iter()
-        .zip(&slice.inputs)
+        .zip(&now)
         .find(|(rec, now)| rec.path != now.path || rec.digest != now.digest)
         .map(|(rec, now)| {
             format!(

@@ -198,6 +198,8 @@ pub(super) fn resolve_table(
 struct Snapshot {
     inputs: Vec<crate::table::InputFile>,
     rows_of: bool,
+    /// The upstream slices read (see [`owners_of`]).
+    owners: Vec<String>,
     root: url::Url,
     schema: arrow::datatypes::SchemaRef,
 }
@@ -214,6 +216,10 @@ fn resolve_delta(
     // Read through the pinned snapshot: its files only, with the
     // partition values its log holds (not in the files).
     let snap = rt.block_on(snapshot(table, pin, partition, slice))?;
+    // The run's slice id: the slice read, or the one the slices read lie
+    // under (`date=D` for `date=D/*`).
+    let under = slice.and_then(crate::slice::under);
+    let slice = under.or(slice);
     if let Some(owner) = slice
         && snap.inputs.is_empty()
     {
@@ -221,7 +227,7 @@ fn resolve_delta(
         // table's schema (the owner column dropped, as when read).
         let mut resolved = ResolvedSlice::empty(owner, &snap.root, snap.schema)?;
         if snap.rows_of {
-            resolved = resolved.with_row_filter(crate::table::OWNER_COLUMN, owner);
+            resolved = resolved.with_row_filter(crate::table::OWNER_COLUMN, &snap.owners);
         }
         return Ok(resolved);
     }
@@ -235,12 +241,15 @@ fn resolve_delta(
             Pin::Current => "current".to_string(),
         },
     };
-    let mut resolved =
-        ResolvedSlice::from_names(&id, &snap.root, files)?.with_constants(fields, values);
-    if let Some(owner) = slice
-        && snap.rows_of
-    {
-        resolved = resolved.with_row_filter(crate::table::OWNER_COLUMN, owner);
+    // Several upstream slices are read slice by slice, each in output
+    // order (the order `input_files` gives), whatever the files are named.
+    let resolved = match under {
+        None => ResolvedSlice::from_names(&id, &snap.root, files)?,
+        Some(_) => ResolvedSlice::from_names_in_order(&id, &snap.root, files)?,
+    };
+    let mut resolved = resolved.with_constants(fields, values);
+    if slice.is_some() && snap.rows_of {
+        resolved = resolved.with_row_filter(crate::table::OWNER_COLUMN, &snap.owners);
     }
     Ok(resolved)
 }
@@ -264,28 +273,52 @@ async fn snapshot(
         }
         Pin::Current => "the current version".to_string(),
     };
-    // The slice must have committed at that version (maybe an
-    // empty output): a mistyped slice reads nothing, silently,
-    // from a merge table otherwise.
-    if let Some(owner) = slice
-        && t.slice_seq(owner).await? == 0
-    {
-        return Err(RunError::Slice(SliceError::Empty {
-            slice: owner.to_string(),
-            root: t.url().to_string(),
-            hint: format!(
-                "{version} of the table holds no commit of slice `{owner}`: run the upstream stage for it first, or check the slice id and the version"
-            ),
-        }));
-    }
-    let (inputs, rows_of) = t.input_files(partition, slice).await?;
+    let owners = match slice {
+        Some(s) => owners_of(&t, s, &version).await?,
+        None => Vec::new(),
+    };
+    let (inputs, rows_of) = t
+        .input_files(partition, slice.map(|_| owners.as_slice()))
+        .await?;
     let schema = t.arrow_schema()?;
     Ok(Snapshot {
         inputs,
         rows_of,
+        owners,
         root: t.url().clone(),
         schema,
     })
+}
+
+/// The upstream slices a read of `slice` takes at the loaded version
+/// (`version` names it): `slice` itself, or every slice under it
+/// (`date=D/*`: a daily stage reading an hourly one's hours). At least one
+/// must have committed there (maybe an empty output): a mistyped slice
+/// reads nothing, silently, from a merge table otherwise.
+async fn owners_of(t: &Table, slice: &str, version: &str) -> Result<Vec<String>, RunError> {
+    let (owners, what) = match crate::slice::under(slice) {
+        Some(prefix) => (
+            t.slices_under(prefix).await?,
+            format!("a slice under `{prefix}/`"),
+        ),
+        None => (
+            match t.slice_seq(slice).await? {
+                0 => Vec::new(),
+                _ => vec![slice.to_string()],
+            },
+            format!("slice `{slice}`"),
+        ),
+    };
+    if owners.is_empty() {
+        return Err(RunError::Slice(SliceError::Empty {
+            slice: slice.to_string(),
+            root: t.url().to_string(),
+            hint: format!(
+                "{version} of the table holds no commit of {what}: run the upstream stage for it first, or check the slice id and the version"
+            ),
+        }));
+    }
+    Ok(owners)
 }
 
 /// The snapshot's files, and the partition columns (typed as the table

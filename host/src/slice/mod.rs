@@ -62,8 +62,8 @@ pub use locate::files_id;
 pub use narrow::Declared;
 pub use partition::{MAX_LEVELS, Partition};
 pub use path::{
-    MAX_SEGMENT_BYTES, check_not_inside, validate_relative_path, validate_segment,
-    validate_slice_id,
+    MAX_SEGMENT_BYTES, MAX_SLICES_UNDER, check_not_inside, under, validate_relative_path,
+    validate_segment, validate_slice_id,
 };
 pub use pin::InputObject;
 pub use prefetch::Prefetch;

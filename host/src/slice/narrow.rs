@@ -290,7 +290,7 @@ mod tests {
                     (paths[1].clone(), vec![None]),
                 ],
             )
-            .with_row_filter("status", &status);
+            .with_row_filter("status", std::slice::from_ref(&status));
         let read = |dictionaries: Vec<String>| -> Vec<RecordBatch> {
             let declared = Declared {
                 columns: Some(vec!["customer".into(), "region".into(), "amount".into()]),

@@ -47,6 +47,18 @@ pub fn validate_segment(what: &str, value: &str) -> Result<(), SliceError> {
     Err(bad(what, value, reason, SEGMENT_RULE))
 }
 
+/// The slice id a read of every slice under it is spelled with (`date=D/*`:
+/// each slice whose id is `date=D/...`, a daily stage reading an hourly
+/// stage's hours), or `None` for one slice's id.
+pub fn under(spelled: &str) -> Option<&str> {
+    spelled.strip_suffix("/*").filter(|p| !p.is_empty())
+}
+
+/// Most slices one read under a slice id takes (a day's hours by listed
+/// values: 24 x a few; a table another writer flooded with app ids is
+/// refused, not listed whole).
+pub const MAX_SLICES_UNDER: usize = 10_000;
+
 /// Check a slice id: one segment (`files-…`, `date=2026-10-01`), or the
 /// levels of a nested partition (`date=2026-10-01/hour=07`, at most
 /// [`super::MAX_LEVELS`]), each a segment [`validate_segment`] accepts.

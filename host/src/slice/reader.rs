@@ -117,11 +117,14 @@ impl ResolvedSlice {
         ));
         // The column a row filter selects by is bookkeeping of the table
         // read (which slice owns the row), not data: the guest never sees it.
-        if let Some((column, value)) = &self.row_filter {
+        if let Some((column, values)) = &self.row_filter {
             if full.field_with_name(column).is_err() {
                 return Err(SliceError::Malformed {
                     path: self.root.to_string(),
-                    detail: format!("no column `{column}` to select slice `{value}` by"),
+                    detail: format!(
+                        "no column `{column}` to select slice `{}` by",
+                        values.join("`, `")
+                    ),
                 });
             }
             fields.retain(|f| f.name() != column);

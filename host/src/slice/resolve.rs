@@ -37,9 +37,10 @@ pub struct ResolvedSlice {
     /// Per input path, the values of [`ResolvedSlice::constant_fields`], in
     /// that order (`None` = null).
     pub constants: BTreeMap<String, Vec<Option<String>>>,
-    /// Keep only the rows whose text column equals the value (a Delta
-    /// merge table's rows of one slice): applied as each file is decoded.
-    pub row_filter: Option<(String, String)>,
+    /// Keep only the rows whose text column equals one of the values (a
+    /// merge table's rows of one slice, or of the upstream slices a daily
+    /// stage reads): applied as each file is decoded.
+    pub row_filter: Option<(String, Vec<String>)>,
     /// The schema of a slice with no objects (an upstream slice whose
     /// committed output is empty): read as zero rows of it.
     pub empty_schema: Option<SchemaRef>,
@@ -187,13 +188,47 @@ impl ResolvedSlice {
         Self::pin(id, Store::open(root)?, names, Vec::new())
     }
 
+    /// [`ResolvedSlice::from_names`], read in the order given (a read of
+    /// several upstream slices: slice by slice, each in output order, so
+    /// the rows come in the same order whatever the files are named).
+    pub fn from_names_in_order(
+        id: &str,
+        root: &Url,
+        names: Vec<String>,
+    ) -> Result<Self, SliceError> {
+        validate_slice_id(id)?;
+        let mut seen = std::collections::HashSet::new();
+        for n in &names {
+            super::path::validate_relative_path(n)?;
+            if !seen.insert(n.as_str()) {
+                return Err(SliceError::Malformed {
+                    path: n.clone(),
+                    detail: "the table lists this data file twice".into(),
+                });
+            }
+        }
+        if names.is_empty() {
+            return Self::from_names(id, root, names);
+        }
+        Self::pinned(id, Store::open(root)?, names, Vec::new())
+    }
+
     fn pin(
         id: &str,
         store: Store,
         files: Vec<String>,
         skipped: Vec<(String, String)>,
     ) -> Result<Self, SliceError> {
-        let files = read_order(files)?;
+        Self::pinned(id, store, read_order(files)?, skipped)
+    }
+
+    /// Pin `files`, read in this order.
+    fn pinned(
+        id: &str,
+        store: Store,
+        files: Vec<String>,
+        skipped: Vec<(String, String)>,
+    ) -> Result<Self, SliceError> {
         let progress = crate::progress::bytes("hashing", None);
         let hashed = hash_all(&store, &files, &progress)?;
         progress.finish_with_message("hashed");
@@ -277,9 +312,9 @@ impl ResolvedSlice {
         self
     }
 
-    /// Keep only the rows whose text `column` equals `value`.
-    pub fn with_row_filter(mut self, column: &str, value: &str) -> Self {
-        self.row_filter = Some((column.to_string(), value.to_string()));
+    /// Keep only the rows whose text `column` equals one of `values`.
+    pub fn with_row_filter(mut self, column: &str, values: &[String]) -> Self {
+        self.row_filter = Some((column.to_string(), values.to_vec()));
         self
     }
 

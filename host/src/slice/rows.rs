@@ -17,21 +17,28 @@ impl ResolvedSlice {
         path: &str,
         batch: RecordBatch,
     ) -> Result<RecordBatch, SliceError> {
-        let Some((column, value)) = &self.row_filter else {
+        let Some((column, values)) = &self.row_filter else {
             return Ok(batch);
         };
         let bad = |detail: String| SliceError::Malformed {
             path: path.to_string(),
             detail,
         };
-        let col = batch
-            .column_by_name(column)
-            .ok_or_else(|| bad(format!("no column `{column}` to select slice `{value}` by")))?;
+        let col = batch.column_by_name(column).ok_or_else(|| {
+            bad(format!(
+                "no column `{column}` to select slice `{}` by",
+                values.join("`, `")
+            ))
+        })?;
         let text = arrow::compute::cast(col, &arrow::datatypes::DataType::Utf8)
             .map_err(|e| bad(format!("column `{column}`: {e}")))?;
-        let want = StringArray::new_scalar(value.as_str());
-        let keep = arrow::compute::kernels::cmp::eq(&text, &want)
-            .map_err(|e| bad(format!("column `{column}`: {e}")))?;
+        let mut keep = arrow::array::BooleanArray::from(vec![false; text.len()]);
+        for value in values {
+            let want = StringArray::new_scalar(value.as_str());
+            let this = arrow::compute::kernels::cmp::eq(&text, &want)
+                .map_err(|e| bad(format!("column `{column}`: {e}")))?;
+            keep = arrow::compute::or(&keep, &this).map_err(|e| bad(e.to_string()))?;
+        }
         let mut kept =
             arrow::compute::filter_record_batch(&batch, &keep).map_err(|e| bad(e.to_string()))?;
         if let Ok(i) = kept.schema().index_of(column) {

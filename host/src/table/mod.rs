@@ -143,6 +143,26 @@ impl Table {
         }
     }
 
+    /// The slices committed at the loaded version whose ids lie under
+    /// `prefix` (`prefix/...`), sorted (a daily read of an hourly table).
+    pub async fn slices_under(&self, prefix: &str) -> Result<Vec<String>, TableError> {
+        match self {
+            Table::Delta(t) => t.slices_under(prefix).await,
+            Table::Iceberg(t) => t.slices_under(prefix),
+        }
+    }
+
+    /// The latest version among those that made the current outputs of
+    /// the slices under `prefix` current: at it, every one of them reads
+    /// as it is now (`None`: none committed).
+    pub async fn version_of_current_under(&self, prefix: &str) -> Result<Option<u64>, TableError> {
+        let mut latest = None;
+        for s in self.slices_under(prefix).await? {
+            latest = latest.max(self.version_of_current(&s).await?);
+        }
+        Ok(latest)
+    }
+
     pub async fn ensure_safe_store(&mut self) -> Result<(), TableError> {
         match self {
             Table::Delta(t) => t.ensure_safe_store().await,
@@ -275,11 +295,11 @@ impl Table {
     pub async fn input_files(
         &self,
         partition: Option<&crate::slice::Partition>,
-        owner: Option<&str>,
+        owners: Option<&[String]>,
     ) -> Result<(Vec<InputFile>, bool), TableError> {
         match self {
-            Table::Delta(t) => t.input_files(partition, owner).await,
-            Table::Iceberg(t) => t.input_files(partition, owner).await,
+            Table::Delta(t) => t.input_files(partition, owners).await,
+            Table::Iceberg(t) => t.input_files(partition, owners).await,
         }
     }
 

@@ -61,7 +61,7 @@ impl Delta {
     }
 
     /// Every app transaction, when they can be read exactly (see `txns`).
-    async fn all_txns(&self) -> Result<Option<Arc<Txns>>, TableError> {
+    pub(super) async fn all_txns(&self) -> Result<Option<Arc<Txns>>, TableError> {
         let key = self.cache_key();
         if let Some(all) = self.cache.at(key.clone()).all_txns.clone() {
             return Ok(all);

@@ -16,31 +16,37 @@ impl Delta {
     /// Tables whose rows cannot be read file by file as plain Parquet
     /// (deletion vectors, column mapping) are refused with a clear error.
     ///
-    /// With `owner`, only that slice's rows: in an append or
+    /// With `owners`, only those slices' rows: in an append or
     /// overwrite-partition table every data file belongs to one slice (its
-    /// tags say which), so its files; in a merge table files mix slices, so
+    /// tags say which), so theirs; in a merge table files mix slices, so
     /// every file, and the second value is `true`: keep only the rows whose
-    /// owner column ([`OWNER_COLUMN`]) names the slice.
+    /// owner column ([`OWNER_COLUMN`]) names one of them.
     pub async fn input_files(
         &self,
         partition: Option<&crate::slice::Partition>,
-        owner: Option<&str>,
+        owners: Option<&[String]>,
     ) -> Result<(Vec<InputFile>, bool), TableError> {
-        let rows_of = self.check_readable(owner)?;
+        let rows_of = self.check_readable(owners.and_then(|o| o.first()).map(String::as_str))?;
         let mut out = Vec::new();
+        let mut order = Vec::new();
         for f in self.data_files().await?.iter() {
             if partition.is_some_and(|p| !ownership::in_partition(f, p)) {
                 continue;
             }
-            if let Some(owner) = owner
+            if let Some(owners) = owners
                 && !rows_of
-                && ownership::tag(f, ownership::TAG_SLICE) != Some(owner)
+                && !ownership::tag(f, ownership::TAG_SLICE)
+                    .is_some_and(|t| owners.iter().any(|o| o == t))
             {
                 continue;
             }
             out.push(self.input_file(f)?);
+            order.push(read_rank(f, owners.filter(|_| !rows_of)));
         }
-        Ok((out, rows_of))
+        // Slice by slice (in `owners`' order), each in output order.
+        let mut ranked: Vec<_> = order.into_iter().zip(out).collect();
+        ranked.sort_by_key(|a| a.0);
+        Ok((ranked.into_iter().map(|(_, f)| f).collect(), rows_of))
     }
 
     /// The table can be read as plain Parquet files (no column mapping),
@@ -120,4 +126,22 @@ impl Delta {
             detail: what,
         }
     }
+}
+
+/// Where data file `f` comes in a read of `owners`' rows: its slice's
+/// place among them, then its place in the slice's output (files of
+/// other reads keep the log's order).
+fn read_rank(f: &Add, owners: Option<&[String]>) -> (usize, usize) {
+    let Some(owners) = owners else {
+        return (0, 0);
+    };
+    let slice = ownership::tag(f, ownership::TAG_SLICE);
+    let rank = owners
+        .iter()
+        .position(|o| Some(o.as_str()) == slice)
+        .unwrap_or(usize::MAX);
+    let part = ownership::tag(f, ownership::TAG_PART)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(usize::MAX);
+    (rank, part)
 }

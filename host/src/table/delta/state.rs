@@ -12,6 +12,46 @@ use crate::table::mode::Mode;
 use crate::table::record::LogCommit;
 
 impl Delta {
+    /// The slices committed at the loaded version whose ids lie under
+    /// `prefix` (`prefix/...`), sorted: from the app transactions, or,
+    /// where those cannot be read all at once, from idem's commits.
+    pub async fn slices_under(&self, prefix: &str) -> Result<Vec<String>, TableError> {
+        let app = slice_app(&format!("{prefix}/"));
+        let start = &app[slice_app("").len()..];
+        let mut found: std::collections::BTreeSet<String> = match self.all_txns().await? {
+            Some(all) => all
+                .keys()
+                .filter_map(|k| k.strip_prefix(slice_app("").as_str()))
+                .filter(|s| s.starts_with(start))
+                .map(str::to_string)
+                .collect(),
+            None => self
+                .idem_history()
+                .await?
+                .iter()
+                .filter_map(|c| c.sets_slice().map(|(s, _)| s))
+                .filter(|s| s.starts_with(start))
+                .map(str::to_string)
+                .collect(),
+        };
+        if found.len() > crate::slice::MAX_SLICES_UNDER {
+            return Err(TableError::UnreadableInput {
+                location: self.url.to_string(),
+                detail: format!(
+                    "it holds more than {} slices under {prefix}/: read them in narrower slices",
+                    crate::slice::MAX_SLICES_UNDER
+                ),
+            });
+        }
+        let mut out = Vec::with_capacity(found.len());
+        for s in std::mem::take(&mut found) {
+            if self.slice_seq(&s).await? > 0 {
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
+
     /// The slice's commit sequence number (0 = never committed).
     pub async fn slice_seq(&self, slice: &str) -> Result<i64, TableError> {
         Ok(self.txn(&slice_app(slice)).await?.unwrap_or(0))

@@ -13,14 +13,15 @@ use crate::table::readback::InputFile;
 impl Iceberg {
     /// The data files of the pinned (or current) snapshot as a slice
     /// input, relative to the table's folder, optionally only partition
-    /// `column = value`, or only slice `owner`'s (its files; in a merge
+    /// `column = value`, or only slices `owners`' (their files; in a merge
     /// table every file, and `true`: keep the rows its owner column names).
     /// idem's files hold their partition column, so no values are added.
     pub async fn input_files(
         &self,
         partition: Option<&crate::slice::Partition>,
-        owner: Option<&str>,
+        owners: Option<&[String]>,
     ) -> Result<(Vec<InputFile>, bool), TableError> {
+        let owner = owners.and_then(|o| o.first()).map(String::as_str);
         let m = self.metadata().ok_or_else(|| TableError::NoTable {
             location: self.location.clone(),
         })?;
@@ -61,9 +62,9 @@ impl Iceberg {
                     continue;
                 }
             }
-            if let Some(owner) = owner
+            if let Some(owners) = owners
                 && !rows_of
-                && !owned_by(path, &slice_tag(owner))
+                && !owners.iter().any(|o| owned_by(path, &slice_tag(o)))
             {
                 continue;
             }
@@ -88,8 +89,22 @@ impl Iceberg {
                 partition_values: Vec::new(),
             });
         }
-        // In output order for a slice's files (their names number them).
-        out.sort_by(|a, b| (file_index(&a.path), &a.path).cmp(&(file_index(&b.path), &b.path)));
+        // Slice by slice (in `owners`' order), each in output order (their
+        // names number them).
+        let rank = |path: &str| {
+            owners.filter(|_| !rows_of).map_or(0, |o| {
+                o.iter()
+                    .position(|s| owned_by(path, &slice_tag(s)))
+                    .unwrap_or(usize::MAX)
+            })
+        };
+        out.sort_by(|a, b| {
+            (rank(&a.path), file_index(&a.path), &a.path).cmp(&(
+                rank(&b.path),
+                file_index(&b.path),
+                &b.path,
+            ))
+        });
         Ok((out, rows_of))
     }
 }

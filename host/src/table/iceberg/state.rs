@@ -121,6 +121,34 @@ impl Iceberg {
         0
     }
 
+    /// The slices committed at the pinned (or current) snapshot whose ids
+    /// lie under `prefix` (`prefix/...`), sorted.
+    pub fn slices_under(&self, prefix: &str) -> Result<Vec<String>, TableError> {
+        let Some(m) = self.metadata() else {
+            return Ok(Vec::new());
+        };
+        let start = format!("{prefix}/");
+        let mut found: Vec<String> = m
+            .properties()
+            .keys()
+            .filter_map(|k| k.strip_prefix(super::properties::SLICE_PROP))
+            .filter(|s| s.starts_with(&start))
+            .map(str::to_string)
+            .collect();
+        if found.len() > crate::slice::MAX_SLICES_UNDER {
+            return Err(TableError::UnreadableInput {
+                location: self.location.clone(),
+                detail: format!(
+                    "it holds more than {} slices under {start}: read them in narrower slices",
+                    crate::slice::MAX_SLICES_UNDER
+                ),
+            });
+        }
+        found.retain(|s| self.slice_seq(s) > 0);
+        found.sort();
+        Ok(found)
+    }
+
     /// The table version that made the slice's current output current.
     pub fn version_of_current(&self, slice: &str) -> Option<u64> {
         self.record(slice).map(|r| r.version)
