@@ -520,6 +520,49 @@ fn hourly_slices_commit_into_an_iceberg_table_partitioned_by_both_levels() {
     );
     let (code, audit, _) = common::idem(&["audit", &t]);
     assert_eq!(code, 0, "{audit}");
+    // Read by its hourly slices (`date=D/*`, a daily stage's read): the
+    // same rows, hour by hour, as the slice date=D; audit re-reads them.
+    let by_slices = dir.path().join("by_slices");
+    let out = ok(common::idem(&[
+        "run",
+        "--module",
+        &s(&common::guest("examples/dedup_events")),
+        "--params",
+        r#"{"key": "customer"}"#,
+        "--input",
+        &t,
+        "--iceberg-snapshot",
+        &snapshot,
+        "--table-slice",
+        "date=2026-10-01/*",
+        "--table",
+        &s(&by_slices),
+        "--mode",
+        "append",
+    ]));
+    let m = manifest(&by_slices, &out);
+    let slice = &m["predicate"]["run"]["slice"];
+    assert_eq!(slice["id"], "date=2026-10-01", "{m}");
+    assert_eq!(
+        m["predicate"]["result"]["rowsIn"].as_u64(),
+        Some(rows.len() as u64),
+        "{out}"
+    );
+    let hours: Vec<String> = slice["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            let p = i["path"].as_str().unwrap();
+            p.split('/')
+                .find(|l| l.starts_with("hour="))
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(hours, ["hour=00", "hour=01", "hour=02"], "{m}");
+    let (code, audit, err) = common::idem(&["audit", &s(&by_slices)]);
+    assert_eq!(code, 0, "{audit}{err}");
 }
 
 /// `idem --json pipeline ARGS`: each stage run as `when stage status`.
@@ -770,6 +813,25 @@ fn a_day_reads_every_hour_an_hourly_table_committed() {
     // Again: a memo hit.
     let out = ok(day_of(&bronze, view.version, &silver));
     assert!(field(&out, "result:").contains("(memo"), "{out}");
+    // Another writer deletes hour 01's rows: the day read at the new
+    // version is refused naming that hour, not read short.
+    let py = std::process::Command::new(common::python())
+        .args([
+            "-c",
+            "import sys, deltalake; deltalake.DeltaTable(sys.argv[1]).delete(\"hour = '01'\")",
+            &s(&bronze),
+        ])
+        .output()
+        .unwrap();
+    assert!(py.status.success(), "{py:?}");
+    let deleted = read_table(&bronze, None).version;
+    assert!(deleted > view.version);
+    let (code, _, err) = day_of(&bronze, deleted, &dir.path().join("short"));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("slice `date=2026-10-01/hour=01` no longer holds at version"),
+        "{err}"
+    );
 
     // From a merge table whose rows each hour owns.
     let merged = dir.path().join("merged");

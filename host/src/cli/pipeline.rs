@@ -106,7 +106,13 @@ fn run(a: PipelineRunArgs, out: Out) -> Result<ExitCode> {
             eprintln!("{}", line(r));
         }
     }
-    finish(&p, vec![(dates[0].clone(), runs)], started, out, false)
+    finish(
+        &p,
+        vec![(dates[0].clone(), runs)],
+        started,
+        out,
+        (false, false),
+    )
 }
 
 /// `idem pipeline backfill`: every date of a range, --jobs at a time.
@@ -135,7 +141,10 @@ fn backfill(a: PipelineBackfillArgs, out: Out) -> Result<ExitCode> {
     };
     let results = p.backfill(&dates, a.jobs, &sandbox, stop, &done);
     bar.finish();
-    finish(&p, results, started, out, a.skip_missing)
+    // Stopped (Ctrl-C): some stage runs did not start, even where a
+    // slice's other stages ran (a day's daily stages after its hours).
+    let stopped = stop.load(std::sync::atomic::Ordering::SeqCst);
+    finish(&p, results, started, out, (a.skip_missing, stopped))
 }
 
 /// Params, modes and modules of every stage, before any date runs.
@@ -171,12 +180,14 @@ fn line(r: &StageRun) -> String {
 /// Every date's stage runs, as they ended.
 type Results = [(String, Vec<StageRun>)];
 
+/// Report the runs; `(skip_missing, stopped)`: whether missing slices
+/// are skipped, and whether the batch was stopped (Ctrl-C).
 fn finish(
     p: &Pipeline,
     results: Vec<(String, Vec<StageRun>)>,
     started: Instant,
     out: Out,
-    skip_missing: bool,
+    (skip_missing, stopped): (bool, bool),
 ) -> Result<ExitCode> {
     let secs = started.elapsed().as_secs_f64();
     let all: Vec<&StageRun> = results.iter().flat_map(|(_, r)| r).collect();
@@ -197,9 +208,14 @@ fn finish(
         .max();
     // A date none of whose stages started was interrupted (a skipped
     // stage after a failure is not).
-    let interrupted = results
-        .iter()
-        .any(|(_, runs)| runs.iter().all(|r| r.result.status == Status::NotStarted));
+    let interrupted = stopped
+        && results
+            .iter()
+            .flat_map(|(_, runs)| runs)
+            .any(|r| r.result.status == Status::NotStarted)
+        || results
+            .iter()
+            .any(|(_, runs)| runs.iter().all(|r| r.result.status == Status::NotStarted));
     out.emit(
         json!({
             "pipeline": p.name,

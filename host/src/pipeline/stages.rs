@@ -104,10 +104,10 @@ impl Pipeline {
         let day = self.slice_of(i, when).to_string();
         current_version(&up.table, &day, true)?.ok_or_else(|| {
             RunError::Usage(format!(
-                "stage `{}` has no committed hour under {day} in {}: run its hours first (idem pipeline run FILE --logical-date {}T00)",
+                "stage `{}` has no current commit of an hour under {day} in {}: run the day's hours first (idem pipeline backfill FILE --from {d} --to {d} --skip-missing)",
                 up.name,
                 up.table,
-                self.when_at(i, when)
+                d = self.when_at(i, when)
             ))
         })
     }
@@ -287,36 +287,8 @@ impl Pipeline {
         // where an hour failed is skipped, as a stage after a failed one.
         let lasts: Vec<String> = days.iter().map(|(_, k)| whens[*k].clone()).collect();
         let daily = |i: usize| self.stages[i].daily;
-        let gate = |when: &str| -> Option<Vec<StageRun>> {
-            let day = when.split('T').next().unwrap_or(when);
-            let hours: Vec<&StageRun> = results
-                .iter()
-                .filter(|(w, _)| w.starts_with(day))
-                .flat_map(|(_, r)| r)
-                .collect();
-            let pick: Vec<usize> = (0..self.stages.len()).filter(|&i| daily(i)).collect();
-            if hours
-                .iter()
-                .all(|r| matches!(r.result.status, Status::Missing(_)))
-            {
-                let missing = |i: usize| StageRun {
-                    result: crate::backfill::SliceResult {
-                        status: Status::Missing(format!("no hour of {day} landed")),
-                        ..crate::backfill::not_started(day)
-                    },
-                    ..self.not_started(i, when)
-                };
-                return Some(pick.into_iter().map(missing).collect());
-            }
-            let failed =
-                |r: &&StageRun| !matches!(r.result.status, Status::Done(_) | Status::Missing(_));
-            hours.iter().any(failed).then(|| {
-                pick.into_iter()
-                    .map(|i| self.not_started(i, when))
-                    .collect()
-            })
-        };
-        let gated: Vec<Option<Vec<StageRun>>> = lasts.iter().map(|w| gate(w)).collect();
+        let gated: Vec<Option<Vec<StageRun>>> =
+            lasts.iter().map(|w| self.gate(&results, w)).collect();
         let work = |when: &str| -> (String, Vec<StageRun>) {
             let k = lasts.iter().position(|w| w == when).unwrap_or(0);
             let runs = match &gated[k] {
@@ -338,6 +310,57 @@ impl Pipeline {
             results[*k].1.extend(runs);
         }
         results
+    }
+
+    /// Whether the daily stages of `when`'s date run after its hours
+    /// (`None`), or end as these runs: `missing` when no hour of the date
+    /// landed (its first stage found no input), `skipped` when an hour
+    /// that landed did not finish the stage a daily one reads.
+    fn gate(&self, results: &[(String, Vec<StageRun>)], when: &str) -> Option<Vec<StageRun>> {
+        let day = when.split('T').next().unwrap_or(when);
+        let hours: Vec<&Vec<StageRun>> = results
+            .iter()
+            .filter(|(w, _)| w.split('T').next() == Some(day))
+            .map(|(_, r)| r)
+            .collect();
+        let daily: Vec<usize> = (0..self.stages.len())
+            .filter(|&i| self.stages[i].daily)
+            .collect();
+        let landed = |runs: &Vec<StageRun>| {
+            !runs
+                .first()
+                .is_some_and(|r| matches!(r.result.status, Status::Missing(_)))
+        };
+        if !hours.iter().any(|r| landed(r)) {
+            let missing = |i: usize| StageRun {
+                result: crate::backfill::SliceResult {
+                    status: Status::Missing(format!("no hour of {day} landed")),
+                    ..crate::backfill::not_started(day)
+                },
+                ..self.not_started(i, when)
+            };
+            return Some(daily.into_iter().map(missing).collect());
+        }
+        // The hourly stages the daily ones read.
+        let read: Vec<&str> = daily
+            .iter()
+            .filter(|&&i| self.reads_hours(i))
+            .filter_map(|&i| match self.stages[i].source {
+                Source::Stage(j) => Some(self.stages[j].name.as_str()),
+                Source::Dataset { .. } => None,
+            })
+            .collect();
+        let unfinished = |runs: &Vec<StageRun>| {
+            runs.iter().any(|r| {
+                read.contains(&r.stage.as_str()) && !matches!(r.result.status, Status::Done(_))
+            })
+        };
+        hours.iter().any(|r| landed(r) && unfinished(r)).then(|| {
+            daily
+                .into_iter()
+                .map(|i| self.not_started(i, when))
+                .collect()
+        })
     }
 
     /// The stages `pick` takes for every slice of `whens`, `jobs` slices

@@ -202,12 +202,21 @@ fn pinned_again(
 
 /// The first recorded input that did not come back as it was.
 fn changed_input(m: &Manifest, slice: &ResolvedSlice) -> Option<String> {
-    // By name on both sides: a read of several upstream slices is in
-    // slice order, not name order.
+    // By name on both sides, except for a read of several upstream slices
+    // (`date=D/*`), which is in slice order, not name order: that order
+    // must come back too.
+    let in_order = m
+        .spec
+        .slice
+        .delta_slice
+        .as_deref()
+        .is_some_and(|s| crate::slice::under(s).is_some());
     let mut recorded: Vec<&crate::slice::InputObject> = m.spec.slice.inputs.iter().collect();
-    recorded.sort_by(|a, b| a.path.cmp(&b.path));
     let mut now: Vec<&crate::slice::InputObject> = slice.inputs.iter().collect();
-    now.sort_by(|a, b| a.path.cmp(&b.path));
+    if !in_order {
+        recorded.sort_by(|a, b| a.path.cmp(&b.path));
+        now.sort_by(|a, b| a.path.cmp(&b.path));
+    }
     if recorded.len() != now.len() {
         return Some(format!(
             "the manifest records {} inputs, {} distinct names were found",

@@ -280,6 +280,10 @@ async fn snapshot(
     let (inputs, rows_of) = t
         .input_files(partition, slice.map(|_| owners.as_slice()))
         .await?;
+    // Files owned by slice (not a merge table's rows by owner).
+    if slice.and_then(crate::slice::under).is_some() && !rows_of {
+        check_owners(&t, &owners, &version).await?;
+    }
     let schema = t.arrow_schema()?;
     Ok(Snapshot {
         inputs,
@@ -319,6 +323,30 @@ async fn owners_of(t: &Table, slice: &str, version: &str) -> Result<Vec<String>,
         }));
     }
     Ok(owners)
+}
+
+/// Each of several slices read at one version still holds there exactly
+/// the files idem committed for it (on Delta, in a table whose files each
+/// slice owns: a compaction or another writer's commit after one hour's
+/// commit and before the pinned version would otherwise drop or change
+/// that hour's rows silently).
+async fn check_owners(t: &Table, owners: &[String], version: &str) -> Result<(), RunError> {
+    if t.is_iceberg() {
+        return Ok(());
+    }
+    for o in owners {
+        if let Some(c) = t.slice_commit(o).await?
+            && let Some(why) = t.slice_drift(&c).await?
+        {
+            return Err(RunError::from(crate::table::TableError::UnreadableInput {
+                location: t.url().to_string(),
+                detail: format!(
+                    "slice `{o}` no longer holds at {version} what idem committed for it ({why}): rerun that slice upstream, then read again"
+                ),
+            }));
+        }
+    }
+    Ok(())
 }
 
 /// The snapshot's files, and the partition columns (typed as the table

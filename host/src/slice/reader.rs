@@ -123,7 +123,7 @@ impl ResolvedSlice {
                     path: self.root.to_string(),
                     detail: format!(
                         "no column `{column}` to select slice `{}` by",
-                        values.join("`, `")
+                        crate::text::clip_str(&values.join("`, `"), 300)
                     ),
                 });
             }

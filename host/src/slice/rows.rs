@@ -27,7 +27,7 @@ impl ResolvedSlice {
         let col = batch.column_by_name(column).ok_or_else(|| {
             bad(format!(
                 "no column `{column}` to select slice `{}` by",
-                values.join("`, `")
+                crate::text::clip_str(&values.join("`, `"), 300)
             ))
         })?;
         let text = arrow::compute::cast(col, &arrow::datatypes::DataType::Utf8)

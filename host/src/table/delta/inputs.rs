@@ -41,11 +41,11 @@ impl Delta {
                 continue;
             }
             out.push(self.input_file(f)?);
-            order.push(read_rank(f, owners.filter(|_| !rows_of)));
+            order.push((read_rank(f, owners.filter(|_| !rows_of)), f.path.clone()));
         }
         // Slice by slice (in `owners`' order), each in output order.
         let mut ranked: Vec<_> = order.into_iter().zip(out).collect();
-        ranked.sort_by_key(|a| a.0);
+        ranked.sort_by(|a, b| a.0.cmp(&b.0));
         Ok((ranked.into_iter().map(|(_, f)| f).collect(), rows_of))
     }
 
@@ -129,8 +129,8 @@ impl Delta {
 }
 
 /// Where data file `f` comes in a read of `owners`' rows: its slice's
-/// place among them, then its place in the slice's output (files of
-/// other reads keep the log's order).
+/// place among them, then its place in the slice's output (then its
+/// path: files of other reads, and of a merge table, by path).
 fn read_rank(f: &Add, owners: Option<&[String]>) -> (usize, usize) {
     let Some(owners) = owners else {
         return (0, 0);

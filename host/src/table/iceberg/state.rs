@@ -144,7 +144,18 @@ impl Iceberg {
                 ),
             });
         }
-        found.retain(|s| self.slice_seq(s) > 0);
+        // At a pinned snapshot: a slice whose current commit is at or
+        // before it (its ancestry may have expired), or one its ancestry
+        // still shows.
+        let pinned = self
+            .pinned
+            .and_then(|id| m.snapshot_by_id(id))
+            .map(|s| s.sequence_number());
+        let before_pin = |s: &str| match (pinned, self.record(s)) {
+            (Some(p), Some(r)) => i64::try_from(r.version).is_ok_and(|v| v <= p),
+            _ => false,
+        };
+        found.retain(|s| before_pin(s) || self.slice_seq(s) > 0);
         found.sort();
         Ok(found)
     }
