@@ -715,3 +715,85 @@ fn a_misspelled_or_ill_typed_param_fails_the_run_naming_it_in_every_language() {
         );
     }
 }
+
+/// One guest build cache per user: with nothing set but idem's cache dir,
+/// `idem build t` from the parent folder and `idem build .` from inside
+/// the project share one target dir under it (the second build reuses
+/// the first: the same digest, the same file; no `target/` appears in
+/// either folder); a copy of the project elsewhere, whose package has the
+/// same name, gets a component file of its own; builds of both at once
+/// each end with their own whole component.
+#[test]
+fn guest_builds_share_one_cache_per_user_whatever_the_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    let (code, _, err) = common::idem(&["new", "t", "--lang", "js", "--dir", &s(&a.join("t"))]);
+    assert_eq!(code, 0, "{err}");
+    let build = |cwd: &Path, path: &str| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_idem"));
+        cmd.args(["build", path, "--json"])
+            .current_dir(cwd)
+            .env("IDEM_CACHE_DIR", &cache)
+            .env_remove("IDEM_GUEST_TARGET_DIR")
+            .env_remove("CARGO_TARGET_DIR")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd
+    };
+    let json = |cmd: &mut std::process::Command| -> serde_json::Value {
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(&stdout).unwrap()
+    };
+    let first = json(&mut build(&a, "t"));
+    let path = PathBuf::from(first["path"].as_str().unwrap());
+    assert!(path.starts_with(cache.join("guests/components")), "{first}");
+    let name = path.file_name().unwrap().to_str().unwrap().to_string();
+    assert!(name.starts_with("t-") && name.ends_with(".wasm"), "{name}");
+    let inside = json(&mut build(&a.join("t"), "."));
+    assert_eq!(inside["module"], first["module"], "{inside}");
+    assert_eq!(inside["path"], first["path"], "{inside}");
+    assert!(!a.join("target").exists() && !a.join("t/target").exists());
+    let reused: Vec<_> = std::fs::read_dir(cache.join("guests/reuse"))
+        .unwrap()
+        .collect();
+    assert_eq!(reused.len(), 1, "{reused:?}");
+    // The same package name in another folder: its own file.
+    copy_dir(&a.join("t"), &b.join("t"));
+    let other = json(&mut build(&b, "t"));
+    assert_eq!(other["module"], first["module"]);
+    assert_ne!(other["path"], first["path"], "{other}");
+    // Both at once: each its own whole component.
+    let (mut x, mut y) = (build(&a, "t"), build(&b, "t"));
+    let (x, y) = (x.spawn().unwrap(), y.spawn().unwrap());
+    for (child, p) in [(x, &first["path"]), (y, &other["path"])] {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let bytes = std::fs::read(p.as_str().unwrap()).unwrap();
+        let digest = idem::digest::Digest::of_bytes(&bytes);
+        assert_eq!(digest.as_str(), first["module"].as_str().unwrap());
+    }
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for f in common::files_below(from) {
+        let dst = to.join(f.strip_prefix(from).unwrap());
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        std::fs::copy(&f, &dst).unwrap();
+    }
+}

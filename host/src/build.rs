@@ -181,16 +181,51 @@ pub struct Built {
     pub language: Language,
 }
 
-/// The guests' own target dir: `$IDEM_GUEST_TARGET_DIR`, else
-/// `$CARGO_TARGET_DIR/idem-guests`, else `target/idem-guests`. Never the
-/// host's target dir: a nested cargo on it would wait for the outer lock.
+/// The guests' own target dir, one per user whatever the current
+/// directory (compiling Arrow for wasm takes ~10 minutes; every project
+/// and every folder a build starts from shares it): `$IDEM_GUEST_TARGET_DIR`,
+/// else `$CARGO_TARGET_DIR/idem-guests` (a user who shares one cargo
+/// target dir), else `guests` in idem's cache dir (`$IDEM_CACHE_DIR`,
+/// `$XDG_CACHE_HOME/idem` or `~/.cache/idem`), else `target/idem-guests`.
+/// Never the host's target dir: a nested cargo on it would wait for the
+/// outer lock. Builds into it are safe at once (see [`BuildLock`]).
 pub fn default_target_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("IDEM_GUEST_TARGET_DIR") {
         return PathBuf::from(d);
     }
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(d) => PathBuf::from(d).join("idem-guests"),
+    if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(d).join("idem-guests");
+    }
+    match crate::sandbox::default_cache_dir() {
+        Some(d) => d.join("guests"),
         None => PathBuf::from("target").join("idem-guests"),
+    }
+}
+
+/// One build at a time in a guest target dir: held from the compile
+/// until its output is read, so a concurrent build of another project
+/// whose crate has the same name cannot overwrite the `.wasm` cargo
+/// leaves at one path for both, in between (cargo's own lock is released
+/// when cargo exits).
+pub(crate) struct BuildLock(#[allow(dead_code)] std::fs::File);
+
+impl BuildLock {
+    /// Wait for, then take, the lock of `target_dir`.
+    pub(crate) fn take(target_dir: &Path) -> Result<Self, BuildError> {
+        let path = target_dir.join(".idem-build.lock");
+        let write = |source| BuildError::Write {
+            path: path.display().to_string(),
+            source,
+        };
+        std::fs::create_dir_all(target_dir).map_err(write)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(write)?;
+        file.lock().map_err(write)?;
+        Ok(BuildLock(file))
     }
 }
 
@@ -229,23 +264,44 @@ pub fn build_as(
     let digest = Digest::of_bytes(&component);
     let path = match out {
         Some(p) => p.to_path_buf(),
-        None => target_dir.join("components").join(format!("{name}.wasm")),
+        None => default_out(target_dir, dir, &name),
     };
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|e| BuildError::Write {
-            path: path.display().to_string(),
-            source: e,
-        })?;
-    }
-    std::fs::write(&path, &component).map_err(|e| BuildError::Write {
-        path: path.display().to_string(),
-        source: e,
-    })?;
+    write_whole(&path, &component)?;
     Ok(Built {
         path,
         digest,
         language,
     })
+}
+
+/// Where a build of the project at `dir` writes its component without
+/// `--out`: `<target_dir>/components/<name>-<project>.wasm`, the project
+/// named by its folder's path, so two projects whose crates have one name
+/// do not share a file in the one target dir.
+fn default_out(target_dir: &Path, dir: &Path, name: &str) -> PathBuf {
+    let folder = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let key = framed_sha256(&[("project", folder.as_os_str().as_encoded_bytes())]);
+    target_dir
+        .join("components")
+        .join(format!("{name}-{}.wasm", hex::encode(&key[..4])))
+}
+
+/// Write `bytes` to `path` whole or not at all: to a temporary file beside
+/// it, then renamed into place (a concurrent reader never sees half).
+fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), BuildError> {
+    let write = |source| BuildError::Write {
+        path: path.display().to_string(),
+        source,
+    };
+    let parent = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(p) => p,
+        None => Path::new("."),
+    };
+    std::fs::create_dir_all(parent).map_err(write)?;
+    let tmp = tempfile::NamedTempFile::new_in(parent).map_err(write)?;
+    std::fs::write(tmp.path(), bytes).map_err(write)?;
+    tmp.persist(path).map_err(|e| write(e.error))?;
+    Ok(())
 }
 
 /// The component an earlier build made from exactly `inputs` (the bytes

@@ -9,6 +9,7 @@ use super::BuildError;
 /// Build the guest crate at `crate_dir` (release, wasm32-unknown-unknown)
 /// and encode it as a component; returns it and the crate's file stem.
 pub(super) fn build(crate_dir: &Path, target_dir: &Path) -> Result<(Vec<u8>, String), BuildError> {
+    let _one_at_a_time = super::BuildLock::take(target_dir)?;
     let manifest = crate_dir.join("Cargo.toml");
     let mut child = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         // `rustc --crate-type cdylib`: the crate's `rlib` type (for its

@@ -21,11 +21,14 @@ pub struct BuildArgs {
     /// project file (default: what the files show).
     #[arg(long, value_enum)]
     pub lang: Option<idem::build::Language>,
-    /// Where to write the component (default: <target-dir>/components/<crate>.wasm).
+    /// Where to write the component (default:
+    /// <target-dir>/components/<crate>-<project>.wasm, printed).
     #[arg(long, short)]
     pub out: Option<PathBuf>,
-    /// cargo target dir for guest builds (default: $IDEM_GUEST_TARGET_DIR,
-    /// $CARGO_TARGET_DIR/idem-guests or target/idem-guests).
+    /// cargo target dir for guest builds, shared by every project of the
+    /// user (default: $IDEM_GUEST_TARGET_DIR, $CARGO_TARGET_DIR/idem-guests,
+    /// or guests/ in idem's cache dir: $IDEM_CACHE_DIR, $XDG_CACHE_HOME/idem
+    /// or ~/.cache/idem).
     #[arg(long)]
     pub target_dir: Option<PathBuf>,
 }
