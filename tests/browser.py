@@ -1,9 +1,11 @@
 """Drives idem serve's web page in headless Chromium (Debian's chromium,
 through Playwright from PyPI), as a tenant would: a wrong token is refused,
 the right one logs in, the run appears and finishes (the page refreshes
-itself), and its page shows the manifest. Prints what it saw as JSON.
+itself), its table's slice links to the run, and the run's page lays the
+run out field by field within the window's width (no sideways scrolling;
+a screenshot is saved). Prints what it saw as JSON.
 
-usage: browser.py URL TOKEN RUN_ID [RELEASE_DIR]
+usage: browser.py URL TOKEN RUN_ID SCREENSHOT [RELEASE_DIR]
 
 With RELEASE_DIR, the run is held (a fault barrier) until the page has
 shown it pending: the script then writes a file there, which lets it go.
@@ -35,12 +37,12 @@ def state_of(page, run_id):
 
 
 def main() -> None:
-    url, token, run_id = sys.argv[1:4]
-    release = sys.argv[4] if len(sys.argv) > 4 else None
+    url, token, run_id, screenshot = sys.argv[1:5]
+    release = sys.argv[5] if len(sys.argv) > 5 else None
     seen = {"states": []}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
-        page = browser.new_page()
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto(url + "/")
         page.fill("#token", "not-a-token")
         page.click("#login")
@@ -61,8 +63,15 @@ def main() -> None:
             time.sleep(0.3)
         page.reload()
         seen["audit"] = page.locator("td.audit").first.inner_text()
-        page.click(f'a[href="/runs/{run_id}"]')
+        # The table's slice links to the run that made its output.
+        page.click(f'a.slice[href="/runs/{run_id}"]')
         seen["manifest"] = page.locator("#manifest").inner_text()
+        for field in ("state", "result", "rows", "duration"):
+            seen[field] = page.locator("#" + field).inner_text()
+        seen["fields"] = page.locator("#run th").all_inner_texts()
+        seen["page_width"] = page.evaluate("document.documentElement.scrollWidth")
+        seen["window_width"] = page.evaluate("window.innerWidth")
+        page.screenshot(path=screenshot, full_page=True)
         browser.close()
     print(json.dumps(seen))
 

@@ -897,9 +897,11 @@ fn the_web_page_shows_a_run_appear_and_finish_in_a_browser() {
         &day_request(&module, "tables/revenue", "2026-10-01"),
     );
     let id = v["id"].as_str().unwrap().to_string();
+    let shot = dir.path().join("run.png");
     let out = Command::new(&python)
         .arg(common::root().join("tests/browser.py"))
         .args([&s.url, TOKEN_A, &id])
+        .arg(&shot)
         .arg(&barrier)
         .output()
         .unwrap();
@@ -926,6 +928,46 @@ fn the_web_page_shows_a_run_appear_and_finish_in_a_browser() {
     let run = wait(&s, TOKEN_A, &id);
     let key = run["result"]["runKey"].as_str().unwrap();
     assert!(seen["manifest"].as_str().unwrap().contains(key), "{seen}");
+    // The run's page: its fields like `idem show`, within the window's
+    // width (the manifest wrapped, not one 10,000 px line), screenshot
+    // taken.
+    assert_eq!(seen["state"], "succeeded", "{seen}");
+    assert_eq!(
+        seen["result"],
+        format!("committed, version {}", run["result"]["version"]),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["rows"],
+        format!(
+            "{} in, {} out",
+            run["result"]["rowsIn"], run["result"]["rowsOut"]
+        ),
+        "{seen}"
+    );
+    assert!(seen["duration"].as_str().unwrap().ends_with(" s"), "{seen}");
+    for f in [
+        "table",
+        "slice",
+        "module",
+        "params",
+        "logical date",
+        "submitted",
+        "finished",
+        "run key",
+        "inputs",
+        "output",
+    ] {
+        assert!(
+            seen["fields"].as_array().unwrap().iter().any(|x| x == f),
+            "{f}: {seen}"
+        );
+    }
+    assert!(
+        seen["page_width"].as_u64().unwrap() <= seen["window_width"].as_u64().unwrap(),
+        "the run page is wider than the window: {seen}"
+    );
+    assert!(std::fs::metadata(&shot).unwrap().len() > 10_000);
     // Tenant b's session lists none of a's runs.
     let (code, head) = page_login(&s, TOKEN_B, "127.0.0.1", &[]);
     assert_eq!(code, 303, "{head}");

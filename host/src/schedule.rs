@@ -103,6 +103,14 @@ pub fn timestamp(date: &str, h: u32) -> String {
     format!("{date}T{h:02}:00:00+00:00")
 }
 
+/// `YYYY-MM-DD HH:MM:SS` (UTC) of Unix milliseconds.
+pub fn time_of(ms: u64) -> String {
+    let secs = ms / 1000;
+    let day = date_of((secs / 86_400) as i64);
+    let s = secs % 86_400;
+    format!("{day} {:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
 /// `YYYY-MM-DD` of a day number (civil_from_days).
 pub fn date_of(z: i64) -> String {
     let z = z + 719_468;

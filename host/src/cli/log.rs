@@ -8,6 +8,7 @@ use clap::Args;
 use serde_json::json;
 
 use idem::run::LogEntry;
+use idem::schedule::time_of;
 
 use super::{Out, print_json};
 
@@ -90,14 +91,6 @@ fn print_table(entries: &[LogEntry]) {
             );
         }
     }
-}
-
-/// `YYYY-MM-DD HH:MM:SS` (UTC) of Unix milliseconds.
-fn time_of(ms: u64) -> String {
-    let secs = ms / 1000;
-    let day = idem::schedule::date_of((secs / 86_400) as i64);
-    let s = secs % 86_400;
-    format!("{day} {:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
 /// The params as logged, shortened for a column (`-` when not logged).

@@ -32,6 +32,7 @@ pub mod queue;
 pub mod record;
 pub mod reply;
 pub mod request;
+mod run_view;
 pub mod scrub;
 pub mod session;
 pub mod tenant;

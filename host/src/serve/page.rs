@@ -32,10 +32,12 @@ const CSRF_COOKIE: &str = "idem_csrf";
 /// all, itself bounded by the run record).
 const LIST_TEXT: usize = 300;
 
-const STYLE: &str = "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}code{font-size:90%}form.inline{display:inline}\n";
+/// The page's style. Long digests, paths and messages wrap inside the
+/// page's width (a manifest is one long JSON text otherwise).
+const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:100%}table{border-collapse:collapse;max-width:100%}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top;overflow-wrap:anywhere}th{white-space:nowrap}code{font-size:90%;overflow-wrap:anywhere}pre{white-space:pre-wrap;overflow-wrap:anywhere;max-width:100%;background:#f6f6f6;padding:.6em}form.inline{display:inline}\n";
 
 /// Text made safe inside HTML.
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -44,7 +46,7 @@ fn esc(s: &str) -> String {
 }
 
 /// `s` cut to about `max` bytes, on a character boundary.
-fn short(s: &str, max: usize) -> String {
+pub(super) fn short(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
@@ -228,13 +230,16 @@ async fn read_tables(
     .ok()
 }
 
-/// The tables section: each slice's current output, version and proof.
+/// The tables section: each slice's current output, version and proof,
+/// the slice linked to the listed run of this service that made its
+/// current output (by run key), when there is one.
 fn table_rows(
     tables: &[(
         String,
         Vec<crate::run::LogEntry>,
         Vec<crate::audit::SliceAudit>,
     )],
+    runs: &[super::queue::RunRecord],
 ) -> String {
     let mut body = String::new();
     for (table, log, audit) in tables {
@@ -243,20 +248,31 @@ fn table_rows(
             esc(table)
         ));
         for s in audit {
-            let digest = log
-                .iter()
-                .rev()
-                .find(|e| e.slice == s.slice)
+            let last = log.iter().rev().find(|e| e.slice == s.slice);
+            let digest = last
                 .map(|e| e.output_digest.to_string())
                 .unwrap_or_default();
+            let key = last.map(|e| e.run_key.to_string());
+            let made_by = runs.iter().find(|r| {
+                r.request.table == *table
+                    && key.is_some()
+                    && r.result.as_ref().and_then(|v| v["runKey"].as_str()) == key.as_deref()
+            });
+            let slice = match made_by {
+                Some(r) => format!(
+                    "<a class=\"slice\" href=\"/runs/{}\">{}</a>",
+                    esc(&r.id),
+                    esc(&s.slice)
+                ),
+                None => esc(&s.slice),
+            };
             let proof = match s.proof {
                 crate::audit::Proof::Proven => "proven",
                 crate::audit::Proof::ChainOnly => "chain-proven",
                 crate::audit::Proof::Failed => "FAILED",
             };
             body.push_str(&format!(
-                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td class=\"audit\">{proof}</td></tr>",
-                esc(&s.slice),
+                "<tr><td>{slice}</td><td><code>{}</code></td><td>{}</td><td class=\"audit\">{proof}</td></tr>",
                 esc(&digest),
                 s.version
             ));
@@ -293,7 +309,7 @@ pub async fn index(State(svc): State<Arc<Service>>, headers: HeaderMap) -> Respo
     tables.dedup();
     // Reading tables is heavy work: shared with uploads, logs and audits.
     match read_tables(&svc, t, tables).await {
-        Some(read) => body.push_str(&table_rows(&read)),
+        Some(read) => body.push_str(&table_rows(&read, &runs)),
         None => body.push_str("<p>(shown when no upload, log or audit of yours is running)</p>"),
     }
     body.push_str(&format!(
@@ -408,30 +424,14 @@ pub async fn run(
             "<p>No such run.</p><p><a href=\"/\">Back</a></p>",
         );
     };
-    let mut body = format!(
-        "<h1>Run {}</h1><p>state <b id=\"state\">{}</b>, table {}</p>",
-        esc(&r.id),
-        r.state.name(),
-        esc(&r.request.table)
-    );
-    if let Some(e) = &r.error {
-        body.push_str(&format!(
-            "<p>error: {}</p>",
-            esc(e["message"].as_str().unwrap_or(""))
-        ));
-    }
+    let mut manifest = None;
     if let (Some(hex), Ok(table)) = (manifest_hex(&r), under(t, &r.request.table, "table")) {
-        let text = tokio::task::spawn_blocking(move || read_manifest(&table, &hex))
+        manifest = tokio::task::spawn_blocking(move || read_manifest(&table, &hex))
             .await
             .ok()
             .flatten();
-        if let Some(bytes) = text {
-            body.push_str(&format!(
-                "<h2>Manifest</h2><pre id=\"manifest\">{}</pre>",
-                esc(&scrub(t, &String::from_utf8_lossy(&bytes)))
-            ));
-        }
     }
+    let mut body = super::run_view::render(&r, manifest.as_deref(), &|s| scrub(t, s));
     body.push_str("<p><a href=\"/\">Back</a></p>");
     let pending = matches!(r.state, RunState::Queued | RunState::Running);
     html(StatusCode::OK, "idem run", pending, &body)
