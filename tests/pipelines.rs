@@ -1273,6 +1273,8 @@ fn the_airflow_dag_runs_each_date_and_retries_a_failed_stage() {
         ("MARK", dir.path().join("mark").display().to_string()),
         ("FAIL_DATE", "2026-10-02".into()),
         ("FAIL_STAGE", "gold".into()),
+        // The DAG's first retry waits this long (default: a minute).
+        ("IDEM_RETRY_DELAY_SECONDS", "1".into()),
     ];
     let run = |args: &[&str]| {
         let out = std::process::Command::new(&airflow)
@@ -1289,6 +1291,35 @@ fn the_airflow_dag_runs_each_date_and_retries_a_failed_stage() {
         text
     };
     run(&["db", "migrate"]);
+    // Each task is idem's operator, with a realistic retry policy:
+    // exponential backoff from the configured delay, up to 30 minutes.
+    let python = airflow.with_file_name("python");
+    let dag = common::root().join("examples/airflow/idem_pipeline_dag.py");
+    let probe = std::process::Command::new(&python)
+        .args([
+            "-c",
+            "import json, runpy, sys; d = runpy.run_path(sys.argv[1])['dag']; print(json.dumps([[t.task_id, type(t).__name__, t.retries, t.retry_delay.total_seconds(), t.retry_exponential_backoff, t.max_retry_delay.total_seconds()] for t in d.tasks]))",
+        ])
+        .arg(&dag)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&probe.stdout);
+    assert!(
+        probe.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&probe.stderr)
+    );
+    let tasks: serde_json::Value =
+        serde_json::from_str(text.trim().lines().last().unwrap()).unwrap();
+    assert_eq!(tasks.as_array().unwrap().len(), 3, "{tasks}");
+    for t in tasks.as_array().unwrap() {
+        assert_eq!(t[1], "IdemPipelineOperator", "{t}");
+        assert_eq!(t[2], 3, "{t}");
+        assert_eq!(t[3], 1.0, "{t}");
+        assert_eq!(t[4], true, "{t}");
+        assert_eq!(t[5], 1800.0, "{t}");
+    }
     // A manual run at D covers the day that ended then: its data interval
     // is D-1..D, and the DAG processes D-1 (never the day just begun).
     for (at, day) in [("2026-10-02", "2026-10-01"), ("2026-10-03", "2026-10-02")] {

@@ -1,6 +1,7 @@
 """Airflow DAG: the idem pipeline of an idem.toml, once per logical date.
 
-One task per stage, each after the stage it reads (`from`), each calling
+One task per stage, each after the stage it reads (`from`), each an
+`idem.airflow.IdemPipelineOperator`, which calls
 
     idem.pipeline_run(IDEM_TOML, DAY, stage=STAGE)
 
@@ -14,8 +15,10 @@ the upstream table version), so Airflow may retry or rerun any task, or
 clear a whole DAG run, without duplicating a row: a rerun that finds its
 work committed is a memo hit and commits nothing.
 
-idem's exception decides between retry and fail:
-  idem.StorageError   a store or commit failed: transient, retry
+idem's exception decides between retry and fail, and the task's error is
+idem's own message:
+  idem.StorageError   a store or commit failed: transient, retried with
+                      exponential backoff (1 minute doubling, up to 30, 3 times)
   idem.CheckFailed    a check failed (expectation, audit module): fail, no retry
   idem.InputError     bad input or pipeline file (malformed Parquet, a missing
                       partition): fail, no retry
@@ -23,8 +26,9 @@ idem's exception decides between retry and fail:
 A worker killed mid-run (SIGKILL, OOM) fails the task as any crash does, and
 Airflow retries it: nothing half-done is ever visible, the retry finishes it.
 
-Configure with an environment variable (or edit the constant):
-  IDEM_PIPELINE  the pipeline file (default: idem.toml beside this file)
+Configure with environment variables (or edit the constants):
+  IDEM_PIPELINE            the pipeline file (default: idem.toml beside this file)
+  IDEM_RETRY_DELAY_SECONDS the first retry's delay (default 60)
 """
 
 from __future__ import annotations
@@ -33,52 +37,26 @@ import os
 import tomllib
 from datetime import datetime, timedelta
 
-from airflow.sdk import DAG, task
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk import DAG
 from airflow.timetables.interval import CronDataIntervalTimetable
+
+from idem.airflow import IdemPipelineOperator
 
 PIPELINE = os.environ.get(
     "IDEM_PIPELINE", os.path.join(os.path.dirname(os.path.abspath(__file__)), "idem.toml")
 )
-
-
-# The task that stands for the whole pipeline when the file cannot be read
-# (it then fails with idem's own error message).
-WHOLE = "_whole_pipeline"
+RETRY_DELAY = timedelta(seconds=float(os.environ.get("IDEM_RETRY_DELAY_SECONDS", "60")))
 
 
 def stages(path: str) -> list[tuple[str, str | None]]:
-    """(stage, the stage it reads from) in run order."""
+    """(stage, the stage it reads from) in run order; one task for the
+    whole pipeline when the file cannot be read (it then fails with idem's
+    own message)."""
     try:
         with open(path, "rb") as f:
             return [(s["name"], s.get("from")) for s in tomllib.load(f).get("stage", [])]
     except (OSError, tomllib.TOMLDecodeError, KeyError):
-        return [(WHOLE, None)]
-
-
-def run_stage(stage: str, day: str | None) -> dict:
-    """Run one stage for the day; raise as idem's exception says."""
-    # Imported here: the scheduler parses this file without needing idem.
-    import idem
-
-    if not day:
-        raise AirflowFailException(
-            "this DAG run has no data interval (a manual run without a logical date): "
-            "trigger it with a logical date, the day to process"
-        )
-    try:
-        result = idem.pipeline_run(PIPELINE, day, stage=None if stage == WHOLE else stage)
-        for s in result.stages:
-            print(f"{s.stage} {s.slice}: {s.outcome} (version {s.version}, {s.rows_out} rows)")
-        result.raise_for_failure()
-    except idem.StorageError as e:
-        raise AirflowException(f"idem {e.kind} failure (exit {e.exit_code}), retrying is safe: {e}") from e
-    except idem.IdemError as e:
-        raise AirflowFailException(f"idem {e.kind} failure (exit {e.exit_code}): {e}") from e
-    return {
-        "date": day,
-        "stages": {s.stage: {"status": s.outcome, "version": s.version} for s in result.stages},
-    }
+        return [("_whole_pipeline", None)]
 
 
 with DAG(
@@ -90,18 +68,16 @@ with DAG(
     schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
     catchup=False,
     max_active_runs=4,
-    default_args={"retries": 2, "retry_delay": timedelta(seconds=1)},
+    default_args={"retry_delay": RETRY_DELAY},
     doc_md=__doc__,
 ) as dag:
     tasks = {}
     for name, upstream in stages(PIPELINE):
-
-        @task(task_id=name)
-        def stage_task(data_interval_start=None, _name: str = name) -> dict:
-            day = data_interval_start.strftime("%Y-%m-%d") if data_interval_start else None
-            return run_stage(_name, day)
-
-        tasks[name] = stage_task()
+        tasks[name] = IdemPipelineOperator(
+            task_id=name,
+            pipeline=PIPELINE,
+            stage=None if name == "_whole_pipeline" else name,
+        )
         # A stage waits for the stage it reads, not for unrelated ones.
         if upstream in tasks:
             tasks[upstream] >> tasks[name]
