@@ -60,6 +60,12 @@ fn bar(len: Option<u64>, template: &str, message: &str) -> ProgressBar {
                 let _ = write!(w, "{:.0} rows/s", s.per_sec());
             },
         )
+        .with_key(
+            "eta_known",
+            |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{}", eta_text(s.pos(), s.eta()));
+            },
+        )
         .progress_chars("=> ");
     let bar = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr())
         .with_style(style)
@@ -92,7 +98,7 @@ pub fn rows(message: &str, len: Option<u64>) -> ProgressBar {
     match len {
         Some(_) => bar(
             len,
-            "{msg:>10} [{bar:30}] {human_pos}/{human_len} rows {rows_per_sec} {elapsed}",
+            "{msg:>10} [{bar:30}] {percent:>3}% {human_pos}/{human_len} rows {rows_per_sec}, {elapsed}, ETA {eta_known}",
             message,
         ),
         None => bar(
@@ -107,12 +113,33 @@ pub fn rows(message: &str, len: Option<u64>) -> ProgressBar {
 pub fn slices(len: u64) -> ProgressBar {
     bar(
         Some(len),
-        "[{bar:25}] {pos}/{len} slices, ETA {eta}  {msg}",
+        "[{bar:25}] {pos}/{len} slices, {elapsed}, ETA {eta_known}  {msg}",
         "starting",
     )
+}
+
+/// An ETA as the bars show it: none until something is done (a rate of
+/// nothing predicts nothing), then rounded like `1m 5s`.
+pub fn eta_text(done: u64, eta: Duration) -> String {
+    match done {
+        0 => "-".into(),
+        _ => format!("{:#}", indicatif::HumanDuration(eta)),
+    }
 }
 
 /// A step without a count (writing, committing).
 pub fn step(message: &str) -> ProgressBar {
     bar(None, "{msg:>10} {spinner} {elapsed}", message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_eta_until_something_is_done() {
+        assert_eq!(eta_text(0, Duration::ZERO), "-");
+        assert_eq!(eta_text(3, Duration::from_secs(65)), "65s");
+        assert_eq!(eta_text(3, Duration::from_secs(7)), "7s");
+    }
 }

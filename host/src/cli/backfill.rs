@@ -118,7 +118,15 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
             idem::table::shown_location(&a.table)
         ))
     });
+    let bar = batch::bar(ids.len());
+    let shown = Shown {
+        bar: &bar,
+        started: Instant::now(),
+        seen: Mutex::new(Vec::new()),
+        running: Mutex::new(Vec::new()),
+    };
     let make = |id: &str| {
+        shown.start(id);
         slice_run(&a, mode.as_ref(), &span, by_id[id])
             .sign_with(signer.clone())
             .lineage(lineage.clone(), parent.clone())
@@ -128,14 +136,12 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
     // loads (which fills the compiled-code cache before N slices start).
     make(&ids[0]).preflight(&sandbox)?;
 
-    let bar = batch::bar(ids.len());
     let stop = batch::on_ctrl_c();
-    let started = Instant::now();
-    let seen: Mutex<Vec<SliceResult>> = Mutex::new(Vec::new());
-    let done = |r: &SliceResult| show_progress(&a, r, &seen, &bar, started);
+    let done = |r: &SliceResult| shown.done(&a, r);
     let results = idem::backfill::run(&ids, a.jobs, &sandbox, &make, stop, &done);
     bar.finish();
-    let summary = Summary::of(&results, a.skip_missing, started.elapsed().as_secs_f64());
+    let secs = shown.started.elapsed().as_secs_f64();
+    let summary = Summary::of(&results, a.skip_missing, secs);
     out.emit(summary_json(&a, &results, &summary), || {
         print_summary(&results, &summary)
     });
@@ -182,42 +188,77 @@ fn slice_run(
     run
 }
 
-/// A slice ended: its line, and the bar's tally and throughput of the
-/// slices `seen` so far.
-fn show_progress(
-    a: &BackfillArgs,
-    r: &SliceResult,
-    seen: &Mutex<Vec<SliceResult>>,
-    bar: &ProgressBar,
+/// What the bar shows while slices run: the slices that ended (their
+/// lines above the bar, the tally and throughput in its message) and the
+/// ones running.
+struct Shown<'a> {
+    bar: &'a ProgressBar,
     started: Instant,
-) {
-    let line = match &r.status {
-        Status::Failed(e, _) => format!("{}  FAILED: {e}", r.date),
-        Status::Missing(e) if !a.skip_missing => format!("{}  FAILED: {e}", r.date),
-        s => format!(
-            "{}  {}  {} rows  {:.1} s",
-            r.date,
-            status_text(s),
-            r.rows,
-            r.ms as f64 / 1000.0
-        ),
-    };
-    let Ok(mut seen) = seen.lock() else { return };
-    seen.push(r.clone());
-    // Throughput of the slices that ran (a memo hit reads nothing).
-    let rows_in = batch::rows_in(seen.iter());
-    let secs = started.elapsed().as_secs_f64().max(1e-3);
-    if bar.is_hidden() {
-        eprintln!("{line}");
-    } else {
-        bar.println(line);
-        bar.inc(1);
-        bar.set_message(format!(
-            "{}; {:.0} input rows/s",
-            tally(&counts(&seen)),
-            rows_in as f64 / secs
-        ));
+    seen: Mutex<Vec<SliceResult>>,
+    running: Mutex<Vec<String>>,
+}
+
+impl Shown<'_> {
+    /// Slice `id` started.
+    fn start(&self, id: &str) {
+        if let Ok(mut running) = self.running.lock() {
+            running.push(id.to_string());
+            self.bar.set_message(running_text(&running, &[]));
+        }
     }
+
+    /// A slice ended: its line, and the bar's tally, throughput and
+    /// running slices.
+    fn done(&self, a: &BackfillArgs, r: &SliceResult) {
+        let line = match &r.status {
+            Status::Failed(e, _) => format!("{}  FAILED: {e}", r.date),
+            Status::Missing(e) if !a.skip_missing => format!("{}  FAILED: {e}", r.date),
+            s => format!(
+                "{}  {}  {} rows  {:.1} s",
+                r.date,
+                status_text(s),
+                r.rows,
+                r.ms as f64 / 1000.0
+            ),
+        };
+        let (Ok(mut seen), Ok(mut running)) = (self.seen.lock(), self.running.lock()) else {
+            return;
+        };
+        seen.push(r.clone());
+        running.retain(|id| *id != r.date);
+        if self.bar.is_hidden() {
+            eprintln!("{line}");
+            return;
+        }
+        // Throughput of the slices that ran (a memo hit reads nothing).
+        let secs = self.started.elapsed().as_secs_f64().max(1e-3);
+        let rate = format!(
+            "{:.0} input rows/s",
+            batch::rows_in(seen.iter()) as f64 / secs
+        );
+        self.bar.println(line);
+        self.bar.inc(1);
+        self.bar
+            .set_message(running_text(&running, &[tally(&counts(&seen)), rate]));
+    }
+}
+
+/// The bar's message: `parts`, then the slices running (at most three
+/// named).
+fn running_text(running: &[String], parts: &[String]) -> String {
+    let mut all: Vec<String> = parts.to_vec();
+    if !running.is_empty() {
+        let mut named: Vec<&str> = running.iter().take(3).map(String::as_str).collect();
+        let more = running.len().saturating_sub(3);
+        let tail = if more > 0 {
+            format!(" +{more}")
+        } else {
+            String::new()
+        };
+        named.sort();
+        all.push(format!("running {}{tail}", named.join(", ")));
+    }
+    all.join("; ")
 }
 
 /// The totals of a finished backfill.
@@ -285,18 +326,21 @@ fn summary_json(a: &BackfillArgs, results: &[SliceResult], s: &Summary) -> Value
 
 /// A line per slice, and the totals.
 fn print_summary(results: &[SliceResult], s: &Summary) {
-    println!(
-        "{:<24} {:<34} {:>10} {:>8}",
-        "SLICE", "RESULT", "ROWS", "SECONDS"
-    );
-    for r in results {
-        println!(
-            "{:<24} {:<34} {:>10} {:>8.1}",
-            r.date,
+    let mut rows = vec![
+        ["SLICE", "RESULT", "ROWS", "SECONDS"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    rows.extend(results.iter().map(|r| {
+        vec![
+            r.date.clone(),
             status_text(&r.status),
-            r.rows,
-            r.ms as f64 / 1000.0
-        );
+            r.rows.to_string(),
+            format!("{:.1}", r.ms as f64 / 1000.0),
+        ]
+    }));
+    for line in batch::aligned(&rows, &[false, false, true, true]) {
+        println!("{line}");
     }
     let (rows_in, rows, secs) = (s.rows_in, s.rows, s.secs);
     println!(

@@ -42,6 +42,34 @@ pub fn exit_code(worst: Option<u8>, interrupted: bool) -> Option<ExitCode> {
     }
 }
 
+/// `rows` (the header first) as lines whose columns line up, each as wide
+/// as its widest cell, `right`-aligned where said (numbers).
+pub fn aligned(rows: &[Vec<String>], right: &[bool]) -> Vec<String> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    rows.iter()
+        .map(|r| {
+            let cells: Vec<String> = r
+                .iter()
+                .enumerate()
+                .map(|(c, s)| match right.get(c) {
+                    Some(true) => format!("{s:>w$}", w = width[c]),
+                    _ => format!("{s:<w$}", w = width[c]),
+                })
+                .collect();
+            cells.join("  ").trim_end().to_string()
+        })
+        .collect()
+}
+
 pub fn status_text(s: &Status) -> String {
     match s {
         Status::Done(o) => o.to_string(),
@@ -125,4 +153,35 @@ pub fn rows_in<'a>(results: impl IntoIterator<Item = &'a SliceResult>) -> u64 {
         .filter(|r| executed(&r.status))
         .map(|r| r.rows_in)
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A long slice id or result widens its column, the others follow.
+    #[test]
+    fn columns_line_up_whatever_their_width() {
+        let rows: Vec<Vec<String>> = [
+            ["SLICE", "RESULT", "ROWS"],
+            [
+                "date=2026-10-01/hour=07/region=eu",
+                "unchanged since version 12 (memo: already run)",
+                "5",
+            ],
+            ["date=2026-10-01", "committed version 13", "12345"],
+        ]
+        .iter()
+        .map(|r| r.iter().map(|s| s.to_string()).collect())
+        .collect();
+        let lines = aligned(&rows, &[false, false, true]);
+        let at = |l: &str, s: &str| l.find(s).unwrap();
+        assert_eq!(at(&lines[0], "RESULT"), at(&lines[1], "unchanged"));
+        assert_eq!(at(&lines[0], "RESULT"), at(&lines[2], "committed"));
+        assert!(
+            lines.iter().all(|l| l.len() == lines[0].len()),
+            "{lines:#?}"
+        );
+        assert!(lines[1].ends_with("    5") && lines[2].ends_with("12345"));
+    }
 }

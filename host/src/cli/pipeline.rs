@@ -273,24 +273,31 @@ fn dates_json(p: &Pipeline, results: &Results) -> Vec<Value> {
 
 /// A line per stage run.
 fn print_table(results: &Results) {
-    println!(
-        "{:<13} {:<10} {:<10} {:>8} {:>10} {:>10}",
-        "DATE", "STAGE", "RESULT", "VERSION", "ROWS IN", "ROWS OUT"
-    );
+    let mut rows = vec![
+        [
+            "DATE", "STAGE", "SLICE", "RESULT", "VERSION", "ROWS IN", "ROWS OUT",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
     for (date, runs) in results {
         for r in runs {
-            println!(
-                "{:<13} {:<10} {:<10} {:>8} {:>10} {:>10}",
-                date,
-                r.stage,
-                kind(r),
+            rows.push(vec![
+                date.clone(),
+                r.stage.clone(),
+                r.slice.clone(),
+                kind(r).to_string(),
                 r.version
                     .map(|v| v.to_string())
                     .unwrap_or_else(|| "-".into()),
-                r.result.rows_in,
-                r.result.rows
-            );
+                r.result.rows_in.to_string(),
+                r.result.rows.to_string(),
+            ]);
         }
+    }
+    let right = [false, false, false, false, true, true, true];
+    for line in batch::aligned(&rows, &right) {
+        println!("{line}");
     }
 }
 

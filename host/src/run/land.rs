@@ -171,7 +171,7 @@ impl super::Run {
             expect: crate::expect::Checker::new(expectations),
             failed: None,
         };
-        let progress = crate::progress::rows("running", None);
+        let progress = crate::progress::rows("running", reader.total_rows());
         let executed = drive(
             instance.as_mut(),
             &job,

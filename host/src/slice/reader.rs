@@ -74,6 +74,9 @@ pub struct SliceReader {
     #[cfg(test)]
     copies: usize,
     done: bool,
+    /// The rows the guest will get, when the footers say (see
+    /// [`SliceReader::total_rows`]).
+    total_rows: Option<u64>,
 }
 
 impl ResolvedSlice {
@@ -83,9 +86,13 @@ impl ResolvedSlice {
     /// from its private copy when its turn to be decoded comes.
     pub fn reader(&self, batch_rows: usize) -> Result<SliceReader, SliceError> {
         let mut schema: Option<SchemaRef> = self.text.as_ref().map(|t| t.schema.clone());
+        // The rows the footers state: what the guest gets unless rows are
+        // filtered (by owner) or the inputs are text (counted as read).
+        let mut rows = (self.text.is_none() && self.row_filter.is_none()).then_some(0u64);
         // Text inputs have the schema the run declared or inferred.
         for input in self.inputs.iter().filter(|_| self.text.is_none()) {
-            let s = self.peek_schema(input)?;
+            let (s, n) = self.peek(input)?;
+            rows = rows.map(|r| r.saturating_add(n));
             match &schema {
                 None => schema = Some(s),
                 Some(first) => self.same_schema(input, first, &s)?,
@@ -160,6 +167,7 @@ impl ResolvedSlice {
             #[cfg(test)]
             copies: 0,
             done: false,
+            total_rows: rows,
         })
     }
 }
@@ -171,6 +179,13 @@ impl Drop for SliceReader {
 }
 
 impl SliceReader {
+    /// The rows the guest will get, as the Parquet footers state them
+    /// (`None` for text inputs and for rows selected by owner): the run's
+    /// progress total.
+    pub fn total_rows(&self) -> Option<u64> {
+        self.total_rows
+    }
+
     /// The schema of every batch.
     pub fn schema(&self) -> SchemaRef {
         self.schema.clone()
@@ -494,6 +509,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(slice.id, "date=2026-10-01");
+        // The progress total: the rows the three footers state; none when
+        // rows are selected by owner.
+        assert_eq!(slice.reader(700).unwrap().total_rows(), Some(3_000));
+        let owned = slice.clone().with_row_filter("customer", &["acme".into()]);
+        assert_eq!(owned.reader(700).unwrap().total_rows(), None);
         let names: Vec<&str> = slice.inputs.iter().map(|i| i.path.as_str()).collect();
         assert_eq!(
             names,

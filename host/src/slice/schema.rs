@@ -42,11 +42,17 @@ impl ResolvedSlice {
         })
     }
 
+    /// The schema of [`ResolvedSlice::peek`].
+    #[cfg(test)]
+    pub(super) fn peek_schema(&self, input: &InputObject) -> Result<SchemaRef, SliceError> {
+        Ok(self.peek(input)?.0)
+    }
+
     /// The schema from the object's footer, read in place with two ranged
     /// reads (not yet checked against the digest: only to fail early and
-    /// tell the guest the schema). As the decoder does, types come from the
-    /// Parquet schema alone.
-    pub(super) fn peek_schema(&self, input: &InputObject) -> Result<SchemaRef, SliceError> {
+    /// tell the guest the schema), and the rows the footer states. As the
+    /// decoder does, types come from the Parquet schema alone.
+    pub(super) fn peek(&self, input: &InputObject) -> Result<(SchemaRef, u64), SliceError> {
         let malformed = |detail: String| SliceError::Malformed {
             path: input.path.clone(),
             detail,
@@ -97,6 +103,7 @@ impl ResolvedSlice {
         let schema =
             parquet::arrow::parquet_to_arrow_schema(md.file_metadata().schema_descr(), None)
                 .map_err(|e| malformed(e.to_string()))?;
-        Ok(Arc::new(schema))
+        let rows = u64::try_from(md.file_metadata().num_rows()).unwrap_or(0);
+        Ok((Arc::new(schema), rows))
     }
 }
