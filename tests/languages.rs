@@ -797,3 +797,49 @@ fn copy_dir(from: &Path, to: &Path) {
         std::fs::copy(&f, &dst).unwrap();
     }
 }
+
+/// Two Rust crates of one name in two folders, built one after another in
+/// one guest target dir (A, B, A): each build hands out its own crate's
+/// component (cargo leaves a cdylib's `.wasm` at one path for both and
+/// would call A fresh against B's newer file); each at its own default
+/// path.
+#[test]
+fn two_rust_crates_of_one_name_each_get_their_own_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = common::guest_target();
+    let mut built = Vec::new();
+    for tag in ["a", "b"] {
+        let project = dir.path().join(tag).join("t");
+        let (code, _, err) = common::idem(&["new", "t", "--dir", &s(&project)]);
+        assert_eq!(code, 0, "{err}");
+        let lib = project.join("src/lib.rs");
+        let text = std::fs::read_to_string(&lib).unwrap();
+        let edited = text.replace(
+            "\"kept {} of {} rows\"",
+            &format!("\"{tag}: kept {{}} of {{}} rows\""),
+        );
+        assert_ne!(edited, text, "the template's log line moved");
+        std::fs::write(&lib, edited).unwrap();
+        built.push(project);
+    }
+    let build = |project: &Path| -> serde_json::Value {
+        let (code, out, err) =
+            common::idem(&["build", &s(project), "--target-dir", &s(&target), "--json"]);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    let a = build(&built[0]);
+    let b = build(&built[1]);
+    assert_ne!(a["module"], b["module"], "two different crates built alike");
+    assert_ne!(a["path"], b["path"]);
+    let again = build(&built[0]);
+    assert_eq!(
+        again["module"], a["module"],
+        "A's build handed out B's component"
+    );
+    let bytes = std::fs::read(again["path"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        idem::digest::Digest::of_bytes(&bytes).as_str(),
+        a["module"].as_str().unwrap()
+    );
+}

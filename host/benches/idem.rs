@@ -61,10 +61,23 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The benchmark's guest target dir: its own, never the user's cache
+/// (`IDEM_GUEST_TARGET_DIR`, `$CARGO_TARGET_DIR/idem-guests`, else
+/// `target/idem-guests` of the checkout).
+fn guest_target() -> PathBuf {
+    let d = match (
+        std::env::var_os("IDEM_GUEST_TARGET_DIR"),
+        std::env::var_os("CARGO_TARGET_DIR"),
+    ) {
+        (Some(d), _) => PathBuf::from(d),
+        (None, Some(d)) => PathBuf::from(d).join("idem-guests"),
+        (None, None) => PathBuf::from("target").join("idem-guests"),
+    };
+    if d.is_absolute() { d } else { root().join(d) }
+}
+
 fn work_dir() -> PathBuf {
-    let d = idem::build::default_target_dir();
-    let d = if d.is_absolute() { d } else { root().join(d) };
-    d.join("bench")
+    guest_target().join("bench")
 }
 
 fn module(example: &str) -> PathBuf {
@@ -83,13 +96,7 @@ fn guest(rel: &str) -> PathBuf {
         ..SandboxConfig::default()
     })
     .unwrap();
-    let target = idem::build::default_target_dir();
-    let target = if target.is_absolute() {
-        target
-    } else {
-        root().join(target)
-    };
-    idem::build::build_guest(&root().join(rel), &target, None, &sandbox)
+    idem::build::build_guest(&root().join(rel), &guest_target(), None, &sandbox)
         .unwrap_or_else(|e| panic!("building {rel}: {e}"))
         .path
 }

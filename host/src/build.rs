@@ -7,6 +7,7 @@
 mod js;
 mod python;
 mod rust;
+mod target;
 mod toolchain;
 
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use crate::digest::Digest;
 use crate::kind::Kind;
 use crate::sandbox::{Sandbox, SandboxError};
 
+pub use target::default_target_dir;
 pub use toolchain::default_toolchain_dir;
 
 /// Why a transform did not build.
@@ -181,57 +183,9 @@ pub struct Built {
     pub language: Language,
 }
 
-/// The guests' own target dir, one per user whatever the current
-/// directory (compiling Arrow for wasm takes ~10 minutes; every project
-/// and every folder a build starts from shares it): `$IDEM_GUEST_TARGET_DIR`,
-/// else `$CARGO_TARGET_DIR/idem-guests` (a user who shares one cargo
-/// target dir), else `guests` in idem's cache dir (`$IDEM_CACHE_DIR`,
-/// `$XDG_CACHE_HOME/idem` or `~/.cache/idem`), else `target/idem-guests`.
-/// Never the host's target dir: a nested cargo on it would wait for the
-/// outer lock. Builds into it are safe at once (see [`BuildLock`]).
-pub fn default_target_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("IDEM_GUEST_TARGET_DIR") {
-        return PathBuf::from(d);
-    }
-    if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
-        return PathBuf::from(d).join("idem-guests");
-    }
-    match crate::sandbox::default_cache_dir() {
-        Some(d) => d.join("guests"),
-        None => PathBuf::from("target").join("idem-guests"),
-    }
-}
-
-/// One build at a time in a guest target dir: held from the compile
-/// until its output is read, so a concurrent build of another project
-/// whose crate has the same name cannot overwrite the `.wasm` cargo
-/// leaves at one path for both, in between (cargo's own lock is released
-/// when cargo exits).
-pub(crate) struct BuildLock(#[allow(dead_code)] std::fs::File);
-
-impl BuildLock {
-    /// Wait for, then take, the lock of `target_dir`.
-    pub(crate) fn take(target_dir: &Path) -> Result<Self, BuildError> {
-        let path = target_dir.join(".idem-build.lock");
-        let write = |source| BuildError::Write {
-            path: path.display().to_string(),
-            source,
-        };
-        std::fs::create_dir_all(target_dir).map_err(write)?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(write)?;
-        file.lock().map_err(write)?;
-        Ok(BuildLock(file))
-    }
-}
-
 /// Build the transform at `dir` in the language its files show (see
 /// [`Language::detect`]), check admission, and write the component to
-/// `out` (default `<target_dir>/components/<name>.wasm`).
+/// `out` (default `<target_dir>/components/<name>-<project>.wasm`).
 pub fn build_guest(
     dir: &Path,
     target_dir: &Path,
@@ -250,6 +204,7 @@ pub fn build_as(
     out: Option<&Path>,
     sandbox: &Sandbox,
 ) -> Result<Built, BuildError> {
+    target::prepare(target_dir)?;
     let reuse_dir = target_dir.join("reuse");
     let (component, name) = match language {
         Language::Rust => rust::build(dir, target_dir)?,
@@ -262,11 +217,20 @@ pub fn build_as(
     // again.
     sandbox.load(&component)?;
     let digest = Digest::of_bytes(&component);
+    // The default path is written whole (a concurrent build may be
+    // reading it); `--out` is the caller's file, written as given (a
+    // symlink or /dev/stdout stays one).
     let path = match out {
-        Some(p) => p.to_path_buf(),
-        None => default_out(target_dir, dir, &name),
+        Some(p) => {
+            write_given(p, &component)?;
+            p.to_path_buf()
+        }
+        None => {
+            let p = default_out(target_dir, dir, &name);
+            write_whole(&p, &component)?;
+            p
+        }
     };
-    write_whole(&path, &component)?;
     Ok(Built {
         path,
         digest,
@@ -283,7 +247,7 @@ fn default_out(target_dir: &Path, dir: &Path, name: &str) -> PathBuf {
     let key = framed_sha256(&[("project", folder.as_os_str().as_encoded_bytes())]);
     target_dir
         .join("components")
-        .join(format!("{name}-{}.wasm", hex::encode(&key[..4])))
+        .join(format!("{name}-{}.wasm", hex::encode(&key[..8])))
 }
 
 /// Write `bytes` to `path` whole or not at all: to a temporary file beside
@@ -298,10 +262,26 @@ fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), BuildError> {
         None => Path::new("."),
     };
     std::fs::create_dir_all(parent).map_err(write)?;
-    let tmp = tempfile::NamedTempFile::new_in(parent).map_err(write)?;
-    std::fs::write(tmp.path(), bytes).map_err(write)?;
+    let mut b = tempfile::Builder::new();
+    #[cfg(unix)]
+    b.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644));
+    let mut tmp = b.tempfile_in(parent).map_err(write)?;
+    std::io::Write::write_all(&mut tmp, bytes).map_err(write)?;
+    tmp.as_file().sync_all().map_err(write)?;
     tmp.persist(path).map_err(|e| write(e.error))?;
     Ok(())
+}
+
+/// Write `bytes` to the caller's `path` as it is.
+fn write_given(path: &Path, bytes: &[u8]) -> Result<(), BuildError> {
+    let write = |source| BuildError::Write {
+        path: path.display().to_string(),
+        source,
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(write)?;
+    }
+    std::fs::write(path, bytes).map_err(write)
 }
 
 /// The component an earlier build made from exactly `inputs` (the bytes

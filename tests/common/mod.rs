@@ -46,9 +46,18 @@ pub fn guest_bytes(rel: &str) -> Vec<u8> {
     std::fs::read(guest(rel)).unwrap()
 }
 
-/// The guests' target dir (absolute).
+/// The guests' target dir (absolute): the tests' own, never the user's
+/// cache (`IDEM_GUEST_TARGET_DIR`, else `$CARGO_TARGET_DIR/idem-guests`,
+/// else `target/idem-guests` of the checkout).
 pub fn guest_target() -> PathBuf {
-    let target = idem::build::default_target_dir();
+    let target = match (
+        std::env::var_os("IDEM_GUEST_TARGET_DIR"),
+        std::env::var_os("CARGO_TARGET_DIR"),
+    ) {
+        (Some(d), _) => PathBuf::from(d),
+        (None, Some(d)) => PathBuf::from(d).join("idem-guests"),
+        (None, None) => PathBuf::from("target").join("idem-guests"),
+    };
     if target.is_absolute() {
         target
     } else {

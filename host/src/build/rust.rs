@@ -8,8 +8,35 @@ use super::BuildError;
 
 /// Build the guest crate at `crate_dir` (release, wasm32-unknown-unknown)
 /// and encode it as a component; returns it and the crate's file stem.
+/// Built again when another project's crate of the same name was built
+/// last in `target_dir` (see [`super::target::Owner`]).
 pub(super) fn build(crate_dir: &Path, target_dir: &Path) -> Result<(Vec<u8>, String), BuildError> {
-    let _one_at_a_time = super::BuildLock::take(target_dir)?;
+    let _one_at_a_time = super::target::BuildLock::take(target_dir)?;
+    let manifest = crate_dir.join("Cargo.toml");
+    // Before cargo runs, when the manifest names the stem.
+    if let Some(stem) = stem_of(&manifest) {
+        let owner = super::target::Owner::of(target_dir, &stem, &manifest);
+        if owner.other() {
+            owner.forget(target_dir, &stem);
+        }
+    }
+    let (mut wasm, stem) = cargo(crate_dir, target_dir)?;
+    let owner = super::target::Owner::of(target_dir, &stem, &manifest);
+    if owner.other() {
+        owner.forget(target_dir, &stem);
+        wasm = cargo(crate_dir, target_dir)?.0;
+    }
+    let core = std::fs::read(&wasm).map_err(|e| BuildError::Write {
+        path: wasm.display().to_string(),
+        source: e,
+    })?;
+    owner.record();
+    let component = crate::sandbox::encode(&core)?;
+    Ok((component, stem))
+}
+
+/// `cargo rustc` of the crate: the `.wasm` it wrote, and its file stem.
+fn cargo(crate_dir: &Path, target_dir: &Path) -> Result<(PathBuf, String), BuildError> {
     let manifest = crate_dir.join("Cargo.toml");
     let mut child = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         // `rustc --crate-type cdylib`: the crate's `rlib` type (for its
@@ -76,14 +103,22 @@ pub(super) fn build(crate_dir: &Path, target_dir: &Path) -> Result<(Vec<u8>, Str
     let wasm = wasm.ok_or(BuildError::NoWasm {
         crate_dir: crate_name,
     })?;
-    let core = std::fs::read(&wasm).map_err(|e| BuildError::Write {
-        path: wasm.display().to_string(),
-        source: e,
-    })?;
-    let component = crate::sandbox::encode(&core)?;
     let stem = wasm
         .file_stem()
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_default();
-    Ok((component, stem))
+    Ok((wasm, stem))
+}
+
+/// The file stem of the crate's `.wasm`: its `[lib] name`, else its
+/// package name, `-` as `_` (`None` when the manifest does not say).
+fn stem_of(manifest: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(manifest).ok()?;
+    let doc: toml::Table = toml::from_str(&text).ok()?;
+    let name = doc
+        .get("lib")
+        .and_then(|l| l.get("name"))
+        .or_else(|| doc.get("package").and_then(|p| p.get("name")))?
+        .as_str()?;
+    Some(name.replace('-', "_"))
 }

@@ -365,7 +365,7 @@ fn read_or_create_key(path: &Path) -> Result<[u8; KEY_LEN], String> {
 }
 
 /// Create `dir` (mode 0700) if missing; its parents get the default mode.
-fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn make_private_dir(dir: &Path) -> std::io::Result<()> {
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
     }
@@ -381,7 +381,7 @@ fn make_private_dir(dir: &Path) -> std::io::Result<()> {
 /// `Ok` when `path` belongs to the user running idem and no one else may
 /// write it (for the key file: nor read it, and it must be a plain file).
 #[cfg(unix)]
-fn check_private(path: &Path, secret: bool) -> Result<(), String> {
+pub(crate) fn check_private(path: &Path, secret: bool) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt as _;
     let meta = if secret {
         std::fs::symlink_metadata(path)
@@ -416,7 +416,7 @@ fn check_private(path: &Path, secret: bool) -> Result<(), String> {
 }
 
 #[cfg(not(unix))]
-fn check_private(path: &Path, _secret: bool) -> Result<(), String> {
+pub(crate) fn check_private(path: &Path, _secret: bool) -> Result<(), String> {
     Err(format!(
         "ownership of {} cannot be checked on this platform",
         path.display()

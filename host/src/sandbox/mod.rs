@@ -20,6 +20,7 @@ use wasmtime::component::Component;
 
 pub use admission::{Admission, ImportVerdict, declared_imports};
 pub use cache::CacheOutcome;
+pub(crate) use cache::{check_private, make_private_dir};
 pub use error::SandboxError;
 pub use guest::{GuestContext, Instance, LogLine};
 pub use limits::Limits;

@@ -20,7 +20,7 @@ use super::paths::under;
 use super::queue::State as RunState;
 use super::session::Peer;
 use super::session::{Session, cookie, random_token, same_token};
-use super::tenant::{Tenant, scrub};
+use super::tenant::Tenant;
 
 /// The session cookie: a random id, never the token.
 const SESSION_COOKIE: &str = "idem_session";
@@ -252,11 +252,17 @@ fn table_rows(
             let digest = last
                 .map(|e| e.output_digest.to_string())
                 .unwrap_or_default();
+            // The run that committed it: same run key and version (a
+            // later memo hit of the same run names it too, but made
+            // nothing).
             let key = last.map(|e| e.run_key.to_string());
             let made_by = runs.iter().find(|r| {
+                let v = r.result.as_ref();
                 r.request.table == *table
                     && key.is_some()
-                    && r.result.as_ref().and_then(|v| v["runKey"].as_str()) == key.as_deref()
+                    && v.and_then(|v| v["runKey"].as_str()) == key.as_deref()
+                    && v.is_some_and(|v| v["kind"] == "committed")
+                    && v.and_then(|v| v["version"].as_u64()) == Some(s.version)
             });
             let slice = match made_by {
                 Some(r) => format!(
@@ -424,14 +430,29 @@ pub async fn run(
             "<p>No such run.</p><p><a href=\"/\">Back</a></p>",
         );
     };
-    let mut manifest = None;
-    if let (Some(hex), Ok(table)) = (manifest_hex(&r), under(t, &r.request.table, "table")) {
-        manifest = tokio::task::spawn_blocking(move || read_manifest(&table, &hex))
-            .await
-            .ok()
-            .flatten();
-    }
-    let mut body = super::run_view::render(&r, manifest.as_deref(), &|s| scrub(t, s));
+    // Read, checked against its digest and laid out off the async workers
+    // (a file the tenant planted under its root is neither trusted nor
+    // cheap).
+    let table = under(t, &r.request.table, "table").ok();
+    let roots = t.roots.clone();
+    let record = r.clone();
+    let body = tokio::task::spawn_blocking(move || {
+        let manifest = match (manifest_hex(&record), table) {
+            (Some(hex), Some(table)) => read_manifest(&table, &hex)
+                .filter(|b| crate::digest::Digest::of_bytes(b).as_str() == format!("sha256:{hex}")),
+            _ => None,
+        };
+        super::run_view::render(&record, manifest.as_deref(), &|s| roots.scrub(s))
+    })
+    .await;
+    let Ok(mut body) = body else {
+        return html(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "idem",
+            false,
+            "<p>The run could not be shown.</p><p><a href=\"/\">Back</a></p>",
+        );
+    };
     body.push_str("<p><a href=\"/\">Back</a></p>");
     let pending = matches!(r.state, RunState::Queued | RunState::Running);
     html(StatusCode::OK, "idem run", pending, &body)

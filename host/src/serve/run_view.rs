@@ -103,14 +103,17 @@ fn manifest_rows(m: &Value, scrub: &dyn Fn(&str) -> String) -> Vec<(&'static str
     let (spec, result) = (&p["run"], &p["result"]);
     let mut rows = Vec::new();
     if let Some(inputs) = spec["slice"]["inputs"].as_array() {
-        let bytes: u64 = inputs.iter().filter_map(|i| i["size"].as_u64()).sum();
+        let bytes = inputs
+            .iter()
+            .filter_map(|i| i["size"].as_u64())
+            .fold(0u64, u64::saturating_add);
         rows.push((
             "inputs",
             format!("{} object(s), {bytes} bytes", inputs.len()),
         ));
     }
     if let Some(e) = spec["engine"].as_str() {
-        rows.push(("engine", code(e)));
+        rows.push(("engine", code(&scrub(e))));
     }
     let target = &spec["target"];
     if let Some(mode) = target["mode"].as_str() {
@@ -123,7 +126,7 @@ fn manifest_rows(m: &Value, scrub: &dyn Fn(&str) -> String) -> Vec<(&'static str
         ));
     }
     if let Some(d) = result["outputDigest"].as_str() {
-        rows.push(("output", code(d)));
+        rows.push(("output", code(&scrub(d))));
     }
     if let Some(audits) = result["audits"].as_array().filter(|a| !a.is_empty()) {
         let checks: Vec<String> = audits
