@@ -102,13 +102,31 @@ fn main() {
 /// `idem build` of a JS or Python transform needs no checkout of idem:
 /// writes `$OUT_DIR/guest_sdks.rs` with (relative path, bytes) of every
 /// file `guest-sdk/js/{package.json,src/}` and
-/// `guest-sdk/python/idem_guest/` hold (tests and caches excluded).
+/// `guest-sdk/python/idem_guest/` hold (tests and caches excluded). The
+/// Rust SDK travels too, as the part of the workspace a guest crate
+/// builds against (its manifest and lock, the WIT, `guest-sdk/` and the
+/// demo's `examples/daily_revenue/`), so `idem new` and `idem demo` need
+/// no checkout either.
 fn embed_guest_sdks(host: &std::path::Path) {
     let sdk = host.join("../guest-sdk");
+    let root = host.join("..");
     let mut out = String::new();
     for (name, base, parts) in [
         ("JS", sdk.join("js"), &["package.json", "src"][..]),
         ("PYTHON", sdk.join("python"), &["idem_guest"][..]),
+        (
+            "RUST",
+            root.clone(),
+            &[
+                "Cargo.toml",
+                "Cargo.lock",
+                "wit",
+                "guest-sdk/Cargo.toml",
+                "guest-sdk/src",
+                "examples/daily_revenue/Cargo.toml",
+                "examples/daily_revenue/src",
+            ][..],
+        ),
     ] {
         let mut files = Vec::new();
         for part in parts {
@@ -120,9 +138,9 @@ fn embed_guest_sdks(host: &std::path::Path) {
         // A binary without an SDK would fail every build of that language
         // with "no module idem_guest": refuse to produce one.
         assert!(
-            files
-                .iter()
-                .any(|(rel, _)| rel.ends_with(".js") || rel.ends_with(".py")),
+            files.iter().any(|(rel, _)| rel.ends_with(".js")
+                || rel.ends_with(".py")
+                || rel.ends_with(".rs")),
             "{} has no SDK sources to embed: is the checkout complete?",
             base.display()
         );

@@ -845,3 +845,58 @@ fn the_first_mistakes_get_messages_that_name_what_is_there_and_what_to_do() {
         "{err}"
     );
 }
+
+/// An installed idem (the binary alone, as `cargo install` leaves it, run
+/// with `IDEM_IGNORE_CHECKOUT=1`: as if no checkout were there) runs the
+/// quick start in an empty folder, and `idem new` writes a crate that
+/// builds, both against the Rust SDK inside the binary (written once into
+/// idem's cache), not the checkout.
+#[test]
+fn an_installed_binary_runs_the_demo_and_new_crates_without_a_checkout() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin/idem");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_idem"), &bin).unwrap();
+    let cache = dir.path().join("cache");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let idem = |args: &[&str]| {
+        let out = std::process::Command::new(&bin)
+            .args(args)
+            .current_dir(&empty)
+            .env("IDEM_IGNORE_CHECKOUT", "1")
+            .env("IDEM_CACHE_DIR", &cache)
+            // Arrow compiled for wasm once per suite, not once per test.
+            .env("IDEM_GUEST_TARGET_DIR", common::guest_target())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{args:?}\n{stdout}\n{stderr}");
+        stdout
+    };
+    let first = idem(&["demo"]);
+    assert_eq!(first.matches("committed version").count(), 3, "{first}");
+    assert!(empty.join("idem-demo/daily_revenue/_delta_log").is_dir());
+    let sdk: Vec<_> = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("rust-sdk-"))
+        .collect();
+    assert_eq!(sdk.len(), 1, "the SDK is written into the cache once");
+    let sdk = sdk[0].path();
+    // A new crate depends on that copy, and builds.
+    idem(&["new", "t"]);
+    let manifest = std::fs::read_to_string(empty.join("t/Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains(&sdk.join("guest-sdk").display().to_string()),
+        "{manifest}"
+    );
+    assert!(
+        !manifest.contains(&common::root().display().to_string()),
+        "{manifest}"
+    );
+    let built = idem(&["build", "t", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&built).unwrap();
+    assert_eq!(v["language"], "rust", "{built}");
+}

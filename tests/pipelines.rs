@@ -1317,7 +1317,7 @@ fn the_airflow_dag_runs_each_date_and_retries_a_failed_stage() {
         assert_eq!(t[1], "IdemPipelineOperator", "{t}");
         assert_eq!(t[2], 3, "{t}");
         assert_eq!(t[3], 1.0, "{t}");
-        assert_eq!(t[4], true, "{t}");
+        assert_eq!(t[4], 2.0, "{t}");
         assert_eq!(t[5], 1800.0, "{t}");
     }
     // A manual run at D covers the day that ended then: its data interval

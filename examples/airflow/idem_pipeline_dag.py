@@ -45,7 +45,15 @@ from idem.airflow import IdemPipelineOperator
 PIPELINE = os.environ.get(
     "IDEM_PIPELINE", os.path.join(os.path.dirname(os.path.abspath(__file__)), "idem.toml")
 )
-RETRY_DELAY = timedelta(seconds=float(os.environ.get("IDEM_RETRY_DELAY_SECONDS", "60")))
+def _retry_delay() -> timedelta:
+    """IDEM_RETRY_DELAY_SECONDS, or a minute when unset or not a number >= 0."""
+    try:
+        return timedelta(seconds=max(0.0, float(os.environ.get("IDEM_RETRY_DELAY_SECONDS", "60"))))
+    except ValueError:
+        return timedelta(minutes=1)
+
+
+RETRY_DELAY = _retry_delay()
 
 
 def stages(path: str) -> list[tuple[str, str | None]]:

@@ -7,6 +7,7 @@
 mod js;
 mod python;
 mod rust;
+mod rust_sdk;
 mod target;
 mod toolchain;
 
@@ -18,6 +19,7 @@ use crate::digest::Digest;
 use crate::kind::Kind;
 use crate::sandbox::{Sandbox, SandboxError};
 
+pub use rust_sdk::sdk_root;
 pub use target::default_target_dir;
 pub use toolchain::default_toolchain_dir;
 

@@ -119,7 +119,7 @@ pub fn slices(len: u64) -> ProgressBar {
 }
 
 /// An ETA as the bars show it: none until something is done (a rate of
-/// nothing predicts nothing), then rounded like `1m 5s`.
+/// nothing predicts nothing), then in seconds (`65s`) or larger units.
 pub fn eta_text(done: u64, eta: Duration) -> String {
     match done {
         0 => "-".into(),

@@ -60,7 +60,8 @@ class IdemPipelineOperator(BaseOperator):
         for key, value in (
             ("retries", DEFAULT_RETRIES),
             ("retry_delay", DEFAULT_RETRY_DELAY),
-            ("retry_exponential_backoff", True),
+            # A multiplier in Airflow 3.3 (True meant doubling before).
+            ("retry_exponential_backoff", 2.0),
             ("max_retry_delay", DEFAULT_MAX_RETRY_DELAY),
         ):
             if key not in kwargs and key not in given:
@@ -74,7 +75,11 @@ class IdemPipelineOperator(BaseOperator):
         # Through the package's attribute, so a wrapped pipeline_run is used.
         import idem
 
-        when = self.logical_date or _day_of(context.get("data_interval_start"))
+        given = self.logical_date
+        # A template over a missing interval renders "None".
+        if given in ("", "None"):
+            given = None
+        when = given or _day_of(context.get("data_interval_start"), context.get("dag"))
         if not when:
             raise AirflowFailException(
                 "this DAG run has no data interval (a manual run without a logical date): "
@@ -89,12 +94,23 @@ class IdemPipelineOperator(BaseOperator):
             raise AirflowException(f"idem {e.kind} failure (exit {e.exit_code}), retrying is safe: {e}") from e
         except idem.IdemError as e:
             raise AirflowFailException(f"idem {e.kind} failure (exit {e.exit_code}): {e}") from e
+        except (AirflowException, AirflowFailException):
+            raise
+        except Exception as e:  # not idem's verdict: a bug, not worth a retry
+            raise AirflowFailException(f"idem failed unexpectedly: {e!r}") from e
         return {
             "date": when,
             "stages": {s.stage: {"status": s.outcome, "version": s.version} for s in result.stages},
         }
 
 
-def _day_of(start: Any) -> Optional[str]:
-    """The date of a data interval start (a datetime), or None."""
-    return start.strftime("%Y-%m-%d") if start is not None else None
+def _day_of(start: Any, dag: Any) -> Optional[str]:
+    """The date of a data interval start (a datetime) in the DAG's
+    timezone (Airflow hands it over in UTC: a Europe/Berlin day starts at
+    22:00 UTC the day before), or None."""
+    if start is None:
+        return None
+    tz = getattr(dag, "timezone", None)
+    if tz is not None and hasattr(start, "in_timezone"):
+        start = start.in_timezone(tz)
+    return start.strftime("%Y-%m-%d")

@@ -118,15 +118,7 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
             idem::table::shown_location(&a.table)
         ))
     });
-    let bar = batch::bar(ids.len());
-    let shown = Shown {
-        bar: &bar,
-        started: Instant::now(),
-        seen: Mutex::new(Vec::new()),
-        running: Mutex::new(Vec::new()),
-    };
-    let make = |id: &str| {
-        shown.start(id);
+    let run_of = |id: &str| {
         slice_run(&a, mode.as_ref(), &span, by_id[id])
             .sign_with(signer.clone())
             .lineage(lineage.clone(), parent.clone())
@@ -134,7 +126,20 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
 
     // Checked once, not once per slice: params, mode, and that the module
     // loads (which fills the compiled-code cache before N slices start).
-    make(&ids[0]).preflight(&sandbox)?;
+    run_of(&ids[0]).preflight(&sandbox)?;
+
+    let bar = batch::bar(ids.len());
+    let shown = Shown {
+        bar: &bar,
+        started: Instant::now(),
+        seen: Mutex::new(Vec::new()),
+        running: Mutex::new((Vec::new(), Vec::new())),
+    };
+    // A worker makes a slice's run as it starts it.
+    let make = |id: &str| {
+        shown.start(id);
+        run_of(id)
+    };
 
     let stop = batch::on_ctrl_c();
     let done = |r: &SliceResult| shown.done(&a, r);
@@ -195,16 +200,16 @@ struct Shown<'a> {
     bar: &'a ProgressBar,
     started: Instant,
     seen: Mutex<Vec<SliceResult>>,
-    running: Mutex<Vec<String>>,
+    /// The slices running, and the tally and rate last shown.
+    running: Mutex<(Vec<String>, Vec<String>)>,
 }
 
 impl Shown<'_> {
     /// Slice `id` started.
     fn start(&self, id: &str) {
-        if let Ok(mut running) = self.running.lock() {
-            running.push(id.to_string());
-            self.bar.set_message(running_text(&running, &[]));
-        }
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running.0.push(id.to_string());
+        self.bar.set_message(running_text(&running.0, &running.1));
     }
 
     /// A slice ended: its line, and the bar's tally, throughput and
@@ -221,25 +226,27 @@ impl Shown<'_> {
                 r.ms as f64 / 1000.0
             ),
         };
-        let (Ok(mut seen), Ok(mut running)) = (self.seen.lock(), self.running.lock()) else {
-            return;
+        let parts = {
+            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            seen.push(r.clone());
+            // Throughput of the slices that ran (a memo hit reads nothing).
+            let secs = self.started.elapsed().as_secs_f64().max(1e-3);
+            let rate = batch::rows_in(seen.iter()) as f64 / secs;
+            vec![tally(&counts(&seen)), format!("{rate:.0} input rows/s")]
         };
-        seen.push(r.clone());
-        running.retain(|id| *id != r.date);
+        let message = {
+            let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            running.0.retain(|id| *id != r.date);
+            running.1 = parts;
+            running_text(&running.0, &running.1)
+        };
         if self.bar.is_hidden() {
             eprintln!("{line}");
             return;
         }
-        // Throughput of the slices that ran (a memo hit reads nothing).
-        let secs = self.started.elapsed().as_secs_f64().max(1e-3);
-        let rate = format!(
-            "{:.0} input rows/s",
-            batch::rows_in(seen.iter()) as f64 / secs
-        );
         self.bar.println(line);
         self.bar.inc(1);
-        self.bar
-            .set_message(running_text(&running, &[tally(&counts(&seen)), rate]));
+        self.bar.set_message(message);
     }
 }
 

@@ -21,7 +21,8 @@ pub struct DemoArgs {
 }
 
 pub fn demo(a: DemoArgs, out: Out) -> Result<ExitCode> {
-    let examples = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples"));
+    // The checkout's examples, or the copy inside the binary (installed).
+    let examples = idem::build::sdk_root()?.join("examples");
     let sandbox = Sandbox::new(SandboxConfig::default())?;
     let target = idem::build::default_target_dir();
     eprintln!("building examples/daily_revenue for wasm32-unknown-unknown ...");

@@ -30,7 +30,8 @@ pub struct NewArgs {
 pub fn new(a: NewArgs, out: Out) -> Result<ExitCode> {
     use idem::scaffold::Sdk;
     let dir = a.dir.clone().unwrap_or_else(|| PathBuf::from(&a.name));
-    let own = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-sdk"));
+    // The checkout's SDK, or the copy inside the binary (installed).
+    let own = idem::build::sdk_root()?.join("guest-sdk");
     let sdk =
         match a.sdk_path {
             Some(p) => Sdk::Path(std::fs::canonicalize(&p).with_context(|| {

@@ -103,7 +103,13 @@ impl ResolvedSlice {
         let schema =
             parquet::arrow::parquet_to_arrow_schema(md.file_metadata().schema_descr(), None)
                 .map_err(|e| malformed(e.to_string()))?;
-        let rows = u64::try_from(md.file_metadata().num_rows()).unwrap_or(0);
+        // What the decoder reads: the row groups' counts (not the file's
+        // own total, which nothing else checks).
+        let rows = md
+            .row_groups()
+            .iter()
+            .map(|g| u64::try_from(g.num_rows()).unwrap_or(0))
+            .fold(0u64, u64::saturating_add);
         Ok((Arc::new(schema), rows))
     }
 }
