@@ -135,6 +135,16 @@ fn embed_guest_sdks(host: &std::path::Path) {
             collect(&base, &p, &mut files);
         }
         files.sort();
+        // Every Rust part is needed: a guest crate builds against all.
+        if name == "RUST" {
+            for part in parts {
+                assert!(
+                    base.join(part).exists(),
+                    "{} is missing: is the checkout complete?",
+                    base.join(part).display()
+                );
+            }
+        }
         // A binary without an SDK would fail every build of that language
         // with "no module idem_guest": refuse to produce one.
         assert!(

@@ -1,29 +1,54 @@
 //! The Rust guest SDK a guest crate builds against: the checkout idem was
-//! built from while it is there, else the copy inside the binary (its
-//! workspace manifest and lock, the WIT, `guest-sdk/` and the demo's
-//! `examples/daily_revenue/`), written once into idem's cache, so an
-//! installed `idem` (`cargo install`) runs `idem new` and `idem demo` with
-//! no checkout.
+//! built from while it is there and holds exactly what the binary does,
+//! else the copy inside the binary (its workspace manifest and lock, the
+//! WIT, `guest-sdk/` and the demo's `examples/daily_revenue/`), written
+//! once into idem's cache (private, as the compiled-code cache: a crate
+//! planted there would run its build script as the user), so an installed
+//! `idem` (`cargo install`) runs `idem new` and `idem demo` with no
+//! checkout.
 
 use std::path::{Path, PathBuf};
 
 use super::{BuildError, sdks};
 
-/// Marks an extracted copy complete.
-const COMPLETE: &str = ".complete";
-
 /// The root of a workspace holding `guest-sdk/` and
-/// `examples/daily_revenue/`: the checkout, else the embedded copy.
-/// `IDEM_IGNORE_CHECKOUT=1` takes the copy even with a checkout (what an
-/// installed binary without one does; the tests use it).
+/// `examples/daily_revenue/`: the checkout when it holds the same bytes as
+/// the binary (not after a pull or a branch switch), else the embedded
+/// copy. `IDEM_IGNORE_CHECKOUT=1` takes the copy even then (what an
+/// installed binary without a checkout does; the tests use it).
 pub fn sdk_root() -> Result<PathBuf, BuildError> {
     let checkout = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let ignore = std::env::var_os("IDEM_IGNORE_CHECKOUT").is_some_and(|v| v == "1");
-    if !ignore && checkout.join("guest-sdk/Cargo.toml").is_file() {
+    if !ignore && same_as_embedded(checkout) {
         return Ok(std::fs::canonicalize(checkout).unwrap_or_else(|_| checkout.to_path_buf()));
     }
-    let base = crate::sandbox::default_cache_dir().unwrap_or_else(std::env::temp_dir);
+    let base = crate::sandbox::default_cache_dir().ok_or_else(|| {
+        BuildError::Project(
+            "no cache dir for the Rust SDK (HOME, XDG_CACHE_HOME and IDEM_CACHE_DIR are all unset): set IDEM_CACHE_DIR to a folder of your own".into(),
+        )
+    })?;
     extract(&base)
+}
+
+/// Whether `root` holds every embedded file byte for byte.
+fn same_as_embedded(root: &Path) -> bool {
+    sdks::RUST
+        .iter()
+        .all(|(rel, bytes)| std::fs::read(root.join(rel)).is_ok_and(|b| b == *bytes))
+}
+
+/// `dir` is the user's own and no one else may write it.
+fn private(dir: &Path) -> Result<(), BuildError> {
+    crate::sandbox::make_private_dir(dir).map_err(|source| BuildError::Write {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    crate::sandbox::check_private(dir, false).map_err(|why| {
+        BuildError::Project(format!(
+            "the Rust SDK cannot be kept in {}: {why}. Set IDEM_CACHE_DIR to a folder of your own",
+            dir.display()
+        ))
+    })
 }
 
 /// The embedded copy under `base` (`rust-sdk-<digest>`), written whole
@@ -34,33 +59,13 @@ fn extract(base: &Path) -> Result<PathBuf, BuildError> {
         .iter()
         .map(|(p, b)| (p.as_str(), b.as_slice()))
         .collect();
-    let dir = base.join(format!(
+    let name = format!(
         "rust-sdk-{}",
         hex::encode(&super::framed_sha256(&refs)[..8])
-    ));
-    if dir.join(COMPLETE).is_file() {
-        return Ok(dir);
-    }
-    let write = |e: std::io::Error| BuildError::Write {
-        path: dir.display().to_string(),
-        source: e,
-    };
-    std::fs::create_dir_all(base).map_err(write)?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".rust-sdk-writing-")
-        .tempdir_in(base)
-        .map_err(write)?;
-    super::write_files(tmp.path(), &refs)?;
-    std::fs::write(tmp.path().join(COMPLETE), b"").map_err(write)?;
-    let tmp = tmp.keep();
-    if std::fs::rename(&tmp, &dir).is_err() {
-        let _ = std::fs::remove_dir_all(&tmp);
-    }
-    if !dir.join(COMPLETE).is_file() {
-        return Err(write(std::io::Error::other(
-            "another idem left it incomplete",
-        )));
-    }
+    );
+    private(base)?;
+    let dir = super::toolchain::written_once(base, &name, "", &refs)?;
+    private(&dir)?;
     Ok(dir)
 }
 

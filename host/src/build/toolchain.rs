@@ -107,10 +107,20 @@ pub(super) fn ensure(
 /// `tools` as `sdk-<digest>/idem-guest/`, a path that stays the same for
 /// the same files (written to a temporary folder, then renamed).
 pub(super) fn sdk_dir(tools: &Path, files: &[(&str, &[u8])]) -> Result<PathBuf, BuildError> {
-    let dir = tools.join(format!(
-        "sdk-{}",
-        hex::encode(&super::framed_sha256(files)[..8])
-    ));
+    let name = format!("sdk-{}", hex::encode(&super::framed_sha256(files)[..8]));
+    written_once(tools, &name, "idem-guest", files)
+}
+
+/// `base/name`, holding `files` under `inner`: written once, whole (into
+/// a temporary folder beside it, marked complete, renamed into place; a
+/// complete copy another process made first wins).
+pub(super) fn written_once(
+    base: &Path,
+    name: &str,
+    inner: &str,
+    files: &[(&str, &[u8])],
+) -> Result<PathBuf, BuildError> {
+    let dir = base.join(name);
     if dir.join(COMPLETE).is_file() {
         return Ok(dir);
     }
@@ -119,10 +129,10 @@ pub(super) fn sdk_dir(tools: &Path, files: &[(&str, &[u8])]) -> Result<PathBuf, 
         source: e,
     };
     let tmp = tempfile::Builder::new()
-        .prefix(".sdk-writing-")
-        .tempdir_in(tools)
+        .prefix(&format!(".{name}-writing-"))
+        .tempdir_in(base)
         .map_err(write)?;
-    super::write_files(&tmp.path().join("idem-guest"), files)?;
+    super::write_files(&tmp.path().join(inner), files)?;
     std::fs::write(tmp.path().join(COMPLETE), b"").map_err(write)?;
     let tmp = tmp.keep();
     if std::fs::rename(&tmp, &dir).is_err() {
@@ -130,7 +140,7 @@ pub(super) fn sdk_dir(tools: &Path, files: &[(&str, &[u8])]) -> Result<PathBuf, 
     }
     if !dir.join(COMPLETE).is_file() {
         return Err(write(std::io::Error::other(
-            "another build left it incomplete",
+            "it exists but is incomplete (an older copy?): remove it and try again",
         )));
     }
     Ok(dir)

@@ -30,20 +30,17 @@ pub struct NewArgs {
 pub fn new(a: NewArgs, out: Out) -> Result<ExitCode> {
     use idem::scaffold::Sdk;
     let dir = a.dir.clone().unwrap_or_else(|| PathBuf::from(&a.name));
-    // The checkout's SDK, or the copy inside the binary (installed).
-    let own = idem::build::sdk_root()?.join("guest-sdk");
-    let sdk =
-        match a.sdk_path {
-            Some(p) => Sdk::Path(std::fs::canonicalize(&p).with_context(|| {
-                format!("--sdk-path {}: no idem-guest crate there", p.display())
-            })?),
-            None => match std::fs::canonicalize(&own) {
-                Ok(p) if p.join("Cargo.toml").is_file() => Sdk::Path(p),
-                _ => Sdk::Version(env!("CARGO_PKG_VERSION").to_string()),
-            },
-        };
     let files = match a.lang {
-        idem::build::Language::Rust => idem::scaffold::new_crate(&dir, &a.name, &sdk)?,
+        idem::build::Language::Rust => {
+            let sdk = match &a.sdk_path {
+                Some(p) => Sdk::Path(std::fs::canonicalize(p).with_context(|| {
+                    format!("--sdk-path {}: no idem-guest crate there", p.display())
+                })?),
+                // The checkout's SDK, or the copy inside the binary.
+                None => Sdk::Path(idem::build::sdk_root()?.join("guest-sdk")),
+            };
+            idem::scaffold::new_crate(&dir, &a.name, &sdk)?
+        }
         lang => idem::scaffold::new_project(&dir, &a.name, lang)?,
     };
     let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
