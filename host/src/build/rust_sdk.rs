@@ -39,16 +39,11 @@ fn same_as_embedded(root: &Path) -> bool {
 
 /// `dir` is the user's own and no one else may write it.
 fn private(dir: &Path) -> Result<(), BuildError> {
-    crate::sandbox::make_private_dir(dir).map_err(|source| BuildError::Write {
-        path: dir.display().to_string(),
-        source,
-    })?;
-    crate::sandbox::check_private(dir, false).map_err(|why| {
-        BuildError::Project(format!(
-            "the Rust SDK cannot be kept in {}: {why}. Set IDEM_CACHE_DIR to a folder of your own",
-            dir.display()
-        ))
-    })
+    super::target::private(
+        dir,
+        "the Rust SDK's folder",
+        "Set IDEM_CACHE_DIR to a folder of your own",
+    )
 }
 
 /// The embedded copy under `base` (`rust-sdk-<digest>`), written whole

@@ -38,19 +38,24 @@ pub(super) fn prepare(target_dir: &Path) -> Result<(), BuildError> {
     let Some(cache) = cache.filter(|c| c.join("guests") == target_dir) else {
         return Ok(());
     };
-    for dir in [&cache, &target_dir.to_path_buf()] {
-        crate::sandbox::make_private_dir(dir).map_err(|source| BuildError::Write {
-            path: dir.display().to_string(),
-            source,
-        })?;
-        crate::sandbox::check_private(dir, false).map_err(|why| {
-            BuildError::Project(format!(
-                "the guest build cache {} cannot be used: {why}. Use a folder of your own (IDEM_CACHE_DIR, IDEM_GUEST_TARGET_DIR or --target-dir)",
-                target_dir.display()
-            ))
-        })?;
-    }
-    Ok(())
+    let fix = "Use a folder of your own (IDEM_CACHE_DIR, IDEM_GUEST_TARGET_DIR or --target-dir)";
+    private(&cache, "the guest build cache", fix)?;
+    private(target_dir, "the guest build cache", fix)
+}
+
+/// Make `dir` (`what`) the user's own, mode 0700, or refuse it, naming
+/// `fix`, when someone else owns it or can write it.
+pub(super) fn private(dir: &Path, what: &str, fix: &str) -> Result<(), BuildError> {
+    crate::sandbox::make_private_dir(dir).map_err(|source| BuildError::Write {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    crate::sandbox::check_private(dir, false).map_err(|why| {
+        BuildError::Project(format!(
+            "{what} {} cannot be used: {why}. {fix}",
+            dir.display()
+        ))
+    })
 }
 
 /// One Rust build at a time in a guest target dir: held from the compile

@@ -36,6 +36,7 @@ mod run_view;
 pub mod scrub;
 pub mod session;
 pub mod tenant;
+mod text;
 
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;

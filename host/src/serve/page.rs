@@ -21,6 +21,7 @@ use super::queue::State as RunState;
 use super::session::Peer;
 use super::session::{Session, cookie, random_token, same_token};
 use super::tenant::Tenant;
+use super::text::{esc, short};
 
 /// The session cookie: a random id, never the token.
 const SESSION_COOKIE: &str = "idem_session";
@@ -35,27 +36,6 @@ const LIST_TEXT: usize = 300;
 /// The page's style. Long digests, paths and messages wrap inside the
 /// page's width (a manifest is one long JSON text otherwise).
 const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:100%}table{border-collapse:collapse;max-width:100%}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top;overflow-wrap:anywhere}th{white-space:nowrap}code{font-size:90%;overflow-wrap:anywhere}pre{white-space:pre-wrap;overflow-wrap:anywhere;max-width:100%;background:#f6f6f6;padding:.6em}form.inline{display:inline}\n";
-
-/// Text made safe inside HTML.
-pub(super) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&#39;")
-}
-
-/// `s` cut to about `max` bytes, on a character boundary.
-pub(super) fn short(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
-}
 
 fn html(status: StatusCode, title: &str, refresh: bool, body: &str) -> Response {
     let meta = if refresh {

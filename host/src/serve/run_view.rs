@@ -8,8 +8,8 @@
 
 use serde_json::Value;
 
-use super::page::{esc, short};
 use super::queue::RunRecord;
+use super::text::{esc, short};
 
 /// The most of one field's text a row shows (the manifest below holds
 /// it whole).
