@@ -85,19 +85,7 @@ impl ResolvedSlice {
     /// first (fail early); each file is checked again, digest and schema,
     /// from its private copy when its turn to be decoded comes.
     pub fn reader(&self, batch_rows: usize) -> Result<SliceReader, SliceError> {
-        let mut schema: Option<SchemaRef> = self.text.as_ref().map(|t| t.schema.clone());
-        // The rows the footers state: what the guest gets unless rows are
-        // filtered (by owner) or the inputs are text (counted as read).
-        let mut rows = (self.text.is_none() && self.row_filter.is_none()).then_some(0u64);
-        // Text inputs have the schema the run declared or inferred.
-        for input in self.inputs.iter().filter(|_| self.text.is_none()) {
-            let (s, n) = self.peek(input)?;
-            rows = rows.map(|r| r.saturating_add(n));
-            match &schema {
-                None => schema = Some(s),
-                Some(first) => self.same_schema(input, first, &s)?,
-            }
-        }
+        let (schema, rows) = self.peek_all()?;
         let rejects = self
             .text
             .as_ref()
@@ -169,6 +157,27 @@ impl ResolvedSlice {
             done: false,
             total_rows: rows,
         })
+    }
+}
+
+impl ResolvedSlice {
+    /// Every file's footer checked before anything is decoded: the one
+    /// schema they share (text inputs: the one the run declared or
+    /// inferred), and the rows the footers state, which is what the guest
+    /// gets unless rows are filtered (by owner) or the inputs are text
+    /// (counted as read).
+    fn peek_all(&self) -> Result<(Option<SchemaRef>, Option<u64>), SliceError> {
+        let mut schema: Option<SchemaRef> = self.text.as_ref().map(|t| t.schema.clone());
+        let mut rows = (self.text.is_none() && self.row_filter.is_none()).then_some(0u64);
+        for input in self.inputs.iter().filter(|_| self.text.is_none()) {
+            let (s, n) = self.peek(input)?;
+            rows = rows.map(|r| r.saturating_add(n));
+            match &schema {
+                None => schema = Some(s),
+                Some(first) => self.same_schema(input, first, &s)?,
+            }
+        }
+        Ok((schema, rows))
     }
 }
 
