@@ -1426,3 +1426,71 @@ fn by_id_in(read: &Value, id: &Value) -> Value {
         .unwrap()
         .clone()
 }
+
+#[test]
+fn new_columns_join_an_iceberg_table_in_the_slices_own_snapshot() {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 2_000);
+    let clean = common::guest("examples/clean_orders");
+    let dedup = common::guest("examples/dedup_events");
+    let (over, merged) = (fx.table("clean"), fx.table("events"));
+    let merge = ["--mode", "merge", "--key", "event_id"];
+    let append = ["--on-schema-change", "append-new-columns"];
+    let merge_append: Vec<&str> = merge.iter().chain(&append).copied().collect();
+    ok(run(&fx, &clean, "2026-10-01", &over, &[]));
+    ok(run(&fx, &dedup, "2026-10-01", &merged, &merge));
+    common::change_input_columns(&fx.data(), "2026-10-02", false);
+    let (code, _, err) = run(&fx, &clean, "2026-10-02", &over, &[]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("`coupon`") && err.contains("append-new-columns"),
+        "{err}"
+    );
+    assert_eq!(version(&fx.read("clean")), 1, "nothing committed");
+    for (name, module, extra) in [
+        ("clean", &clean, &append[..]),
+        ("events", &dedup, &merge_append[..]),
+    ] {
+        let table = fx.table(name);
+        let out = ok(run(&fx, module, "2026-10-02", &table, extra));
+        assert_eq!(field(&out, "result:"), "committed version 2", "{name}");
+        // PyIceberg: day 1's rows read null in the new column.
+        let read = fx.read(name);
+        let rows: Vec<Value> = rows(&read)
+            .iter()
+            .map(|r| serde_json::from_str(r).unwrap())
+            .collect();
+        let (day1, day2): (Vec<&Value>, Vec<&Value>) = rows
+            .iter()
+            .partition(|r| r["date"] == "2026-10-01" || r["_idem_slice"] == "date=2026-10-01");
+        assert!(!day1.is_empty() && !day2.is_empty(), "{name}");
+        assert!(day1.iter().all(|r| r["coupon"].is_null()), "{name}");
+        assert!(day2.iter().any(|r| r["coupon"].is_string()), "{name}");
+        // Day 1 is still current (no recommit as drift); audit proves both.
+        let forced = [extra, &["--force"][..]].concat();
+        let out = ok(run(&fx, module, "2026-10-01", &table, &forced));
+        assert_eq!(
+            field(&out, "result:"),
+            "unchanged since version 1",
+            "{name}: {out}"
+        );
+        let (code, audit, err) = common::idem(&["audit", &table]);
+        assert_eq!(code, 0, "{name}: {audit}\n{err}");
+    }
+    // A merge that rewrites files written before the column existed: their
+    // rows take it as null (day 1's own rows are replaced by its new output).
+    common::change_input_columns(&fx.data(), "2026-10-01", false);
+    let out = ok(run(&fx, &dedup, "2026-10-01", &merged, &merge_append));
+    assert_eq!(field(&out, "result:"), "committed version 3", "{out}");
+    let read = fx.read("events");
+    let day1: Vec<Value> = rows(&read)
+        .iter()
+        .map(|r| serde_json::from_str::<Value>(r).unwrap())
+        .filter(|r| r["_idem_slice"] == "date=2026-10-01")
+        .collect();
+    assert!(
+        day1.iter().any(|r| r["coupon"].is_string()),
+        "day 1 now has coupons"
+    );
+    let (code, audit, err) = common::idem(&["audit", &merged]);
+    assert_eq!(code, 0, "{audit}\n{err}");
+}

@@ -2,7 +2,8 @@
 the writer (delta-rs) or with the first reader (PyPI deltalake, which is
 delta-rs underneath): it replays the `_delta_log/*.json` commits itself
 (add/remove), reads the listed Parquet files with pyarrow, restores the
-partition columns from the log, and prints the same JSON shape as
+partition columns from the log (and, as null, the columns a file predates:
+the table's schema is its latest metaData's), and prints the same JSON shape as
 read_delta.py: {"version", "columns", "rows"} with rows as sorted JSON,
 and "commits": the commits naming each idem slice.
 Local paths and s3:// URLs (pyarrow's own S3 client, settings from the
@@ -41,7 +42,7 @@ def replay(fs, table, version):
         raise SystemExit(f"{table}: no commits")
     if int(commits[0][:20]) != 0:
         raise SystemExit(f"{table}: log starts at a checkpoint; this reader replays JSON only")
-    files, partitions, latest = {}, [], -1
+    files, partitions, latest, schema = {}, [], -1, None
     commits_of = {}
     for name in commits:
         v = int(name[:20])
@@ -58,12 +59,14 @@ def replay(fs, table, version):
                     commits_of[key] = commits_of.get(key, 0) + 1
                 if "metaData" in action:
                     partitions = action["metaData"].get("partitionColumns", [])
+                    fields = json.loads(action["metaData"]["schemaString"])["fields"]
+                    schema = sorted(f["name"] for f in fields)
                 elif "add" in action:
                     a = action["add"]
                     files[unquote(a["path"])] = a.get("partitionValues") or {}
                 elif "remove" in action:
                     files.pop(unquote(action["remove"]["path"]), None)
-    return latest, files, partitions, commits_of
+    return latest, files, partitions, commits_of, schema
 
 
 def main():
@@ -71,11 +74,11 @@ def main():
     version = int(sys.argv[2]) if len(sys.argv) > 2 else None
     if fs.get_file_info(table).type == pafs.FileType.File:
         # One Parquet file (e.g. a transform's native output), same shape.
-        latest, files, partitions, commits_of = -1, {os.path.basename(table): {}}, [], {}
+        latest, files, partitions, commits_of, schema = -1, {os.path.basename(table): {}}, [], {}, None
         table = os.path.dirname(table)
     else:
-        latest, files, partitions, commits_of = replay(fs, table, version)
-    rows, cols = [], None
+        latest, files, partitions, commits_of, schema = replay(fs, table, version)
+    rows, cols = [], schema
     for path, values in sorted(files.items()):
         data = pq.read_table(f"{table}/{path}", filesystem=fs).to_pylist()
         for r in data:

@@ -772,3 +772,106 @@ fn a_published_module_runs_by_digest_and_a_swapped_one_is_refused() {
         .count();
     assert_eq!(kept, 1, "only the published module is stored");
 }
+
+#[test]
+fn a_new_output_column_is_refused_unless_appended_and_earlier_slices_stay_current() {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02", "2026-10-03"], 3_000);
+    let module = common::guest("examples/clean_orders");
+    let table = fx.table("clean");
+    let append = ["--on-schema-change", "append-new-columns"];
+    assert_eq!(
+        field(&ok(run(&fx, &module, "2026-10-01", &table, &[])), "result:"),
+        "committed version 1"
+    );
+    // Upstream added a column; clean_orders passes it through.
+    common::change_input_columns(&fx.data(), "2026-10-02", false);
+    let (code, _, err) = run(&fx, &module, "2026-10-02", &table, &[]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("`coupon`") && err.contains("--on-schema-change append-new-columns"),
+        "{err}"
+    );
+    assert_eq!(read_table(&table, None).version, 1, "nothing committed");
+    let out = ok(run(&fx, &module, "2026-10-02", &table, &append));
+    assert_eq!(field(&out, "result:"), "committed version 2");
+    // The policy is in the run spec (and so in the run key).
+    let manifest = std::fs::read_to_string(manifest_path(&table, &out)).unwrap();
+    assert!(
+        manifest.contains(r#""onSchemaChange":"append-new-columns""#),
+        "{manifest}"
+    );
+    // One commit: the new schema and the rows that have the column.
+    let log = std::fs::read_to_string(table.join("_delta_log/00000000000000000002.json")).unwrap();
+    assert!(
+        log.contains("\"metaData\"") && log.contains("\"add\""),
+        "{log}"
+    );
+    let first_id = |v: &str| {
+        v.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find_map(|a| a["metaData"]["id"].as_str().map(str::to_string))
+    };
+    let created =
+        std::fs::read_to_string(table.join("_delta_log/00000000000000000000.json")).unwrap();
+    assert_eq!(first_id(&log), first_id(&created), "the table keeps its id");
+    // Both independent readers: day 1's rows read null in the new column.
+    let view = read_table(&table, None);
+    let rows: Vec<serde_json::Value> = view
+        .rows
+        .iter()
+        .map(|r| serde_json::from_str(r).unwrap())
+        .collect();
+    let (day1, day2): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r["date"] == "2026-10-01");
+    assert!(!day1.is_empty() && !day2.is_empty());
+    assert!(day1.iter().all(|r| r["coupon"].is_null()));
+    assert!(day2.iter().any(|r| r["coupon"].is_string()));
+    assert!(day2.iter().any(|r| r["coupon"].is_null()));
+    // Day 1 is still current: its rows read as committed (a memo hit, no
+    // recommit as drift), and audit proves both slices.
+    let out = ok(run(&fx, &module, "2026-10-01", &table, &[]));
+    assert!(field(&out, "result:").contains("memo"), "{out}");
+    // Executed again, its output lacks the new column: only the policy
+    // lets it in (null there), and then it is unchanged.
+    let (code, _, err) = run(&fx, &module, "2026-10-01", &table, &["--force"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("--on-schema-change append-new-columns"),
+        "{err}"
+    );
+    let forced = [&append[..], &["--force"]].concat();
+    let out = ok(run(&fx, &module, "2026-10-01", &table, &forced));
+    assert_eq!(field(&out, "result:"), "unchanged since version 1", "{out}");
+    let (code, out, err) = common::idem(&["audit", &s(&table)]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    // Rerunning the changed day commits nothing either.
+    let out = ok(run(&fx, &module, "2026-10-02", &table, &append));
+    assert!(field(&out, "result:").contains("memo"), "{out}");
+    // A column whose type changed is refused whatever the policy.
+    common::change_input_columns(&fx.data(), "2026-10-03", true);
+    let (code, _, err) = run(&fx, &module, "2026-10-03", &table, &append);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("`order_id`") && err.contains("never changes a column's type"),
+        "{err}"
+    );
+    assert_eq!(read_table(&table, None).version, 2);
+}
+
+#[test]
+fn a_merge_that_would_add_columns_to_a_delta_table_is_refused_by_name() {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 500);
+    let module = common::guest("examples/dedup_events");
+    let table = fx.table("merged");
+    let merge = ["--mode", "merge", "--key", "event_id"];
+    ok(run(&fx, &module, "2026-10-01", &table, &merge));
+    common::change_input_columns(&fx.data(), "2026-10-02", false);
+    let mut args = merge.to_vec();
+    args.extend(["--on-schema-change", "append-new-columns"]);
+    let (code, _, err) = run(&fx, &module, "2026-10-02", &table, &args);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("not supported for Delta merge tables") && err.contains("`coupon`"),
+        "{err}"
+    );
+    assert_eq!(read_table(&table, None).version, 1);
+}

@@ -159,6 +159,7 @@ mod tests {
                 mode: "append".into(),
                 partition: None,
                 keys: vec![],
+                on_schema_change: None,
             },
             expectations: vec![],
             audit: None,

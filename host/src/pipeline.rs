@@ -102,6 +102,8 @@ pub struct Stage {
     text: crate::slice::TextOptions,
     /// Write-audit-publish on an Iceberg branch ([`crate::run::Run::wap`]).
     wap: Option<Option<String>>,
+    /// What output columns its table lacks do ([`crate::run::Run::on_schema_change`]).
+    schema_change: crate::table::SchemaChange,
     /// A later stage of an hourly pipeline run once per day (`every =
     /// "1d"`): its slice is the date, and it reads every hour of the date
     /// its upstream committed.

@@ -682,3 +682,61 @@ pub fn files_below(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Rewrite every input file of `date` with one more column, `coupon`
+/// (text, null on every third row), or with `order_id` retyped to text
+/// (`retype`): what an upstream change looks like to a transform that
+/// passes its input's columns through.
+pub fn change_input_columns(root: &Path, date: &str, retype: bool) {
+    use arrow::array::{Array, ArrayRef, AsArray, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    for f in files_below(&root.join(format!("date={date}"))) {
+        let file = std::fs::File::open(&f).unwrap();
+        let batches: Vec<arrow::array::RecordBatch> =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                .unwrap()
+                .build()
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+        let changed: Vec<arrow::array::RecordBatch> = batches
+            .iter()
+            .map(|b| {
+                let mut fields: Vec<Field> = b
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.as_ref().clone())
+                    .collect();
+                let mut cols: Vec<ArrayRef> = b.columns().to_vec();
+                if retype {
+                    let i = b.schema().index_of("order_id").unwrap();
+                    let q = arrow::compute::cast(b.column(i), &DataType::Utf8).unwrap();
+                    fields[i] = Field::new("order_id", DataType::Utf8, q.is_nullable());
+                    cols[i] = q;
+                } else {
+                    let ids = b.column_by_name("order_id").unwrap();
+                    let ids = ids.as_primitive::<arrow::datatypes::Int64Type>();
+                    let coupon: StringArray = ids
+                        .iter()
+                        .map(|id| id.filter(|id| id % 3 != 0).map(|id| format!("C{}", id % 7)))
+                        .collect();
+                    fields.push(Field::new("coupon", DataType::Utf8, true));
+                    cols.push(std::sync::Arc::new(coupon));
+                }
+                arrow::array::RecordBatch::try_new(std::sync::Arc::new(Schema::new(fields)), cols)
+                    .unwrap()
+            })
+            .collect();
+        let mut w = parquet::arrow::ArrowWriter::try_new(
+            std::fs::File::create(&f).unwrap(),
+            changed[0].schema(),
+            None,
+        )
+        .unwrap();
+        for b in &changed {
+            w.write(b).unwrap();
+        }
+        w.close().unwrap();
+    }
+}

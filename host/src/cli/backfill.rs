@@ -183,6 +183,7 @@ fn slice_run(
         a.table.clone(),
     )
     .params(a.flags.params.clone())
+    .on_schema_change(a.flags.on_schema_change)
     .logical_date(span.logical_date(partition))
     .batch_rows(a.batch_rows)
     .force(a.force);

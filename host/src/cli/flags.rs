@@ -86,6 +86,12 @@ pub struct RunFlags {
     /// Transform parameters as JSON.
     #[arg(long, default_value = "{}")]
     pub params: String,
+    /// What output columns the table does not have do: `fail` (the run
+    /// fails, naming them) or `append-new-columns` (added to the table,
+    /// nullable, in the same commit; rows committed before read null). A
+    /// column whose type changed is refused either way.
+    #[arg(long, value_name = "POLICY", default_value = "fail")]
+    pub on_schema_change: idem::table::SchemaChange,
 }
 
 impl RunFlags {

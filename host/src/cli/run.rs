@@ -97,6 +97,7 @@ impl SliceArgs {
         let mode = a.flags.mode(&names)?;
         let mut run = Run::new(module, names.spec()?, table)
             .params(a.flags.params.clone())
+            .on_schema_change(a.flags.on_schema_change)
             .logical_date(a.logical_date.clone())
             .batch_rows(a.batch_rows);
         run = a.text.apply(a.publish.apply(run));

@@ -91,6 +91,11 @@ pub struct TargetRecord {
     /// Merge key columns.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub keys: Vec<String>,
+    /// `append-new-columns` when the run may add the output's new columns
+    /// to the table (`--on-schema-change`); absent for `fail`, the default
+    /// (so run keys made before the policy existed are unchanged).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub on_schema_change: Option<String>,
 }
 
 /// Everything that determines a run's output: hashed into the run key.

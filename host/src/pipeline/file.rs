@@ -64,6 +64,9 @@ struct StageConfig {
     /// How often a later stage of an hourly pipeline runs: `1d` (once per
     /// day, over the day's hours upstream) or `1h` (the default).
     every: Option<String>,
+    /// What output columns the table lacks do: `fail` (the default) or
+    /// `append-new-columns` (as `--on-schema-change`).
+    on_schema_change: Option<String>,
 }
 
 /// Paths in the file are relative to its folder; URLs are kept.
@@ -205,6 +208,12 @@ fn check_stage(s: StageConfig, i: usize, earlier: &[Stage], dir: &Path) -> Resul
     let text = text_of(&s, &source).map_err(at)?;
     let wap = wap_of(&s).map_err(at)?;
     let daily = daily_of(&s, &source, earlier).map_err(at)?;
+    let schema_change = match &s.on_schema_change {
+        Some(p) => p
+            .parse()
+            .map_err(|e: String| at(format!("on-schema-change: {e}")))?,
+        None => Default::default(),
+    };
     Ok(Stage {
         name: s.name.clone(),
         module: PathBuf::from(locate(dir, &s.module)),
@@ -218,6 +227,7 @@ fn check_stage(s: StageConfig, i: usize, earlier: &[Stage], dir: &Path) -> Resul
         text,
         wap,
         daily,
+        schema_change,
     })
 }
 

@@ -50,6 +50,7 @@ impl Pipeline {
         Run::new(&s.module, slice, s.table.clone())
             .mode(mode)
             .params(s.params.clone())
+            .on_schema_change(s.schema_change)
             .logical_date(Some(self.logical_date(&self.when_at(i, when))))
             .batch_rows(s.batch_rows)
             .expect(s.expect.clone())

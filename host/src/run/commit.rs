@@ -88,6 +88,7 @@ pub(super) fn commit(
         envelope_digest: envelope.as_ref(),
         output: ex.landed.into_output(),
         schema: ex.outcome.output_schema.clone(),
+        schema_change: p.schema_change,
         progress: p.progress,
         branch: None,
     }))?;

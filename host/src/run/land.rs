@@ -304,7 +304,10 @@ fn landing_for(
 ) -> Result<(Landing, Option<tempfile::TempDir>), RunError> {
     let merge = matches!(p.mode, crate::table::Mode::Merge { .. });
     if p.audit.is_none() && !merge && table.writes_ahead() {
-        return Ok((Landing::Table(table.data_writer(rt, &p.mode)?), None));
+        return Ok((
+            Landing::Table(table.data_writer(rt, &p.mode, p.schema_change)?),
+            None,
+        ));
     }
     let (dir, stager) = stage()?;
     Ok((Landing::Staged(stager), Some(dir)))

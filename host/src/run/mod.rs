@@ -56,7 +56,7 @@ use crate::execute::Transformer;
 use crate::lineage::{Lineage, Parent};
 use crate::manifest::{Manifest, canonical_json};
 use crate::sandbox::Sandbox;
-use crate::table::{Mode, Table};
+use crate::table::{Mode, SchemaChange, Table};
 use emit::Emitter;
 
 pub use crate::table::SliceOutcome as RunOutcome;
@@ -98,6 +98,8 @@ pub struct Run {
     lineage: Option<(Arc<Lineage>, Option<Parent>)>,
     /// Write-audit-publish on a branch: `Some(None)` names it per slice.
     wap: Option<Option<String>>,
+    /// What output columns the table lacks do (`--on-schema-change`).
+    schema_change: SchemaChange,
 }
 
 /// The result of [`Run::execute`].
@@ -190,6 +192,7 @@ impl Run {
             signer: None,
             lineage: None,
             wap: None,
+            schema_change: SchemaChange::Fail,
         }
     }
 
@@ -274,6 +277,14 @@ impl Run {
     /// and `main` fast-forwarded to it only when it passes.
     pub fn wap(mut self, branch: Option<Option<String>>) -> Self {
         self.wap = branch;
+        self
+    }
+
+    /// What output columns the table does not have do: fail the run (the
+    /// default), or get appended to the table, nullable, in the commit.
+    /// Recorded in the run spec (when not the default).
+    pub fn on_schema_change(mut self, policy: SchemaChange) -> Self {
+        self.schema_change = policy;
         self
     }
 

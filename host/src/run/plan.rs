@@ -10,7 +10,7 @@ use crate::digest::Digest;
 use crate::manifest::{AuditRecord, FORMAT, RunSpec, SliceRecord, TargetRecord};
 use crate::sandbox::{ModuleId, Sandbox};
 use crate::slice::ResolvedSlice;
-use crate::table::{Mode, Progress, Table};
+use crate::table::{Mode, Progress, SchemaChange, Table};
 
 /// A run resolved but not executed: inputs pinned, module identified, run
 /// key computed.
@@ -22,6 +22,8 @@ pub(super) struct Planned {
     /// For a `--next` slice: the position its commit records.
     pub(super) progress: Option<Progress>,
     pub(super) mode: Mode,
+    /// What the output's new columns do at the table.
+    pub(super) schema_change: SchemaChange,
     pub(super) spec: RunSpec,
     pub(super) run_key: Digest,
     pub(super) timings: Timings,
@@ -145,6 +147,7 @@ impl Run {
             audit,
             progress,
             mode,
+            schema_change: self.schema_change,
             spec,
             run_key,
             timings,
@@ -223,6 +226,8 @@ impl Run {
                 mode: mode.name().into(),
                 partition,
                 keys,
+                on_schema_change: (!self.schema_change.is_default())
+                    .then(|| self.schema_change.name().into()),
             },
             // Sorted and deduplicated: the order of --expect flags does
             // not change the run key.

@@ -121,6 +121,7 @@ fn request<'a>(
         envelope_digest: None,
         output: Output::Staged(staged.iter().cloned().collect()),
         schema: ex.outcome.output_schema.clone(),
+        schema_change: p.schema_change,
         progress: None,
         branch: Some(branch),
     })

@@ -186,6 +186,8 @@ pub struct CommitRequest<'a> {
     pub output: Output,
     /// Output schema (creates the table; needed when there are no rows).
     pub schema: Option<SchemaRef>,
+    /// What an output column the table lacks does (`--on-schema-change`).
+    pub schema_change: super::SchemaChange,
     /// Tracked progress over an append-only source, committed with the
     /// output in the same commit.
     pub progress: Option<Progress>,

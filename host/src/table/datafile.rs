@@ -13,6 +13,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::error::TableError;
 use super::mode::Mode;
+use super::schema_change::SchemaChange;
 
 /// Data file size by default (a writer buffers one open file in memory
 /// before uploading it).
@@ -118,42 +119,45 @@ pub(super) fn with_text_column(
         .map_err(|e| TableError::Output(e.to_string()))
 }
 
-/// The output must land in the table exactly: every output column must
-/// exist in the table with the same type, up to encodings that hold the
-/// same values (text and binary in their plain, large and view forms).
-/// Anything Delta would convert (e.g. nanosecond timestamps, which Delta
-/// stores as microseconds) is refused: the table would not hold what the
-/// manifest's output digest describes.
-pub(super) fn check_types(output: &Schema, table: &Schema) -> Result<(), TableError> {
-    let family = |t: &DataType| match t {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8,
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => DataType::Binary,
-        other => other.clone(),
-    };
-    for f in output.fields() {
-        let Ok(t) = table.field_with_name(f.name()) else {
-            return Err(TableError::Output(format!(
-                "the output has a column `{}` that the table does not have (table columns: {}). A changed transform needs a new table, or a schema migration of this one",
-                f.name(),
-                table
-                    .fields()
-                    .iter()
-                    .map(|f| f.name().as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        };
-        if family(f.data_type()) != family(t.data_type()) {
-            return Err(TableError::Output(format!(
-                "the output's column `{}` is {}, but the table stores it as {}: the table would not hold the output exactly. Cast it to {} in the transform (or use a new table)",
-                f.name(),
-                f.data_type(),
-                t.data_type(),
-                t.data_type()
-            )));
-        }
+/// The output must land in the table exactly (see
+/// [`super::schema_change::new_columns`]): the columns to append, which
+/// only `policy` lets in.
+pub(super) fn check_types(
+    output: &Schema,
+    table: &Schema,
+    policy: SchemaChange,
+) -> Result<Vec<Field>, TableError> {
+    super::schema_change::new_columns(output, table, policy)
+}
+
+/// `batch` with a null column for each nullable column of `schema` it
+/// lacks (last; writers place columns by name): an output that predates
+/// columns appended to the table (`--on-schema-change
+/// append-new-columns`), or rows of a data file written before them.
+pub(super) fn with_nulls_for(
+    batch: RecordBatch,
+    schema: &Schema,
+) -> Result<RecordBatch, TableError> {
+    let missing: Vec<&Field> = schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref())
+        .filter(|f| f.is_nullable() && batch.column_by_name(f.name()).is_none())
+        .collect();
+    if missing.is_empty() {
+        return Ok(batch);
     }
-    Ok(())
+    let mut fields = batch.schema().fields().to_vec();
+    let mut cols = batch.columns().to_vec();
+    for f in missing {
+        fields.push(Arc::new(f.clone()));
+        cols.push(arrow::array::new_null_array(
+            f.data_type(),
+            batch.num_rows(),
+        ));
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
+        .map_err(|e| TableError::Output(e.to_string()))
 }
 
 /// [`add_field`] for each of `columns`, in order: a partition's levels.

@@ -18,6 +18,7 @@ mod location;
 mod mode;
 mod readback;
 mod record;
+mod schema_change;
 mod wap;
 mod write_ahead;
 
@@ -33,6 +34,7 @@ pub use location::{shown_location, table_url, target_name};
 pub use mode::{KeyChecker, Mode, OWNER_COLUMN};
 pub use readback::InputFile;
 pub use record::{LogCommit, SliceCommit};
+pub use schema_change::SchemaChange;
 pub use wap::{Branched, NO_BRANCHES, Pending, Publish, check_branch_name, default_branch};
 pub use write_ahead::{DataWriter, WriterStopped, Written};
 
@@ -233,9 +235,10 @@ impl Table {
         &self,
         rt: &tokio::runtime::Runtime,
         mode: &Mode,
+        schema_change: SchemaChange,
     ) -> Result<DataWriter, TableError> {
         match self {
-            Table::Delta(t) => t.data_writer(rt, mode),
+            Table::Delta(t) => t.data_writer(rt, mode, schema_change),
             Table::Iceberg(_) => Err(TableError::Output(
                 "Iceberg output is staged, not written ahead".into(),
             )),

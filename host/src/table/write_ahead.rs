@@ -16,9 +16,10 @@ use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
 use object_store::ObjectStoreExt as _;
 use tokio::sync::mpsc::Receiver;
 
-use super::datafile::{add_fields, check_types, with_partition, writer_properties};
+use super::datafile::{add_fields, check_types, with_nulls_for, with_partition, writer_properties};
 use super::error::TableError;
 use super::mode::Mode;
+use super::schema_change::SchemaChange;
 
 /// Batches the writer task may be behind the transform.
 const DEPTH: usize = 4;
@@ -89,22 +90,10 @@ impl Drop for Written {
 impl DataWriter {
     /// Start writing into `delta` (which may not exist yet: the files are
     /// then written with the schema its creation will give it).
-    pub(super) fn start(
-        delta: DeltaTable,
-        mode: Mode,
-        file_bytes: u64,
-        rt: tokio::runtime::Handle,
-    ) -> Self {
+    pub(super) fn start(delta: DeltaTable, plan: Plan, rt: tokio::runtime::Handle) -> Self {
         let (tx, rx) = tokio::sync::mpsc::channel::<RecordBatch>(DEPTH);
         let keep = Arc::new(AtomicBool::new(false));
-        let task = rt.spawn(write_task(
-            rx,
-            delta,
-            mode,
-            file_bytes,
-            keep.clone(),
-            rt.clone(),
-        ));
+        let task = rt.spawn(write_task(rx, delta, plan, keep.clone(), rt.clone()));
         DataWriter {
             tx: Some(tx),
             task: Some(task),
@@ -168,8 +157,7 @@ impl Drop for DataWriter {
 async fn write_task(
     mut rx: Receiver<RecordBatch>,
     delta: DeltaTable,
-    mode: Mode,
-    file_bytes: u64,
+    plan: Plan,
     kept: Arc<AtomicBool>,
     rt: tokio::runtime::Handle,
 ) -> Result<Written, TableError> {
@@ -184,7 +172,7 @@ async fn write_task(
         if rx.is_closed() && aborted() {
             break;
         }
-        let step = write_batch(&mut writer, &mut adds, batch, &delta, &mode, file_bytes);
+        let step = write_batch(&mut writer, &mut adds, batch, &delta, &plan);
         if let Err(e) = step.await {
             failed = Some(e);
             break;
@@ -226,15 +214,20 @@ async fn write_batch(
     adds: &mut Vec<Add>,
     batch: RecordBatch,
     delta: &DeltaTable,
-    mode: &Mode,
-    file_bytes: u64,
+    plan: &Plan,
 ) -> Result<(), TableError> {
+    let (mode, file_bytes) = (&plan.mode, plan.file_bytes);
     if writer.is_none() {
-        *writer = Some(open(delta, &batch, mode, file_bytes)?);
+        *writer = Some(open(delta, &batch, plan)?);
     }
     let batch = with_partition(batch, mode)?;
     let Some(w) = writer.as_mut() else {
         return Ok(());
+    };
+    // An output that predates columns appended to the table: null there.
+    let batch = match plan.schema_change {
+        SchemaChange::AppendNewColumns => with_nulls_for(batch, &w.arrow_schema())?,
+        SchemaChange::Fail => batch,
     };
     // In slices, so that this task completes every file at
     // the target size itself: the writer's own roll point
@@ -258,9 +251,9 @@ async fn write_batch(
 fn open(
     delta: &DeltaTable,
     first: &RecordBatch,
-    mode: &Mode,
-    file_bytes: u64,
+    plan: &Plan,
 ) -> Result<RecordBatchWriter, TableError> {
+    let (mode, file_bytes) = (&plan.mode, plan.file_bytes);
     let output = &first.schema();
     let writer = if delta.version().is_some() {
         let snapshot = delta.snapshot().map_err(write_err)?;
@@ -269,8 +262,9 @@ fn open(
             .as_ref()
             .try_into_arrow()
             .map_err(write_err)?;
-        check_types(output, &table)?;
-        RecordBatchWriter::for_table(delta).map_err(classify_write)?
+        // The columns the commit will append are in the files already.
+        let added = check_types(output, &table, plan.schema_change)?;
+        super::delta::evolve::writer(delta, &added)?
     } else {
         let (schema, partitions) = match mode {
             Mode::OverwritePartition { partition } => {
@@ -282,7 +276,7 @@ fn open(
         // Types the table could not hold exactly are refused now, not
         // after the whole output was written.
         let table = table_schema(&schema)?;
-        check_types(output, &table)?;
+        check_types(output, &table, SchemaChange::Fail)?;
         RecordBatchWriter::try_new(delta.table_url().as_str(), table, Some(partitions), None)
             .map_err(write_err)?
     };
@@ -307,11 +301,19 @@ pub(super) fn classify_write(e: deltalake::DeltaTableError) -> TableError {
         || text.contains("null");
     if !storage && schema {
         TableError::Output(format!(
-            "the output does not fit the table's schema ({text}). A changed transform needs a new table, or a schema migration of this one"
+            "the output does not fit the table's schema ({text}). Output columns the table lacks, or table columns the output lacks, are let in by --on-schema-change append-new-columns; a changed type needs a new table"
         ))
     } else {
         write_err(text)
     }
+}
+
+/// What the writer writes for: the commit's mode, what the output's new
+/// columns do, and the size files are cut at.
+pub(super) struct Plan {
+    pub mode: Mode,
+    pub schema_change: SchemaChange,
+    pub file_bytes: u64,
 }
 
 /// Most rows the writer handles at once (see [`DataWriter::send`]).

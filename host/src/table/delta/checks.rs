@@ -3,7 +3,7 @@
 //! partitioning, and the output (and any files written ahead) still fit
 //! the table's schema.
 
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::{Field, Schema, SchemaRef};
 
 use super::{Delta, MODE_PROPERTY, delta_err};
 use crate::table::commit::CommitRequest;
@@ -33,23 +33,40 @@ impl Delta {
     }
 
     /// The existing table takes the run's mode, partitioning and output;
-    /// `files_schema`: the schema of files written ahead, if any.
+    /// `files_schema`: the schema of files written ahead, if any. The
+    /// columns the commit appends (`--on-schema-change`).
     pub(super) fn check_table(
         &self,
         req: &CommitRequest<'_>,
         files_schema: Option<&SchemaRef>,
-    ) -> Result<(), TableError> {
+    ) -> Result<Vec<Field>, TableError> {
         self.check_mode(req.mode)?;
-        if let Some(schema) = &req.schema {
-            check_types(schema.as_ref(), self.arrow_schema()?.as_ref())?;
+        let added = match &req.schema {
+            Some(schema) => check_types(
+                schema.as_ref(),
+                self.arrow_schema()?.as_ref(),
+                req.schema_change,
+            )?,
+            None => Vec::new(),
+        };
+        if !added.is_empty() && matches!(req.mode, Mode::Merge { .. }) {
+            return Err(TableError::Output(format!(
+                "--on-schema-change append-new-columns is not supported for Delta merge tables yet: the MERGE idem commits through (delta-rs 1.1) gives the table a new id when it adds columns, which readers such as Spark's streaming source take for another table. The output's new columns: {}. Add them with ALTER TABLE ... ADD COLUMNS (Spark), or write to a new table",
+                added
+                    .iter()
+                    .map(|f| format!("`{}`", f.name()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
         }
         // Files written while the run executed hold the schema the table
-        // had then (or would get when created): it must still be its
-        // schema (another writer may have created or changed the table).
+        // had then (or would get when created), with the columns this
+        // commit appends: it must still be so (another writer may have
+        // created or changed the table).
         if let Some(written_with) = files_schema {
-            self.check_written(written_with)?;
+            self.check_written(written_with, &added)?;
         }
-        Ok(())
+        Ok(added)
     }
 
     /// Data files written while the run executed (with the schema the
@@ -59,7 +76,7 @@ impl Delta {
     /// the table and not in the files, not the reverse. A table with column
     /// mapping names columns by physical name: files written without it
     /// would read as nulls.
-    fn check_written(&self, files: &Schema) -> Result<(), TableError> {
+    fn check_written(&self, files: &Schema, added: &[Field]) -> Result<(), TableError> {
         let snapshot = self
             .delta
             .snapshot()
@@ -74,7 +91,10 @@ impl Delta {
                 "the table uses column mapping (mode {m}), which idem does not write: use another table"
             )));
         }
-        let table = self.arrow_schema()?;
+        let table = match added {
+            [] => self.arrow_schema()?,
+            _ => super::evolve::evolved(&self.delta, added)?.1,
+        };
         // Partition values live in the log, not in the files (and a slice's
         // is never null): their nullability does not matter.
         let partitions = snapshot.metadata().partition_columns().to_vec();

@@ -5,10 +5,10 @@
 
 use std::collections::HashSet;
 
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Field, SchemaRef};
 use deltalake::DeltaTableError;
-use deltalake::kernel::Add;
 use deltalake::kernel::transaction::CommitProperties;
+use deltalake::kernel::{Add, Metadata};
 
 use super::{Delta, apps};
 use crate::fault::fails as fault_fails;
@@ -144,8 +144,8 @@ impl Delta {
             self.create(req).await?;
             return Ok(Attempt::Again);
         }
-        self.check_table(req, files_schema)?;
-        match self.commit_once(req, seq + 1, written).await {
+        let added = self.check_table(req, files_schema)?;
+        match self.commit_once(req, seq + 1, written, &added).await {
             Ok(version) => Ok(Attempt::Done(SliceOutcome::Committed { version, drift })),
             Err(TableError::Conflict(detail)) => Ok(Attempt::Raced(detail)),
             Err(e) => {
@@ -181,39 +181,45 @@ impl Delta {
     }
 
     /// Commit the slice's sequence number `seq`: a MERGE of its rows, or
-    /// its files replacing the ones it held.
+    /// its files replacing the ones it held (and the columns `added`
+    /// appended to the table).
     async fn commit_once(
         &mut self,
         req: &CommitRequest<'_>,
         seq: i64,
         written: &mut Option<Vec<Add>>,
+        added: &[Field],
     ) -> Result<u64, TableError> {
         match req.mode {
             Mode::Merge { keys } => {
-                let mut props = self.props(req, seq, None);
+                let mut props = self.props(req, seq, None, None);
                 for txn in self.new_seal().await? {
                     props = props.with_application_transaction(txn);
                 }
                 self.merge(req, keys, props).await
             }
-            _ => self.replace(req, seq, written).await,
+            _ => self.replace(req, seq, written, added).await,
         }
     }
 
     /// commitInfo metadata and app transactions of the slice's commit
     /// `seq`, made for the version after the loaded one, recording the
-    /// table's shape it saw (`idem.shape`: what memo and audit compare the
-    /// shape with later, without the history).
+    /// table's shape it leaves (`idem.shape`, and `idem.columns`, which
+    /// lets later appended columns through: what memo and audit compare
+    /// the shape with later, without the history). `meta`: the metadata
+    /// the commit sets, if any.
     pub(super) fn props(
         &self,
         req: &CommitRequest<'_>,
         seq: i64,
         nfiles: Option<usize>,
+        meta: Option<&Metadata>,
     ) -> CommitProperties {
         let at = self.delta.version().map_or(0, |v| v + 1);
         let mut keys = record::keys(req, seq, &self.attempt, nfiles);
-        if let Some(shape) = self.shape() {
+        if let Some((shape, columns)) = self.shape_after(meta) {
             keys.push(("idem.shape".into(), shape.into()));
+            keys.push(("idem.columns".into(), columns.into()));
         }
         let props = CommitProperties::default()
             .with_metadata(keys)
@@ -241,7 +247,7 @@ pub(in crate::table) fn classify(e: DeltaTableError) -> TableError {
         && (matches!(e, DeltaTableError::SchemaMismatch { .. }) || text.contains("chema"))
     {
         TableError::Output(format!(
-            "the output's schema does not fit the table's ({text}). A changed transform needs a new table, or a schema migration of this one"
+            "the output's schema does not fit the table's ({text}). Output columns the table lacks, or table columns the output lacks, are let in by --on-schema-change append-new-columns; a changed type needs a new table"
         ))
     } else {
         TableError::Delta {

@@ -11,11 +11,12 @@ use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
 
 use super::Delta;
 use crate::table::datafile::{
-    staged_batches, target_file_bytes, with_partition, writer_properties,
+    staged_batches, target_file_bytes, with_nulls_for, with_partition, writer_properties,
 };
 use crate::table::error::TableError;
 use crate::table::mode::Mode;
-use crate::table::write_ahead::{DataWriter, classify_write, write_err};
+use crate::table::schema_change::SchemaChange;
+use crate::table::write_ahead::{DataWriter, Plan, classify_write, write_err};
 
 /// Rows per batch when streaming the staged output into data files.
 const BATCH_ROWS: usize = 64 * 1024;
@@ -29,6 +30,7 @@ impl Delta {
         &self,
         rt: &tokio::runtime::Runtime,
         mode: &Mode,
+        schema_change: SchemaChange,
     ) -> Result<DataWriter, TableError> {
         if matches!(mode, Mode::Merge { .. }) {
             return Err(TableError::Output(
@@ -38,10 +40,14 @@ impl Delta {
         if self.delta.version().is_some() {
             self.check_mode(mode)?;
         }
+        let plan = Plan {
+            mode: mode.clone(),
+            schema_change,
+            file_bytes: target_file_bytes()?,
+        };
         Ok(DataWriter::start(
             self.delta.clone(),
-            mode.clone(),
-            target_file_bytes()?,
+            plan,
             rt.handle().clone(),
         ))
     }
@@ -54,6 +60,8 @@ pub(super) async fn write_staged(
     staged: &[std::path::PathBuf],
     mode: &Mode,
     target_file_bytes: u64,
+    schema_change: SchemaChange,
+    added: &[arrow::datatypes::Field],
 ) -> Result<Vec<Add>, TableError> {
     if staged.is_empty() {
         return Ok(Vec::new());
@@ -64,13 +72,17 @@ pub(super) async fn write_staged(
         let w = match writer.as_mut() {
             Some(w) => w,
             None => writer.insert(
-                RecordBatchWriter::for_table(delta)
-                    .map_err(write_err)?
+                super::evolve::writer(delta, added)?
                     .with_target_file_size(target_file_bytes)
                     .with_writer_properties(
                         crate::encoding::tune(writer_properties(), &batch).build(),
                     ),
             ),
+        };
+        // An output that predates columns appended to the table: null there.
+        let batch = match schema_change {
+            SchemaChange::AppendNewColumns => with_nulls_for(batch, &w.arrow_schema())?,
+            SchemaChange::Fail => batch,
         };
         w.write(batch).await.map_err(classify_write)?;
     }

@@ -27,6 +27,7 @@ mod cache;
 mod checks;
 pub(super) mod commit;
 mod create;
+pub(super) mod evolve;
 mod files;
 pub(super) mod genuine;
 mod handles;

@@ -5,13 +5,15 @@
 
 use std::collections::HashSet;
 
+use arrow::datatypes::Field;
+
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{Action, Add, Remove};
 use deltalake::protocol::{DeltaOperation, SaveMode};
 
 use super::commit::classify;
 use super::files::write_staged;
-use super::{Delta, apps, delta_err, genuine, ownership};
+use super::{Delta, apps, delta_err, evolve, genuine, ownership};
 use crate::fault::point as fault_point;
 use crate::slice::Partition;
 use crate::table::commit::{CommitRequest, Output, lost_response};
@@ -29,6 +31,7 @@ impl Delta {
         req: &CommitRequest<'_>,
         seq: i64,
         written: &mut Option<Vec<Add>>,
+        added: &[Field],
     ) -> Result<u64, TableError> {
         let files = self.data_files().await?;
         let (removed, operation) = match req.mode {
@@ -40,12 +43,21 @@ impl Delta {
             }
             _ => (append_removals(&files, req.slice)?, append()),
         };
-        let adds = self.output_files(req, written).await?;
+        let adds = self.output_files(req, written, added).await?;
+        // The appended columns, in the same commit as the rows that have them.
+        let meta = match added {
+            [] => None,
+            _ => Some(evolve::metadata_with(
+                &self.delta,
+                &evolve::evolved(&self.delta, added)?.0,
+            )?),
+        };
         // Data files are written, the log entry is not: a kill here must
         // leave the table as it was; two hosts here at once must race.
         fault_point("before-log-write");
-        let actions = actions(req.slice, seq, &adds, &removed);
-        let props = self.props(req, seq, Some(adds.len()));
+        let mut actions = actions(req.slice, seq, &adds, &removed);
+        let props = self.props(req, seq, Some(adds.len()), meta.as_ref());
+        actions.extend(meta.map(Action::Metadata));
         self.write_log(props, actions, operation).await
     }
 
@@ -143,6 +155,7 @@ impl Delta {
         &self,
         req: &CommitRequest<'_>,
         written: &mut Option<Vec<Add>>,
+        added: &[Field],
     ) -> Result<Vec<Add>, TableError> {
         if let Some(adds) = written {
             return Ok(adds.clone());
@@ -151,7 +164,15 @@ impl Delta {
             Output::Staged(paths) => paths.as_slice(),
             Output::Written(_) => &[],
         };
-        let adds = write_staged(&self.delta, staged, req.mode, target_file_bytes()?).await?;
+        let adds = write_staged(
+            &self.delta,
+            staged,
+            req.mode,
+            target_file_bytes()?,
+            req.schema_change,
+            added,
+        )
+        .await?;
         *written = Some(adds.clone());
         Ok(adds)
     }

@@ -15,10 +15,18 @@ use crate::table::record::LogCommit;
 /// readers see or what audit checks, not properties such as log
 /// retention).
 pub(super) fn of_metadata(meta: &Value) -> String {
-    let text = |v: Option<&Value>| v.map(Value::to_string).unwrap_or_default();
+    let shape = [text(meta.get("schemaString")), rest(meta)].join("\u{0}");
+    Digest::of_bytes(shape.as_bytes()).hex().to_string()
+}
+
+fn text(v: Option<&Value>) -> String {
+    v.map(Value::to_string).unwrap_or_default()
+}
+
+/// The shape but the schema: partitioning, column mapping and idem's mode.
+fn rest(meta: &Value) -> String {
     let config = meta.get("configuration");
-    let shape = [
-        text(meta.get("schemaString")),
+    [
         text(meta.get("partitionColumns")),
         text(config.and_then(|c| c.get("delta.columnMapping.mode"))),
         text(config.and_then(|c| c.get("delta.columnMapping.maxColumnId"))),
@@ -26,8 +34,58 @@ pub(super) fn of_metadata(meta: &Value) -> String {
         // not accounted for one by one).
         text(config.and_then(|c| c.get("idem.mode"))),
     ]
-    .join("\u{0}");
-    Digest::of_bytes(shape.as_bytes()).hex().to_string()
+    .join("\u{0}")
+}
+
+/// The schema's columns (the `fields` of its `schemaString`).
+fn fields(meta: &Value) -> Option<Vec<Value>> {
+    let schema: Value = serde_json::from_str(meta.get("schemaString")?.as_str()?).ok()?;
+    schema.get("fields")?.as_array().cloned()
+}
+
+/// The shape as a commit records it for columns appended later
+/// (`idem.columns`): `<n>:<digest>` of the first `n` columns (each in
+/// canonical JSON, so a writer's formatting does not matter) and the rest
+/// of the shape. `None` when the schema has fewer columns.
+fn columns_prefix(meta: &Value, n: usize) -> Option<String> {
+    let fields = fields(meta)?;
+    let mut bytes = Vec::new();
+    for f in fields.get(..n)? {
+        bytes.extend(serde_jcs::to_vec(f).ok()?);
+        bytes.push(0);
+    }
+    bytes.extend(rest(meta).as_bytes());
+    Some(format!("{n}:{}", Digest::of_bytes(&bytes).hex()))
+}
+
+/// [`columns_prefix`] of every column: what a commit records.
+pub(super) fn columns_of(meta: &Value) -> Option<String> {
+    columns_prefix(meta, fields(meta)?.len())
+}
+
+/// Whether the table's metadata `now` is the shape a commit `recorded`
+/// (`idem.columns`) with columns appended after it: the same columns
+/// first, then only nullable ones without metadata (no defaults, no
+/// mapping), the rest of the shape unchanged. The rows committed then
+/// read the same, and null in the new columns.
+pub(super) fn appended_to(recorded: &str, now: &Value) -> bool {
+    let Some(n) = recorded.split_once(':').and_then(|(n, _)| n.parse().ok()) else {
+        return false;
+    };
+    let Some(fields) = fields(now) else {
+        return false;
+    };
+    let plain = |f: &Value| {
+        f.get("metadata")
+            .is_none_or(|m| m.as_object().is_some_and(|o| o.is_empty()))
+    };
+    columns_prefix(now, n).as_deref() == Some(recorded)
+        && crate::table::schema_change::appended_only(
+            &fields[..n],
+            &fields,
+            |_, _| true,
+            |f| f.get("nullable") == Some(&Value::Bool(true)) && plain(f),
+        )
 }
 
 /// The first version after `since` whose `metaData` changed the shape the
@@ -119,5 +177,46 @@ mod tests {
         assert_eq!(changed_since(&h[3..], 1), None);
         assert!(drift(&renamed[1..], None).unwrap().contains("version 2"));
         assert_eq!(drift(&[commit(7, None)], None), None);
+    }
+
+    fn meta(fields: &str, parts: &str) -> serde_json::Value {
+        serde_json::json!({
+            "schemaString": format!(r#"{{"type":"struct","fields":[{fields}]}}"#),
+            "partitionColumns": serde_json::from_str::<Value>(parts).unwrap(),
+        })
+    }
+
+    #[test]
+    fn appended_nullable_columns_keep_the_recorded_shape_and_nothing_else_does() {
+        let id = r#"{"name":"id","type":"long","nullable":false,"metadata":{}}"#;
+        let coupon = r#"{"name":"coupon","type":"string","nullable":true,"metadata":{}}"#;
+        let then = meta(id, "[]");
+        let recorded = columns_of(&then).unwrap();
+        assert!(recorded.starts_with("1:"), "{recorded}");
+        assert!(appended_to(&recorded, &then));
+        // The same column written with other spacing and key order.
+        let respaced = meta(
+            r#"{ "type": "long", "name": "id", "metadata": {}, "nullable": false }"#,
+            "[]",
+        );
+        assert!(appended_to(&recorded, &respaced));
+        assert!(appended_to(
+            &recorded,
+            &meta(&format!("{id},{coupon}"), "[]")
+        ));
+        let required = r#"{"name":"coupon","type":"string","nullable":false,"metadata":{}}"#;
+        let defaulted = r#"{"name":"coupon","type":"string","nullable":true,"metadata":{"CURRENT_DEFAULT":"'x'"}}"#;
+        let retyped = r#"{"name":"id","type":"string","nullable":false,"metadata":{}}"#;
+        for now in [
+            meta(&format!("{id},{required}"), "[]"),
+            meta(&format!("{id},{defaulted}"), "[]"),
+            meta(&format!("{coupon},{id}"), "[]"),
+            meta(&format!("{retyped},{coupon}"), "[]"),
+            meta(&format!("{id},{coupon}"), r#"["coupon"]"#),
+            meta("", "[]"),
+        ] {
+            assert!(!appended_to(&recorded, &now), "{now}");
+        }
+        assert!(!appended_to("garbage", &then));
     }
 }

@@ -186,9 +186,27 @@ impl Delta {
 
     /// The table's shape now (see `shape::of_metadata`).
     pub(super) fn shape(&self) -> Option<String> {
+        Some(shape::of_metadata(&self.metadata_value()?))
+    }
+
+    /// The loaded version's `metaData`, as JSON.
+    fn metadata_value(&self) -> Option<serde_json::Value> {
         let snapshot = self.delta.snapshot().ok()?;
-        let meta = serde_json::to_value(snapshot.metadata()).ok()?;
-        Some(shape::of_metadata(&meta))
+        serde_json::to_value(snapshot.metadata()).ok()
+    }
+
+    /// The shape a commit leaves, and its columns (see
+    /// `shape::columns_of`): the loaded version's, or `meta`'s when the
+    /// commit sets it.
+    pub(super) fn shape_after(
+        &self,
+        meta: Option<&deltalake::kernel::Metadata>,
+    ) -> Option<(String, String)> {
+        let meta = match meta {
+            Some(m) => serde_json::to_value(m).ok()?,
+            None => self.metadata_value()?,
+        };
+        Some((shape::of_metadata(&meta), shape::columns_of(&meta)?))
     }
 
     /// Why the table's schema, partitioning or column mapping is no longer
@@ -196,16 +214,27 @@ impl Delta {
     /// slice's commit recorded (`idem.shape`) against the table's now. A
     /// commit that recorded none (an older idem), or one gone from the log,
     /// is judged by the log's history.
+    /// Columns appended since (`--on-schema-change append-new-columns`,
+    /// or another writer's ADD COLUMNS) are not a change: the slice's rows
+    /// read as they did, and null in the new columns.
     pub async fn shape_drift(&self, since: Option<u64>) -> Result<Option<String>, TableError> {
-        let recorded = match since {
-            Some(v) => self
-                .commit_at(v)
-                .await?
-                .and_then(|c| c.get_str("idem.shape").map(str::to_string)),
+        let commit = match since {
+            Some(v) => self.commit_at(v).await?,
             None => None,
         };
-        match (recorded, since, self.shape()) {
-            (Some(then), Some(v), Some(now)) => Ok((then != now).then(|| shape::changed(v))),
+        let recorded = |key: &str| {
+            commit
+                .as_ref()
+                .and_then(|c| c.get_str(key).map(str::to_string))
+        };
+        match (recorded("idem.shape"), since, self.shape()) {
+            (Some(then), _, Some(now)) if then == now => Ok(None),
+            (Some(_), Some(v), Some(_)) => {
+                let appended = recorded("idem.columns")
+                    .zip(self.metadata_value())
+                    .is_some_and(|(then, now)| shape::appended_to(&then, &now));
+                Ok((!appended).then(|| shape::changed(v)))
+            }
             _ => Ok(shape::drift(&self.idem_history().await?, since)),
         }
     }

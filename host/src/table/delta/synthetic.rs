@@ -65,7 +65,7 @@ impl Delta {
             };
             let digest = Digest::of_bytes(value.as_bytes());
             let actions = replace::actions(&value, 1, &[add], &[]);
-            let props = self.props(&sample(&value, &mode, &digest), 1, Some(1));
+            let props = self.props(&sample(&value, &mode, &digest), 1, Some(1), None);
             self.write_log(props, actions, replace::overwrite(&partition))
                 .await?;
         }
@@ -78,7 +78,7 @@ impl Delta {
         for i in 0..commits {
             let slice = format!("{prefix}-{i}");
             let digest = Digest::of_bytes(slice.as_bytes());
-            let props = self.props(&sample(&slice, &mode, &digest), 1, None);
+            let props = self.props(&sample(&slice, &mode, &digest), 1, None, None);
             self.write_log(props, Vec::new(), replace::append()).await?;
         }
         Ok(())
@@ -96,6 +96,7 @@ fn sample<'a>(slice: &'a str, mode: &'a Mode, digest: &'a Digest) -> CommitReque
         envelope_digest: None,
         output: Output::Staged(Vec::new()),
         schema: None,
+        schema_change: Default::default(),
         progress: None,
         branch: None,
     }

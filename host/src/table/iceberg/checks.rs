@@ -30,7 +30,11 @@ pub(super) fn check_table(req: &CommitRequest<'_>, m: &TableMetadata) -> Result<
     }
     check_partitioning(req.mode, m)?;
     if let Some(out) = &req.schema {
-        check_types(&plain_schema(out), arrow_schema_of(m)?.as_ref())?;
+        check_types(
+            &plain_schema(out),
+            arrow_schema_of(m)?.as_ref(),
+            req.schema_change,
+        )?;
     }
     Ok(())
 }

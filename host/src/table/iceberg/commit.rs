@@ -10,6 +10,7 @@ use iceberg::spec::{DataFile, TableMetadata};
 
 use super::Iceberg;
 use super::checks::check_table;
+use super::evolve::with_new_columns;
 use super::files::discard;
 use crate::fault::fails as fault_fails;
 use crate::table::commit::{
@@ -126,8 +127,10 @@ impl Iceberg {
         };
         // A new table is created by the commit of its first snapshot
         // (one catalog INSERT): a failed first run leaves no table.
+        // The output's new columns, when the run may append them, go in
+        // with the snapshot (files are written with their field ids).
         let (base, m) = match &self.current {
-            Some((path, m)) => (Some(path.clone()), m.clone()),
+            Some((path, m)) => (Some(path.clone()), with_new_columns(req, m.clone())?),
             None => (None, self.new_metadata(req).await?),
         };
         check_table(req, &m)?;

@@ -15,6 +15,7 @@ use crate::table::commit::CommitRequest;
 use crate::table::datafile::{staged_batches, target_file_bytes, with_partition};
 use crate::table::error::TableError;
 use crate::table::mode::Mode;
+use crate::table::schema_change::SchemaChange;
 
 /// Rows per batch when reading the staged output back.
 pub(super) const STAGED_BATCH_ROWS: usize = 8192;
@@ -74,6 +75,7 @@ impl Iceberg {
             spec_id: m.default_partition_spec_id(),
             partition,
             target: target_file_bytes()?,
+            fill: req.schema_change == SchemaChange::AppendNewColumns,
         })
     }
 

@@ -17,7 +17,7 @@ use iceberg::spec::{DataContentType, DataFile, TableMetadata};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::files::{STAGED_BATCH_ROWS, discard};
-use super::schema::conform;
+use super::schema::conform_older;
 use super::write::{FileSpec, Sink};
 use super::{Iceberg, ice_err};
 use crate::table::commit::CommitRequest;
@@ -261,7 +261,7 @@ fn output_keys(
 ) -> Result<HashSet<Vec<u8>>, TableError> {
     let mut out_keys: HashSet<Vec<u8>> = HashSet::new();
     for batch in staged_batches(staged, STAGED_BATCH_ROWS) {
-        let batch = conform(owned(batch?, slice)?, table)?;
+        let batch = conform_older(owned(batch?, slice)?, table)?;
         for row in keys.rows(&batch)?.iter() {
             out_keys.insert(row.as_ref().to_vec());
         }
@@ -298,7 +298,7 @@ fn rewrite(
         .and_then(|b| b.build())
         .map_err(|e| err(&e))?;
     for batch in reader {
-        let batch = conform(batch.map_err(|e| err(&e))?, table)?;
+        let batch = conform_older(batch.map_err(|e| err(&e))?, table)?;
         let (keep, _) = dropping.decide(&batch)?;
         let kept = arrow::compute::filter_record_batch(&batch, &keep)
             .map_err(|e| TableError::Output(e.to_string()))?;

@@ -47,6 +47,7 @@ mod catalog;
 mod checks;
 mod commit;
 mod create;
+mod evolve;
 mod files;
 mod history;
 mod inputs;

@@ -125,7 +125,7 @@ pub(super) fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBa
     for f in schema.fields() {
         let col = batch.column_by_name(f.name()).ok_or_else(|| {
             TableError::Output(format!(
-                "the output has no column `{}`, which the table has",
+                "the output has no column `{}`, which the table has: add it in the transform, or run with --on-schema-change append-new-columns to write it null (when the table's column is optional)",
                 f.name()
             ))
         })?;
@@ -138,6 +138,20 @@ pub(super) fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBa
         cols.push(col);
     }
     RecordBatch::try_new(schema.clone(), cols).map_err(|e| TableError::Output(e.to_string()))
+}
+
+/// A batch in the table's schema with the optional columns it lacks
+/// null: rows of a data file written before the table gained them (a
+/// merge rewriting it), or an output that predates them when the run
+/// lets columns differ (`--on-schema-change append-new-columns`).
+pub(super) fn conform_older(
+    batch: RecordBatch,
+    schema: &SchemaRef,
+) -> Result<RecordBatch, TableError> {
+    conform(
+        crate::table::datafile::with_nulls_for(batch, schema)?,
+        schema,
+    )
 }
 
 /// A batch read back from a data file, without the field-id metadata

@@ -183,7 +183,12 @@ impl Iceberg {
             Some(id) => id,
             None => m.snapshot_by_id(rec.snapshot)?.schema_id()?,
         };
-        (then != m.current_schema_id()).then(|| {
+        // Optional columns appended since leave the slice's rows as they
+        // were (null in the new columns).
+        let appended = m
+            .schema_by_id(then)
+            .is_some_and(|s| super::evolve::appended_to(s, m.current_schema()));
+        (then != m.current_schema_id() && !appended).then(|| {
             format!(
                 "the table's current schema (id {}) is not the one the slice's commit wrote (id {then}): another writer changed its columns, and readers no longer see the columns idem committed",
                 m.current_schema_id()

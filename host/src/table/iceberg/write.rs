@@ -17,7 +17,7 @@ use parquet::file::metadata::ParquetMetaData;
 use parquet::file::statistics::Statistics;
 
 use super::ice_err;
-use super::schema::conform;
+use super::schema::{conform, conform_older};
 use crate::table::error::TableError;
 
 /// Where and how a commit's data files are written.
@@ -41,6 +41,9 @@ pub(super) struct FileSpec {
     pub partition: Option<Vec<String>>,
     /// Cut files at this size.
     pub target: u64,
+    /// Columns the rows lack are written null (when optional): the run
+    /// lets the output's columns differ from the table's.
+    pub fill: bool,
 }
 
 /// Writes batches into data files; [`Sink::files`] are the files written
@@ -64,7 +67,10 @@ impl Sink {
 
     /// Add `batch` (any column order; cast to the table's types).
     pub fn push(&mut self, batch: RecordBatch) -> Result<(), TableError> {
-        let batch = conform(batch, &self.spec.schema)?;
+        let batch = match self.spec.fill {
+            true => conform_older(batch, &self.spec.schema)?,
+            false => conform(batch, &self.spec.schema)?,
+        };
         if batch.num_rows() == 0 {
             return Ok(());
         }
