@@ -1446,6 +1446,13 @@ fn new_columns_join_an_iceberg_table_in_the_slices_own_snapshot() {
         "{err}"
     );
     assert_eq!(version(&fx.read("clean")), 1, "nothing committed");
+    // A write-audit-publish branch cannot add them: the schema is the
+    // whole table's, main would show them before the audit.
+    let wap = [&append[..], &["--wap"]].concat();
+    let (code, _, err) = run(&fx, &clean, "2026-10-02", &over, &wap);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("branch cannot add them"), "{err}");
+    assert_eq!(version(&fx.read("clean")), 1, "nothing committed");
     for (name, module, extra) in [
         ("clean", &clean, &append[..]),
         ("events", &dedup, &merge_append[..]),

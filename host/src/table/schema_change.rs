@@ -69,7 +69,7 @@ pub(super) fn new_columns(
     let mut added = Vec::new();
     for f in output.fields() {
         let Ok(t) = table.field_with_name(f.name()) else {
-            added.push(f.as_ref().clone().with_nullable(true));
+            added.push(new_column(f, table)?);
             continue;
         };
         if family(f.data_type()) != family(t.data_type()) {
@@ -98,6 +98,32 @@ pub(super) fn new_columns(
     )))
 }
 
+/// The table column an output column the table lacks becomes: nullable,
+/// without the output's field metadata (which would read as a column
+/// default or mapping to a reader). Refused: a name the table has in
+/// another case (engines match names case-insensitively: two columns
+/// would be ambiguous), and a column of nulls without a type.
+fn new_column(f: &Field, table: &Schema) -> Result<Field, TableError> {
+    if let Some(t) = table
+        .fields()
+        .iter()
+        .find(|t| t.name().eq_ignore_ascii_case(f.name()))
+    {
+        return Err(TableError::Output(format!(
+            "the output's column `{}` differs from the table's `{}` only in case, which engines read as one name: rename it in the transform",
+            f.name(),
+            t.name()
+        )));
+    }
+    if f.data_type() == &DataType::Null {
+        return Err(TableError::Output(format!(
+            "the output's new column `{}` has no type (Null): cast it to the type it will hold in the transform, so the table's column gets that type",
+            f.name()
+        )));
+    }
+    Ok(Field::new(f.name(), f.data_type().clone(), true))
+}
+
 /// Whether `now` is `then` with columns appended: `then`'s columns first,
 /// the same (`same`), and every later one nullable (`nullable`). What the
 /// slices committed under `then` still hold exactly.
@@ -113,7 +139,7 @@ pub(crate) fn appended_only<T>(
 }
 
 /// Types that hold the same values.
-fn family(t: &DataType) -> DataType {
+pub(crate) fn family(t: &DataType) -> DataType {
     match t {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8,
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView => DataType::Binary,
@@ -162,6 +188,17 @@ mod tests {
         assert_eq!(added.len(), 1);
         assert_eq!(added[0].name(), "coupon");
         assert!(added[0].is_nullable());
+        // Another case of a table column, or an untyped one: refused.
+        for (name, t, why) in [
+            ("NAME", DataType::Utf8, "only in case"),
+            ("empty", DataType::Null, "has no type"),
+        ] {
+            let out = schema(&[("id", DataType::Int64), (name, t)]);
+            let e = new_columns(&out, &table, SchemaChange::AppendNewColumns)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{e}");
+        }
         // Nothing new: nothing to add, whatever the policy.
         assert!(
             new_columns(&table, &table, SchemaChange::Fail)

@@ -29,6 +29,18 @@ pub(super) fn check_table(req: &CommitRequest<'_>, m: &TableMetadata) -> Result<
         )));
     }
     check_partitioning(req.mode, m)?;
+    // The owner column is idem's: an output carrying one would claim rows
+    // for any slice.
+    if matches!(req.mode, Mode::Merge { .. })
+        && req
+            .schema
+            .as_ref()
+            .is_some_and(|s| s.field_with_name(OWNER_COLUMN).is_ok())
+    {
+        return Err(TableError::Output(format!(
+            "the output has a column named `{OWNER_COLUMN}`, which idem keeps for itself in merge tables (the slice owning each row): rename it"
+        )));
+    }
     if let Some(out) = &req.schema {
         check_types(
             &plain_schema(out),

@@ -130,7 +130,10 @@ impl Iceberg {
         // The output's new columns, when the run may append them, go in
         // with the snapshot (files are written with their field ids).
         let (base, m) = match &self.current {
-            Some((path, m)) => (Some(path.clone()), with_new_columns(req, m.clone())?),
+            Some((path, m)) => {
+                check_table(req, m)?;
+                (Some(path.clone()), with_new_columns(req, m.clone())?)
+            }
             None => (None, self.new_metadata(req).await?),
         };
         check_table(req, &m)?;

@@ -34,6 +34,18 @@ pub(super) fn with_new_columns(
     if added.is_empty() {
         return Ok(m);
     }
+    // The current schema is the whole table's: a branch write changing it
+    // would show the columns on `main` before the audit passed.
+    if req.branch.is_some() {
+        return Err(TableError::Output(format!(
+            "the output has new columns ({}), and a write-audit-publish branch cannot add them: the table's schema is shared by every branch, so main would show them before the audit passed. Run once without --wap to add them, or write to a new table",
+            added
+                .iter()
+                .map(|f| format!("`{}`", f.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
     let current = m.current_schema().clone();
     let mut fields = current.as_struct().fields().to_vec();
     let mut id = m.last_column_id();

@@ -17,7 +17,7 @@ use iceberg::spec::{DataContentType, DataFile, TableMetadata};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::files::{STAGED_BATCH_ROWS, discard};
-use super::schema::conform_older;
+use super::schema::{conform_by_id, conform_older};
 use super::write::{FileSpec, Sink};
 use super::{Iceberg, ice_err};
 use crate::table::commit::CommitRequest;
@@ -298,7 +298,7 @@ fn rewrite(
         .and_then(|b| b.build())
         .map_err(|e| err(&e))?;
     for batch in reader {
-        let batch = conform_older(batch.map_err(|e| err(&e))?, table)?;
+        let batch = conform_by_id(batch.map_err(|e| err(&e))?, table)?;
         let (keep, _) = dropping.decide(&batch)?;
         let kept = arrow::compute::filter_record_batch(&batch, &keep)
             .map_err(|e| TableError::Output(e.to_string()))?;

@@ -154,6 +154,48 @@ pub(super) fn conform_older(
     )
 }
 
+/// Rows of one of the table's data files in its schema now, each column
+/// found by its Iceberg field id, as Iceberg readers find it (a renamed
+/// column keeps its id; a dropped and re-added one has a new id, so the
+/// old values do not come back); optional columns the file lacks are
+/// null. A file without field ids (a migrated table's) is matched by name.
+pub(super) fn conform_by_id(
+    batch: RecordBatch,
+    schema: &SchemaRef,
+) -> Result<RecordBatch, TableError> {
+    let id = |f: &Field| {
+        f.metadata()
+            .get(parquet::arrow::PARQUET_FIELD_ID_META_KEY)
+            .cloned()
+    };
+    let file = batch.schema();
+    if file.fields().iter().all(|f| id(f).is_none()) {
+        return conform_older(batch, schema);
+    }
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut cols: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    for f in schema.fields() {
+        let at = id(f).and_then(|i| file.fields().iter().position(|g| id(g) == Some(i.clone())));
+        let col = match at {
+            Some(k) => batch.column(k).clone(),
+            None if f.is_nullable() => {
+                arrow::array::new_null_array(f.data_type(), batch.num_rows())
+            }
+            None => {
+                return Err(TableError::Output(format!(
+                    "a data file of the table has no column with the field id of `{}`, which is required",
+                    f.name()
+                )));
+            }
+        };
+        fields.push(Field::new(f.name(), col.data_type().clone(), true));
+        cols.push(col);
+    }
+    let renamed = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
+        .map_err(|e| TableError::Output(e.to_string()))?;
+    conform(renamed, schema)
+}
+
 /// A batch read back from a data file, without the field-id metadata
 /// (the output never had it).
 pub(super) fn strip_field_ids(batch: RecordBatch) -> RecordBatch {
