@@ -875,3 +875,100 @@ fn a_merge_that_would_add_columns_to_a_delta_table_is_refused_by_name() {
     );
     assert_eq!(read_table(&table, None).version, 1);
 }
+
+#[test]
+fn a_slice_an_older_idem_committed_stays_current_after_columns_are_appended() {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 1_000);
+    let module = common::guest("examples/clean_orders");
+    let table = fx.table("clean");
+    ok(run(&fx, &module, "2026-10-01", &table, &[]));
+    // An idem before column lists recorded the shape alone.
+    let first = table.join("_delta_log/00000000000000000001.json");
+    let lines: Vec<String> = std::fs::read_to_string(&first)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut a: serde_json::Value = serde_json::from_str(l).unwrap();
+            if let Some(c) = a.get_mut("commitInfo").and_then(|c| c.as_object_mut()) {
+                assert!(c.remove("idem.columns").is_some(), "{l}");
+            }
+            a.to_string()
+        })
+        .collect();
+    std::fs::write(&first, lines.join("\n") + "\n").unwrap();
+    common::change_input_columns(&fx.data(), "2026-10-02", false);
+    let append = ["--on-schema-change", "append-new-columns"];
+    ok(run(&fx, &module, "2026-10-02", &table, &append));
+    // The table at the slice's version gives its columns: still current.
+    let out = ok(run(&fx, &module, "2026-10-01", &table, &[]));
+    assert!(field(&out, "result:").contains("memo"), "{out}");
+    let (code, out, err) = common::idem(&["audit", &s(&table)]);
+    assert_eq!(code, 0, "{out}\n{err}");
+}
+
+/// Run `code` with the tests' Python (PyPI deltalake + pyarrow), `args`
+/// as its `sys.argv[1:]`; its stdout.
+fn python(code: &str, args: &[&str]) -> String {
+    let out = Command::new(common::python())
+        .arg("-c")
+        .arg(code)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_table_that_declares_its_date_partition_a_date_gets_dates() {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 800);
+    let module = common::guest("examples/clean_orders");
+    let table = fx.table("typed");
+    // As Spark's CREATE TABLE ... (..., date DATE) PARTITIONED BY (date).
+    python(
+        r#"
+import sys, pyarrow as pa
+from deltalake import DeltaTable
+schema = pa.schema([
+    pa.field("event_id", pa.string(), False), pa.field("order_id", pa.int64(), False),
+    pa.field("customer", pa.string(), False), pa.field("amount", pa.float64(), True),
+    pa.field("quantity", pa.int64(), False), pa.field("status", pa.string(), False),
+    pa.field("total", pa.float64(), True), pa.field("date", pa.date32(), True),
+])
+DeltaTable.create(sys.argv[1], schema=schema, partition_by=["date"])
+"#,
+        &[&s(&table)],
+    );
+    for day in ["2026-10-01", "2026-10-02"] {
+        let out = ok(run(&fx, &module, day, &table, &[]));
+        assert!(field(&out, "result:").starts_with("committed"), "{out}");
+    }
+    let read = python(
+        r#"
+import sys, json
+from deltalake import DeltaTable
+t = DeltaTable(sys.argv[1]).to_pyarrow_table()
+dates = sorted({d.isoformat() for d in t.column("date").to_pylist()})
+print(json.dumps({"type": str(t.schema.field("date").type), "dates": dates, "rows": t.num_rows}))
+"#,
+        &[&s(&table)],
+    );
+    let read: serde_json::Value = serde_json::from_str(&read).unwrap();
+    assert_eq!(read["type"], "date32[day]", "{read}");
+    assert_eq!(
+        read["dates"],
+        serde_json::json!(["2026-10-01", "2026-10-02"])
+    );
+    assert!(read["rows"].as_u64().unwrap() > 0);
+    // The slices own their partitions as text-partitioned ones do.
+    let out = ok(run(&fx, &module, "2026-10-01", &table, &[]));
+    assert!(field(&out, "result:").contains("memo"), "{out}");
+    let out = ok(run(&fx, &module, "2026-10-01", &table, &["--force"]));
+    assert!(field(&out, "result:").starts_with("unchanged"), "{out}");
+    let (code, out, err) = common::idem(&["audit", &s(&table)]);
+    assert_eq!(code, 0, "{out}\n{err}");
+}

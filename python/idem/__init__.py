@@ -149,6 +149,7 @@ def _publish(
     schema: Union[None, str, Sequence[Mapping[str, str]]] = None,
     max_rejects: int = 0,
     wap: Union[bool, str] = False,
+    on_schema_change: str = "fail",
 ) -> dict:
     if audit_params is not None and audit_module is None:
         raise InputError("audit_params needs audit_module (the audit transform they are for)")
@@ -176,7 +177,17 @@ def _publish(
         "audit_params": _params(audit_params, "audit_params"),
         "schema": _schema(schema),
         "max_rejects": _count(max_rejects, "max_rejects"),
+        "on_schema_change": _policy(on_schema_change),
     }
+
+
+def _policy(policy: Any) -> str:
+    """``on_schema_change``: ``"fail"`` or ``"append-new-columns"``."""
+    if policy in ("fail", "append-new-columns"):
+        return policy
+    raise InputError(
+        f"on_schema_change must be 'fail' or 'append-new-columns', not {policy!r}"
+    )
 
 
 def _schema(schema: Any) -> Optional[str]:
@@ -275,6 +286,7 @@ def run(
     schema: Union[None, str, Sequence[Mapping[str, str]]] = None,
     max_rejects: int = 0,
     wap: Union[bool, str] = False,
+    on_schema_change: str = "fail",
     force: bool = False,
     origin: Optional[str] = None,
     sign_key: Optional[PathLike] = None,
@@ -321,6 +333,10 @@ def run(
     skipped and counted (the manifest's ``rejectedRows``) before one fails
     the run.
 
+    ``on_schema_change="append-new-columns"`` lets output columns the
+    table lacks in: appended to it, nullable, in the same commit
+    (``--on-schema-change``; the default ``"fail"`` refuses them).
+
     ``wap=True`` (or a branch name) on an Iceberg table writes the output
     to a branch (``wap/<slice id>``), audits the branch's rows with
     ``expect`` and ``audit_module``, and fast-forwards ``main`` to it only
@@ -335,7 +351,7 @@ def run(
     publish = _publish(
         mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params, sign_key,
         lineage, lineage_namespace, _lineage_parent, schema=schema, max_rejects=max_rejects,
-        wap=wap,
+        wap=wap, on_schema_change=on_schema_change,
     )
     return _idem.run(_run_args(module, table, slice_args, publish, force, origin), limits)
 
@@ -374,6 +390,7 @@ def explain(
     expect: Optional[Sequence[str]] = None,
     audit_module: Optional[PathLike] = None,
     audit_params: Params = None,
+    on_schema_change: str = "fail",
     limits: Optional[Limits] = None,
 ) -> Explanation:
     """Why a run would (not) execute (``idem explain``): the run that
@@ -392,7 +409,10 @@ def explain(
         raise InputError("give the planned run's module and table (and its slice), or runs=(a, b)")
     pin = (table_version, delta_version, iceberg_snapshot, table_slice, delta_slice)
     slice_args = _slice(input, partition, files, slice_id, pin, next, max_objects, max_bytes)
-    publish = _publish(mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params)
+    publish = _publish(
+        mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params,
+        on_schema_change=on_schema_change,
+    )
     return _idem.explain(_run_args(module, table, slice_args, publish, False), limits)
 
 
@@ -419,6 +439,7 @@ def backfill(
     schema: Union[None, str, Sequence[Mapping[str, str]]] = None,
     max_rejects: int = 0,
     wap: Union[bool, str] = False,
+    on_schema_change: str = "fail",
     force: bool = False,
     sign_key: Optional[PathLike] = None,
     lineage: Optional[str] = None,
@@ -443,6 +464,7 @@ def backfill(
     publish = _publish(
         mode, key, params, None, batch_rows, expect, audit_module, audit_params, sign_key,
         lineage, lineage_namespace, schema=schema, max_rejects=max_rejects, wap=wap,
+        on_schema_change=on_schema_change,
     )
     args = {
         "module": _text(module, "module"),

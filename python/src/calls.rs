@@ -12,11 +12,11 @@ use idem::expect::Expectation;
 use idem::lineage::{Lineage, Parent};
 use idem::run::{NamedSlice, Run, RunError, SliceSpec};
 use idem::slice::TextOptions;
-use idem::table::Mode;
+use idem::table::{Mode, SchemaChange};
 use pyo3::prelude::*;
 
 /// The output's expectations and how text inputs are read, checked once.
-type Checks = (Vec<Expectation>, TextOptions);
+type Checks = (Vec<Expectation>, TextOptions, SchemaChange);
 
 use crate::errors::run_error;
 use crate::limits::{self, Limits};
@@ -70,6 +70,8 @@ pub struct Publish {
     /// `--wap-branch`).
     wap: bool,
     wap_branch: Option<String>,
+    /// What output columns the table lacks do (`--on-schema-change`).
+    on_schema_change: String,
 }
 
 impl RunArgs {
@@ -101,7 +103,11 @@ impl RunArgs {
             .sign_with(self.publish.signer()?);
         let (lineage, parent) = self.publish.lineage(None)?;
         let run = run.lineage(lineage, parent);
-        let checks = (self.publish.expectations()?, self.publish.text()?);
+        let checks = (
+            self.publish.expectations()?,
+            self.publish.text()?,
+            self.publish.schema_change()?,
+        );
         Ok(self.publish.apply(run, mode.as_ref(), &checks))
     }
 }
@@ -158,12 +164,20 @@ impl Publish {
         })
     }
 
+    /// `on_schema_change`, checked.
+    fn schema_change(&self) -> PyResult<SchemaChange> {
+        self.on_schema_change
+            .parse()
+            .map_err(|e: String| run_error(RunError::Usage(format!("on_schema_change: {e}"))))
+    }
+
     /// `run` with this mode, params, date, batch size, checks and text
     /// inputs' reading.
     fn apply(&self, run: Run, mode: Option<&Mode>, checks: &Checks) -> Run {
-        let (expectations, text) = checks;
+        let (expectations, text, schema_change) = checks;
         let mut run = run
             .params(self.params.clone())
+            .on_schema_change(*schema_change)
             .batch_rows(self.batch_rows)
             .expect(expectations.to_vec())
             .text(text.clone())
@@ -343,7 +357,11 @@ impl BackfillArgs {
         let partitions = ids.iter().cloned().zip(partitions).collect();
         let mode = idem::run::parse_mode(self.publish.mode.as_deref(), &self.publish.key, None)
             .map_err(run_error)?;
-        let checks = (self.publish.expectations()?, self.publish.text()?);
+        let checks = (
+            self.publish.expectations()?,
+            self.publish.text()?,
+            self.publish.schema_change()?,
+        );
         Ok(Shared {
             ids,
             partitions,

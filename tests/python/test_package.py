@@ -362,6 +362,22 @@ def test_text_inputs_take_a_schema_and_count_rejects_as_the_cli_does(tmp_path):
         idem.run(MODULE, str(tmp_path / "t"), input=root, partition=DAY, schema=5)
 
 
+def test_on_schema_change_is_the_cli_flag(tmp_path):
+    table = str(tmp_path / "t")
+    r = idem.run(
+        MODULE, table, input=DATA, partition=DAY, batch_rows=1000, on_schema_change="append-new-columns"
+    )
+    assert r.outcome == "committed"
+    assert '"onSchemaChange":"append-new-columns"' in pathlib.Path(urlparse(r.manifest).path).read_text()
+    # The CLI with the flag plans the same run (a memo hit); without it, another run key.
+    code, out, err = cli_run(table, "--on-schema-change", "append-new-columns")
+    assert code == 0 and out["runKey"] == r.run_key and out["outcome"]["kind"] == "memo", (out, err)
+    code, out, err = cli_run(table)
+    assert code == 0 and out["runKey"] != r.run_key, (out, err)
+    with pytest.raises(idem.InputError, match="on_schema_change must be 'fail' or 'append-new-columns'"):
+        idem.run(MODULE, table, input=DATA, partition=DAY, on_schema_change="append")
+
+
 def test_limits_are_the_sandbox_limits(tmp_path):
     with pytest.raises(idem.GuestError) as e:
         idem.run(MODULE, tmp_path / "t", input=DATA, partition=DAY, limits=idem.Limits(max_memory_mb=1))

@@ -53,6 +53,80 @@ pub(super) fn with_partition(batch: RecordBatch, mode: &Mode) -> Result<RecordBa
         })
 }
 
+/// `batch` (after [`with_partition`]) with the slice's partition columns
+/// in the types the table declares them with (a table another writer
+/// created with `date DATE`, say), cast from the slice's text. A value
+/// that would not read back as the same text is refused: Delta keeps
+/// partition values as text in its log, and idem finds a slice's
+/// partition by that text (`hour=07` in an integer column is `7`).
+pub(super) fn typed_partition(
+    batch: RecordBatch,
+    mode: &Mode,
+    table: &Schema,
+) -> Result<RecordBatch, TableError> {
+    let Mode::OverwritePartition { partition } = mode else {
+        return Ok(batch);
+    };
+    let mut fields = batch.schema().fields().to_vec();
+    let mut cols = batch.columns().to_vec();
+    for (column, value) in partition.levels() {
+        let (Ok(t), Some(i)) = (
+            table.field_with_name(column),
+            fields.iter().position(|f| f.name() == column),
+        ) else {
+            continue;
+        };
+        if matches!(
+            t.data_type(),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        ) {
+            continue;
+        }
+        let refused = |why: String| {
+            TableError::Partitioning(format!(
+                "the table's partition column `{column}` is {}, and the slice's value `{}` {why}: name the partition as the table stores it, or use a table partitioned on a string column",
+                t.data_type(),
+                crate::text::clip_str(value, 64)
+            ))
+        };
+        let strict = arrow::compute::CastOptions {
+            safe: false,
+            ..Default::default()
+        };
+        let one = StringArray::from(vec![value.as_str()]);
+        let typed = arrow::compute::cast_with_options(&one, t.data_type(), &strict)
+            .map_err(|e| refused(format!("is not one ({e})")))?;
+        let back = cast(&typed, &DataType::Utf8).map_err(|e| refused(e.to_string()))?;
+        let back = back.as_any().downcast_ref::<StringArray>();
+        if back.is_none_or(|b| b.is_null(0) || b.value(0) != value) {
+            return Err(refused("would be stored as other text".into()));
+        }
+        cols[i] = arrow::compute::cast_with_options(&cols[i], t.data_type(), &strict)
+            .map_err(|e| refused(e.to_string()))?;
+        fields[i] = Arc::new(Field::new(column, t.data_type().clone(), false));
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
+        .map_err(|e| TableError::Output(e.to_string()))
+}
+
+/// The output's columns but the slice's partition columns (which
+/// [`with_partition`] checks on its own: text holding the slice's value,
+/// in whatever type the table declares them).
+pub(super) fn data_columns(output: &Schema, mode: &Mode) -> Schema {
+    let Mode::OverwritePartition { partition } = mode else {
+        return output.clone();
+    };
+    let columns = partition.columns();
+    Schema::new(
+        output
+            .fields()
+            .iter()
+            .filter(|f| !columns.contains(f.name()))
+            .cloned()
+            .collect::<Vec<_>>(),
+    )
+}
+
 /// [`with_partition`] for one level `column = value` of `partition`.
 fn with_level(
     batch: RecordBatch,

@@ -16,7 +16,10 @@ use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
 use object_store::ObjectStoreExt as _;
 use tokio::sync::mpsc::Receiver;
 
-use super::datafile::{add_fields, check_types, with_nulls_for, with_partition, writer_properties};
+use super::datafile::{
+    add_fields, check_types, data_columns, typed_partition, with_nulls_for, with_partition,
+    writer_properties,
+};
 use super::error::TableError;
 use super::mode::Mode;
 use super::schema_change::SchemaChange;
@@ -224,6 +227,7 @@ async fn write_batch(
     let Some(w) = writer.as_mut() else {
         return Ok(());
     };
+    let batch = typed_partition(batch, mode, &w.arrow_schema())?;
     // An output that predates columns appended to the table: null there.
     let batch = match plan.schema_change {
         SchemaChange::AppendNewColumns => with_nulls_for(batch, &w.arrow_schema())?,
@@ -263,7 +267,7 @@ fn open(
             .try_into_arrow()
             .map_err(write_err)?;
         // The columns the commit will append are in the files already.
-        let added = check_types(output, &table, plan.schema_change)?;
+        let added = check_types(&data_columns(output, mode), &table, plan.schema_change)?;
         super::delta::evolve::writer(delta, &added)?
     } else {
         let (schema, partitions) = match mode {

@@ -7,7 +7,7 @@ use arrow::datatypes::{Field, Schema, SchemaRef};
 
 use super::{Delta, MODE_PROPERTY, delta_err};
 use crate::table::commit::CommitRequest;
-use crate::table::datafile::check_types;
+use crate::table::datafile::{check_types, data_columns};
 use crate::table::error::TableError;
 use crate::table::mode::Mode;
 
@@ -43,7 +43,7 @@ impl Delta {
         self.check_mode(req.mode)?;
         let added = match &req.schema {
             Some(schema) => check_types(
-                schema.as_ref(),
+                &data_columns(schema, req.mode),
                 self.arrow_schema()?.as_ref(),
                 req.schema_change,
             )?,
@@ -81,12 +81,7 @@ impl Delta {
             .delta
             .snapshot()
             .map_err(delta_err("reading the snapshot"))?;
-        if let Some(m) = snapshot
-            .metadata()
-            .configuration()
-            .get("delta.columnMapping.mode")
-            && m != "none"
-        {
+        if let Some(m) = super::evolve::mapping(snapshot.metadata()) {
             return Err(TableError::Output(format!(
                 "the table uses column mapping (mode {m}), which idem does not write: use another table"
             )));

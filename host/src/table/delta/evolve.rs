@@ -31,12 +31,7 @@ pub(in crate::table) fn evolved(
     let snapshot = delta.snapshot().map_err(err("reading the snapshot"))?;
     // Data files written for a mapped table name columns by physical
     // name; a new column would need one, and the mapping's next id.
-    if let Some(m) = snapshot
-        .metadata()
-        .configuration()
-        .get("delta.columnMapping.mode")
-        && m != "none"
-    {
+    if let Some(m) = mapping(snapshot.metadata()) {
         return Err(TableError::Output(format!(
             "the table uses column mapping (mode {m}): idem does not add columns to it; add them with Spark's ALTER TABLE ... ADD COLUMNS"
         )));
@@ -56,6 +51,14 @@ pub(in crate::table) fn evolved(
         .try_into_arrow()
         .map_err(|e| TableError::Output(e.to_string()))?;
     Ok((kernel, Arc::new(arrow)))
+}
+
+/// The table's column-mapping mode, when it maps columns (files then
+/// name them by physical name, which idem does not write).
+pub(super) fn mapping(meta: &Metadata) -> Option<&String> {
+    meta.configuration()
+        .get("delta.columnMapping.mode")
+        .filter(|m| *m != "none")
 }
 
 /// Each new column must be stored as the output has it: Delta converts

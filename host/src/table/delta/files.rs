@@ -11,7 +11,8 @@ use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
 
 use super::Delta;
 use crate::table::datafile::{
-    staged_batches, target_file_bytes, with_nulls_for, with_partition, writer_properties,
+    staged_batches, target_file_bytes, typed_partition, with_nulls_for, with_partition,
+    writer_properties,
 };
 use crate::table::error::TableError;
 use crate::table::mode::Mode;
@@ -79,6 +80,7 @@ pub(super) async fn write_staged(
                     ),
             ),
         };
+        let batch = typed_partition(batch, mode, &w.arrow_schema())?;
         // An output that predates columns appended to the table: null there.
         let batch = match schema_change {
             SchemaChange::AppendNewColumns => with_nulls_for(batch, &w.arrow_schema())?,

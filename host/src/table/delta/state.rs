@@ -229,14 +229,33 @@ impl Delta {
         };
         match (recorded("idem.shape"), since, self.shape()) {
             (Some(then), _, Some(now)) if then == now => Ok(None),
-            (Some(_), Some(v), Some(_)) => {
-                let appended = recorded("idem.columns")
+            (Some(then), Some(v), Some(_)) => {
+                let columns = match recorded("idem.columns") {
+                    Some(c) => Some(c),
+                    // An idem before column lists recorded the shape only.
+                    None => self.columns_at(v, &then).await,
+                };
+                let appended = columns
                     .zip(self.metadata_value())
                     .is_some_and(|(then, now)| shape::appended_to(&then, &now));
                 Ok((!appended).then(|| shape::changed(v)))
             }
             _ => Ok(shape::drift(&self.idem_history().await?, since)),
         }
+    }
+
+    /// The column list (`shape::columns_of`) of the table at version `v`
+    /// when its shape there is `shape`, what the commit of an idem before
+    /// column lists recorded; `None` when that version cannot be loaded
+    /// (its log cleaned up) or had another shape (then the change is
+    /// judged as a whole).
+    async fn columns_at(&self, v: u64, shape: &str) -> Option<String> {
+        let mut then = self.delta.clone();
+        then.load_version(v).await.ok()?;
+        let meta = serde_json::to_value(then.snapshot().ok()?.metadata()).ok()?;
+        (shape::of_metadata(&meta) == shape)
+            .then(|| shape::columns_of(&meta))
+            .flatten()
     }
 
     /// Whether `digest` is the slice's current committed output.
