@@ -147,8 +147,8 @@ pub(crate) fn family(t: &DataType) -> DataType {
     }
 }
 
-/// Column names, for messages.
-fn names<'a>(fields: impl IntoIterator<Item = &'a Field>) -> String {
+/// Column names, for messages: `` `a`, `b` ``.
+pub(crate) fn names<'a>(fields: impl IntoIterator<Item = &'a Field>) -> String {
     fields
         .into_iter()
         .map(|f| format!("`{}`", f.name()))

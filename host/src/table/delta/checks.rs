@@ -52,11 +52,7 @@ impl Delta {
         if !added.is_empty() && matches!(req.mode, Mode::Merge { .. }) {
             return Err(TableError::Output(format!(
                 "--on-schema-change append-new-columns is not supported for Delta merge tables yet: the MERGE idem commits through (delta-rs 1.1) gives the table a new id when it adds columns, which readers such as Spark's streaming source take for another table. The output's new columns: {}. Add them with ALTER TABLE ... ADD COLUMNS (Spark), or write to a new table",
-                added
-                    .iter()
-                    .map(|f| format!("`{}`", f.name()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                crate::table::schema_change::names(&added)
             )));
         }
         // Files written while the run executed hold the schema the table

@@ -39,11 +39,7 @@ pub(super) fn with_new_columns(
     if req.branch.is_some() {
         return Err(TableError::Output(format!(
             "the output has new columns ({}), and a write-audit-publish branch cannot add them: the table's schema is shared by every branch, so main would show them before the audit passed. Run once without --wap to add them, or write to a new table",
-            added
-                .iter()
-                .map(|f| format!("`{}`", f.name()))
-                .collect::<Vec<_>>()
-                .join(", ")
+            crate::table::schema_change::names(&added)
         )));
     }
     let current = m.current_schema().clone();
