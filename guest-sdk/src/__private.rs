@@ -13,6 +13,20 @@ mod wasm {
 
     static PANIC_HOOK: Once = Once::new();
 
+    std::thread_local! {
+        /// Side inputs as they arrive, before `open` takes them.
+        static SIDES: RefCell<crate::SideInputs> = RefCell::new(crate::SideInputs::default());
+    }
+
+    /// One batch of a side input (every one comes before `open`).
+    pub fn side_input(name: String, batch: Vec<u8>) -> Result<(), String> {
+        install_panic_hook();
+        let batch = ipc::decode_trusted(batch)
+            .map_err(|e| format!("side input `{}`: {e}", crate::error::show_name(&name)))?
+            .ok_or_else(|| format!("side input `{}`: a stream without a batch", crate::error::show_name(&name)))?;
+        SIDES.with(|s| s.borrow_mut().push(&name, batch)).map_err(err)
+    }
+
     /// With panic=abort a panic is a bare `unreachable` trap; send the
     /// message to the host first so it can show it next to the trap.
     pub fn install_panic_hook() {
@@ -58,6 +72,7 @@ mod wasm {
             params,
             input_schema,
             batch_rows: ctx.batch_rows,
+            side_inputs: SIDES.with(|s| std::mem::take(&mut *s.borrow_mut())),
         };
         let mut t = T::default();
         t.open(&ctx).map_err(err)?;

@@ -33,7 +33,7 @@ pub mod params;
 #[doc(hidden)]
 pub mod __private;
 
-pub use context::Context;
+pub use context::{Context, MAX_SIDE_INPUTS, SideInputs};
 pub use error::{Error, Result};
 pub use params::{Param, ParamType};
 
@@ -188,6 +188,14 @@ macro_rules! export {
                 }
                 fn finish() -> ::core::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
                     __IDEM_STATE.with(|s| $crate::__private::finish::<$t>(s))
+                }
+            }
+            impl $crate::bindings::exports::idem::transform::side_inputs::Guest for __IdemGuest {
+                fn side_input(
+                    name: ::std::string::String,
+                    batch: ::std::vec::Vec<u8>,
+                ) -> ::core::result::Result<(), ::std::string::String> {
+                    $crate::__private::side_input(name, batch)
                 }
             }
             impl $crate::bindings::exports::idem::transform::input_encoding::Guest for __IdemGuest {

@@ -36,6 +36,7 @@ fn ctx(params: serde_json::Value) -> Context {
         params,
         input_schema: schema(),
         batch_rows: 2,
+        side_inputs: Default::default(),
     }
 }
 

@@ -87,6 +87,9 @@ pub trait Transformer {
     /// input columns (`None`: all of them) and which it takes
     /// dictionary-encoded.
     fn open(&mut self, ctx: &GuestContext) -> Result<Declared, ExecError>;
+    /// One batch of side input `name`, before `open` (every batch of every
+    /// side input comes first).
+    fn side_input(&mut self, name: &str, batch: &RecordBatch) -> Result<(), ExecError>;
     /// One input batch in, output rows (if any) out.
     fn push(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>, ExecError>;
     /// End of input.
@@ -110,6 +113,9 @@ impl Transformer for Instance {
             dictionaries,
         })
     }
+    fn side_input(&mut self, name: &str, batch: &RecordBatch) -> Result<(), ExecError> {
+        Ok(Instance::side_input(self, name, batch)?)
+    }
     fn push(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>, ExecError> {
         Ok(Instance::push(self, batch)?)
     }
@@ -132,6 +138,8 @@ impl Transformer for Instance {
 pub struct Native<T: idem_guest::Transform> {
     inner: T,
     schema: Option<SchemaRef>,
+    /// Side inputs given before `open`.
+    sides: idem_guest::SideInputs,
 }
 
 impl<T: idem_guest::Transform> Default for Native<T> {
@@ -139,6 +147,7 @@ impl<T: idem_guest::Transform> Default for Native<T> {
         Native {
             inner: T::default(),
             schema: None,
+            sides: Default::default(),
         }
     }
 }
@@ -178,12 +187,18 @@ impl<T: idem_guest::Transform> Transformer for Native<T> {
             params,
             input_schema: ctx.input_schema.clone(),
             batch_rows: ctx.batch_rows,
+            side_inputs: std::mem::take(&mut self.sides),
         };
         self.inner.open(&c).map_err(|e| ExecError::Native(e.0))?;
         Ok(Declared {
             columns: self.inner.columns(),
             dictionaries: self.inner.dictionary_columns(),
         })
+    }
+    fn side_input(&mut self, name: &str, batch: &RecordBatch) -> Result<(), ExecError> {
+        self.sides
+            .push(name, batch.clone())
+            .map_err(|e| ExecError::Native(e.0))
     }
     fn push(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>, ExecError> {
         let out = self

@@ -45,8 +45,11 @@ fn walk(path: &mut String, a: &Value, b: &Value, out: &mut Vec<Change>) {
     if a == b || canonical_json(a) == canonical_json(b) {
         return;
     }
-    if path == "slice.inputs" {
-        return inputs(a, b, out);
+    if path == "slice.inputs" || (path.starts_with("sides[") && path.ends_with("].input.inputs")) {
+        return inputs(path, a, b, out);
+    }
+    if path == "sides" {
+        return sides(a, b, out);
     }
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
@@ -73,8 +76,41 @@ fn walk(path: &mut String, a: &Value, b: &Value, out: &mut Vec<Change>) {
     }
 }
 
-/// Inputs by path: what was added, removed, or changed (size, digest).
-fn inputs(a: &Value, b: &Value, out: &mut Vec<Change>) {
+/// Side inputs by name (`sides[customers].input.deltaVersion`), each
+/// compared as the slice is; one added or removed is said whole.
+fn sides(a: &Value, b: &Value, out: &mut Vec<Change>) {
+    let by_name = |v: &Value| -> Vec<(String, Value)> {
+        let items = v.as_array().map(Vec::as_slice).unwrap_or_default();
+        items
+            .iter()
+            .map(|i| {
+                let n = i.get("name").and_then(Value::as_str).unwrap_or("?");
+                (n.to_string(), i.clone())
+            })
+            .collect()
+    };
+    let (xa, xb) = (by_name(a), by_name(b));
+    let find =
+        |xs: &[(String, Value)], n: &str| xs.iter().find(|(m, _)| m == n).map(|(_, v)| v.clone());
+    let mut names: Vec<&String> = xa.iter().map(|(n, _)| n).collect();
+    names.extend(xb.iter().map(|(n, _)| n).filter(|n| find(&xa, n).is_none()));
+    for n in names {
+        let mut field = format!("sides[{n}]");
+        match (find(&xa, n), find(&xb, n)) {
+            (Some(x), Some(y)) => walk(&mut field, &x, &y, out),
+            (x, y) => push(
+                out,
+                &field,
+                &x.unwrap_or(Value::Null),
+                &y.unwrap_or(Value::Null),
+            ),
+        }
+    }
+}
+
+/// Inputs by path: what was added, removed, or changed (size, digest);
+/// `at` is their list's field (`slice.inputs`).
+fn inputs(at: &str, a: &Value, b: &Value, out: &mut Vec<Change>) {
     let by_path = |v: &Value| -> Vec<(String, Value)> {
         v.as_array()
             .map(|items| {
@@ -95,7 +131,7 @@ fn inputs(a: &Value, b: &Value, out: &mut Vec<Change>) {
     let mut paths: Vec<&String> = xa.iter().map(|(p, _)| p).collect();
     paths.extend(xb.iter().map(|(p, _)| p).filter(|p| find(&xa, p).is_none()));
     for p in paths {
-        let field = format!("slice.inputs[{p}]");
+        let field = format!("{at}[{p}]");
         match (find(&xa, p), find(&xb, p)) {
             (Some(x), Some(y)) => {
                 for k in ["size", "digest"] {
@@ -115,7 +151,7 @@ fn inputs(a: &Value, b: &Value, out: &mut Vec<Change>) {
     }
     // Same inputs, another order (the run key hashes the read order).
     if out.len() == start {
-        push(out, "slice.inputs (order)", a, b);
+        push(out, &format!("{at} (order)"), a, b);
     }
 }
 
@@ -151,6 +187,7 @@ mod tests {
                 delta_slice: None,
                 text: None,
             },
+            sides: vec![],
             params: serde_json::json!({"min": 1, "tags": ["x"]}),
             logical_date: Some("2026-10-01".into()),
             batch_rows: 8192,
@@ -164,6 +201,49 @@ mod tests {
             expectations: vec![],
             audit: None,
         }
+    }
+
+    /// A side input `name` of one file at Delta version `v`.
+    fn side(name: &str, v: u64, file: &[u8]) -> crate::manifest::SideRecord {
+        crate::manifest::SideRecord {
+            name: name.into(),
+            table: Some("file:///dim/".into()),
+            input: SliceRecord {
+                id: format!("delta-v{v}"),
+                kind: "delta".into(),
+                root: "file:///dim/".into(),
+                inputs: vec![InputObject {
+                    path: "part-0.parquet".into(),
+                    size: file.len() as u64,
+                    digest: Digest::of_bytes(file),
+                }],
+                delta_version: Some(v),
+                delta_slice: None,
+                text: None,
+            },
+        }
+    }
+
+    #[test]
+    fn a_changed_side_input_is_named_by_its_name() {
+        let mut a = spec();
+        a.sides = vec![side("customers", 0, b"x"), side("regions", 3, b"r")];
+        let mut b = a.clone();
+        b.sides[0] = side("customers", 1, b"y");
+        assert_eq!(
+            fields(&a, &b),
+            [
+                "sides[customers].input.deltaVersion",
+                "sides[customers].input.id",
+                "sides[customers].input.inputs[part-0.parquet].digest"
+            ]
+        );
+        let mut b = a.clone();
+        b.sides.pop();
+        assert_eq!(fields(&a, &b), ["sides[regions]"]);
+        let mut none = a.clone();
+        none.sides.clear();
+        assert_eq!(fields(&none, &a), ["sides[customers]", "sides[regions]"]);
     }
 
     fn fields(a: &RunSpec, b: &RunSpec) -> Vec<String> {

@@ -524,6 +524,7 @@ mod tests {
             params,
             input_schema: input().schema(),
             batch_rows: 8192,
+            side_inputs: Default::default(),
         }
     }
 

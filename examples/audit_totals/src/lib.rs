@@ -111,6 +111,7 @@ mod tests {
             params,
             input_schema: input().schema(),
             batch_rows: 8,
+            side_inputs: Default::default(),
         };
         let out = native::run::<AuditTotals>(&ctx, [input()]).unwrap();
         let b = &out[0];

@@ -126,6 +126,7 @@ mod tests {
             params,
             input_schema: input().schema(),
             batch_rows: 4,
+            side_inputs: Default::default(),
         }
     }
 

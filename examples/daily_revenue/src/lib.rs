@@ -191,6 +191,7 @@ mod tests {
             params: serde_json::json!({}),
             input_schema: b1.schema(),
             batch_rows: 2,
+            side_inputs: Default::default(),
         };
         let out = native::run::<DailyRevenue>(&ctx, [b1, b2]).unwrap();
         assert_eq!(out.len(), 1);
@@ -219,6 +220,7 @@ mod tests {
             params: serde_json::json!({}),
             input_schema: b1.schema(),
             batch_rows: 2,
+            side_inputs: Default::default(),
         };
         let out = native::run::<DailyRevenue>(&ctx, [b1]).unwrap();
         let rev = out[0].column(3).as_primitive::<Float64Type>();

@@ -113,6 +113,7 @@ mod tests {
             params: serde_json::json!({}),
             input_schema: batch(&[]).schema(),
             batch_rows: 3,
+            side_inputs: Default::default(),
         };
         let out =
             native::run::<DedupEvents>(&ctx, [batch(&["a", "b", "a"]), batch(&["c", "b", "d"])])
@@ -147,6 +148,7 @@ mod tests {
             params: serde_json::json!({"key": "nope"}),
             input_schema: batch(&[]).schema(),
             batch_rows: 3,
+            side_inputs: Default::default(),
         };
         let err = native::run::<DedupEvents>(&ctx, [batch(&["a"])]).unwrap_err();
         assert!(err.0.contains("`nope`") && err.0.contains("key"), "{err}");

@@ -118,8 +118,10 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
             idem::table::shown_location(&a.table)
         ))
     });
+    // One version of each side table for every slice.
+    let sides = idem::run::pin_current(&a.flags.sides)?;
     let run_of = |id: &str| {
-        slice_run(&a, mode.as_ref(), &span, by_id[id])
+        slice_run(&a, mode.as_ref(), &span, by_id[id], &sides)
             .sign_with(signer.clone())
             .lineage(lineage.clone(), parent.clone())
     };
@@ -173,6 +175,7 @@ fn slice_run(
     mode: Option<&Mode>,
     span: &idem::backfill::Span,
     partition: &Partition,
+    sides: &[idem::run::SideSpec],
 ) -> Run {
     let mut run = Run::new(
         &a.module,
@@ -184,6 +187,7 @@ fn slice_run(
     )
     .params(a.flags.params.clone())
     .on_schema_change(a.flags.on_schema_change)
+    .sides(sides.to_vec())
     .logical_date(span.logical_date(partition))
     .batch_rows(a.batch_rows)
     .force(a.force);

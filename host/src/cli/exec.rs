@@ -58,6 +58,7 @@ pub fn exec(a: ExecArgs, out: Out) -> Result<ExitCode> {
         logical_date: a.logical_date.clone(),
         params: a.params.clone(),
         batch_rows: a.batch_rows,
+        sides: Vec::new(),
     };
     let (_staging, stager) = stage_beside(&a.output)?;
     let mut instance = sandbox.instantiate(&module)?;

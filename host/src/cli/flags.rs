@@ -92,6 +92,15 @@ pub struct RunFlags {
     /// column whose type changed is refused either way.
     #[arg(long, value_name = "POLICY", default_value = "fail")]
     pub on_schema_change: idem::table::SchemaChange,
+    /// A side input (repeatable): a table the transform reads whole beside
+    /// the slice, by NAME (`ctx.side_input("NAME")`), e.g. a dimension to
+    /// join with: NAME=TABLE (a Delta or Iceberg table at its current
+    /// version, pinned when the run starts; a backfill pins it once for
+    /// every slice), NAME=TABLE@VERSION, or NAME=FILE.parquet / NAME=DIR
+    /// (its .parquet files). Pinned and hashed into the run key like the
+    /// slice: a changed dimension reruns the slices that read the old one.
+    #[arg(long = "side", value_name = "NAME=TABLE[@V]")]
+    pub sides: Vec<idem::run::SideSpec>,
 }
 
 impl RunFlags {

@@ -98,6 +98,7 @@ impl SliceArgs {
         let mut run = Run::new(module, names.spec()?, table)
             .params(a.flags.params.clone())
             .on_schema_change(a.flags.on_schema_change)
+            .sides(a.flags.sides.clone())
             .logical_date(a.logical_date.clone())
             .batch_rows(a.batch_rows);
         run = a.text.apply(a.publish.apply(run));

@@ -13,7 +13,7 @@ mod spec;
 
 pub use provenance::{BUILD_TYPE, BUILDER_ID, Provenance};
 pub use spec::{
-    AuditRecord, RunResult, RunSpec, SliceRecord, TargetRecord, TextRecord, canonical_json, run_key,
+    AuditRecord, RunResult, RunSpec, SideRecord, SliceRecord, TargetRecord, TextRecord, canonical_json, run_key,
 };
 
 /// Version of the run-key material; bump when its meaning changes.
@@ -377,6 +377,7 @@ mod tests {
                 delta_slice: None,
                 text: None,
             },
+            sides: vec![],
             params: serde_json::from_str(params).unwrap(),
             logical_date: Some("2026-10-01".into()),
             batch_rows: 8192,

@@ -59,6 +59,14 @@ pub fn build_definition(spec: &RunSpec, p: &Provenance) -> Value {
     if let Some(t) = &spec.slice.text {
         external["inputDecoding"] = json!(t);
     }
+    if !spec.sides.is_empty() {
+        let sides: Vec<Value> = spec
+            .sides
+            .iter()
+            .map(|s| json!({"name": s.name, "table": s.table, "deltaVersion": s.input.delta_version}))
+            .collect();
+        external["sides"] = json!(sides);
+    }
     json!({
         "buildType": BUILD_TYPE,
         "externalParameters": external,
@@ -151,18 +159,30 @@ fn dependencies(spec: &RunSpec) -> Vec<Value> {
     if let Some(a) = &spec.audit {
         out.push(json!({"name": "audit-module", "digest": digest(&a.module)}));
     }
-    for i in &spec.slice.inputs {
+    inputs(&spec.slice, None, &mut out);
+    for s in &spec.sides {
+        inputs(&s.input, Some(&s.name), &mut out);
+    }
+    out
+}
+
+/// Each input of `slice` as a resource descriptor (annotated with the
+/// side input's name, for a side input's).
+fn inputs(slice: &crate::manifest::SliceRecord, side: Option<&str>, out: &mut Vec<Value>) {
+    for i in &slice.inputs {
         let mut d = json!({
-            "uri": format!("{}{}", spec.slice.root, utf8_percent_encode(&i.path, PATH)),
-            "digest": digest(&i.digest),
+            "uri": format!("{}{}", slice.root, utf8_percent_encode(&i.path, PATH)),
+            "digest": {"sha256": i.digest.hex()},
             "annotations": {"size": i.size},
         });
-        if let Some(v) = spec.slice.delta_version {
+        if let Some(v) = slice.delta_version {
             d["annotations"]["deltaVersion"] = v.into();
+        }
+        if let Some(name) = side {
+            d["annotations"]["side"] = name.into();
         }
         out.push(d);
     }
-    out
 }
 
 /// `runDetails`: idem as the builder, the run key as invocation id.

@@ -32,6 +32,22 @@ pub struct SliceRecord {
     pub text: Option<TextRecord>,
 }
 
+/// A side input as the run read it: the name the transform asked for,
+/// and its pinned files (a table's at `deltaVersion`, or Parquet files).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SideRecord {
+    /// The name the transform reads it by.
+    pub name: String,
+    /// The table read (its URL, or an Iceberg catalog entry's canonical
+    /// location), for a table; absent for Parquet files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    /// What was read, pinned (kind `delta` for a table of either format,
+    /// or `files`).
+    pub input: SliceRecord,
+}
+
 /// How a slice's text inputs were decoded: their format, the schema
 /// declared or inferred from them, and the bad rows allowed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,6 +126,10 @@ pub struct RunSpec {
     pub engine: String,
     /// The pinned inputs.
     pub slice: SliceRecord,
+    /// Side inputs (tables read whole beside the slice), in name order;
+    /// absent when none (so run keys made before they existed stand).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sides: Vec<SideRecord>,
     /// Transform parameters.
     pub params: serde_json::Value,
     /// Scheduler's logical date (the guest sees it, so it is part of the key).

@@ -21,6 +21,8 @@ pub struct Job {
     pub params: String,
     /// Rows per input batch.
     pub batch_rows: u32,
+    /// Side inputs, given to the guest before `open`.
+    pub sides: Vec<super::SideInput>,
 }
 
 /// Where the guest's input batches come from.
@@ -53,6 +55,7 @@ where
         input_schema,
         batch_rows: job.batch_rows,
     };
+    super::side::feed(t, &job.sides, job.batch_rows)?;
     match feed {
         Feed::Nothing => {
             let empty = std::sync::Arc::new(arrow::datatypes::Schema::empty());

@@ -201,8 +201,10 @@ impl super::Run {
             k.finish()?;
         }
         if let Some((module, params)) = p.audit.as_ref().filter(|_| audited_here) {
+            // An audit module reads the output, not the side inputs.
             let job = Job {
                 params: super::params_text(params),
+                sides: Vec::new(),
                 ..job
             };
             let verdict = super::staged::audit_staged(sandbox, module, landed.staged(), &job)?;
@@ -230,6 +232,7 @@ impl super::Run {
             logical_date: self.logical_date.clone(),
             params: super::params_text(&p.spec.params),
             batch_rows: self.batch_rows,
+            sides: p.sides.clone(),
         }
     }
 

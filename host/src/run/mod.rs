@@ -39,6 +39,7 @@ mod plan;
 pub mod record;
 mod replay;
 mod resolve;
+mod side;
 mod sign;
 mod span;
 mod staged;
@@ -69,6 +70,7 @@ pub(crate) use replay::check_input_paths;
 pub use replay::{Verdict, replay};
 use resolve::implied_date;
 pub use resolve::{SliceSpec, parse_partition};
+pub use side::{MAX_SIDES, SideInput, SideSpec, pin_current};
 
 /// Builds the transformer that replaces the sandbox (benchmark baselines).
 /// The most rows an input batch may hold: the reader reserves a batch's
@@ -100,6 +102,8 @@ pub struct Run {
     wap: Option<Option<String>>,
     /// What output columns the table lacks do (`--on-schema-change`).
     schema_change: SchemaChange,
+    /// Tables read whole beside the slice (`--side NAME=TABLE`).
+    sides: Vec<SideSpec>,
 }
 
 /// The result of [`Run::execute`].
@@ -193,6 +197,7 @@ impl Run {
             lineage: None,
             wap: None,
             schema_change: SchemaChange::Fail,
+            sides: Vec::new(),
         }
     }
 
@@ -285,6 +290,13 @@ impl Run {
     /// Recorded in the run spec (when not the default).
     pub fn on_schema_change(mut self, policy: SchemaChange) -> Self {
         self.schema_change = policy;
+        self
+    }
+
+    /// Side inputs: tables the transform reads whole beside the slice (a
+    /// dimension to join with), each pinned and hashed into the run key.
+    pub fn sides(mut self, sides: Vec<SideSpec>) -> Self {
+        self.sides = sides;
         self
     }
 

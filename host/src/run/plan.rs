@@ -16,6 +16,8 @@ use crate::table::{Mode, Progress, SchemaChange, Table};
 /// key computed.
 pub(super) struct Planned {
     pub(super) slice: ResolvedSlice,
+    /// The side inputs, pinned, in name order.
+    pub(super) sides: Vec<super::SideInput>,
     pub(super) module: ModuleId,
     /// The audit module and its params (write-audit-publish).
     pub(super) audit: Option<(ModuleId, serde_json::Value)>,
@@ -131,6 +133,11 @@ impl Run {
         // Text inputs: their schema declared, or inferred from their bytes.
         let slice = slice.with_text(&self.text)?;
         check_not_inside(table, &slice, kind)?;
+        let limits = &sandbox.config().limits;
+        let (sides, records): (Vec<_>, Vec<_>) =
+            super::side::resolve_sides(rt, &self.sides, table, limits)?
+                .into_iter()
+                .unzip();
         let mut timings = Timings {
             resolve_ms: ms(t),
             ..Timings::default()
@@ -139,10 +146,12 @@ impl Run {
         let t = Instant::now();
         let (module, audit) = self.identify(rt, sandbox, (table, opened))?;
         timings.load_ms = ms(t);
-        let spec = self.spec(sandbox, table, &slice, kind, &module, &audit, params, &mode)?;
+        let mut spec = self.spec(sandbox, table, &slice, kind, &module, &audit, params, &mode)?;
+        spec.sides = records;
         let run_key = crate::manifest::run_key(&spec);
         Ok(Planned {
             slice,
+            sides,
             module,
             audit,
             progress,
@@ -218,6 +227,7 @@ impl Run {
                 delta_slice,
                 text: slice.text.as_ref().map(crate::manifest::TextRecord::of),
             },
+            sides: Vec::new(),
             params,
             logical_date: self.logical_date.clone(),
             batch_rows: self.batch_rows,

@@ -17,7 +17,8 @@ use crate::table::Table;
 /// A manifest is untrusted text: every input it names must be a plain
 /// relative path below its slice root, or nothing is read.
 pub(crate) fn check_input_paths(m: &Manifest) -> Result<(), RunError> {
-    for input in &m.spec.slice.inputs {
+    let sides = m.spec.sides.iter().flat_map(|s| &s.input.inputs);
+    for input in m.spec.slice.inputs.iter().chain(sides) {
         let p = std::path::Path::new(&input.path);
         if input.path.is_empty()
             || p.is_absolute()
@@ -60,13 +61,17 @@ pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
         return Ok(Verdict::Mismatch(why));
     }
     check_input_paths(&m)?;
-    let slice = match pinned_again(rt, &m)? {
+    let slice = match pinned_again(rt, &m.spec.slice, None)? {
         Ok(slice) => slice,
         Err(why) => return Ok(Verdict::Mismatch(why)),
     };
-    if let Some(why) = changed_input(&m, &slice) {
+    if let Some(why) = changed_input(&m.spec.slice, &slice) {
         return Ok(Verdict::Mismatch(why));
     }
+    let sides = match sides_again(rt, &m, sandbox)? {
+        Ok(sides) => sides,
+        Err(why) => return Ok(Verdict::Mismatch(why)),
+    };
     // Text inputs decoded as recorded (the schema is not inferred again).
     let slice = match m.spec.slice.text.as_ref().map(|t| t.input()) {
         None => slice,
@@ -81,6 +86,7 @@ pub fn replay(manifest_bytes: &[u8], sandbox: &Sandbox) -> Result<Verdict, RunEr
         logical_date: m.spec.logical_date.clone(),
         params: params_text(&m.spec.params),
         batch_rows: m.spec.batch_rows,
+        sides,
     };
     let mut instance = sandbox.instantiate(&module)?;
     let out = drive(&mut instance, &job, Feed::Read(reader), |_| Ok(()))?;
@@ -153,35 +159,68 @@ fn other_imports(
     ))
 }
 
-/// The manifest's inputs pinned again as they are now, or why not.
-fn pinned_again(
+/// The manifest's side inputs pinned again as they are now (each checked
+/// against its record), or why not.
+fn sides_again(
     rt: &tokio::runtime::Runtime,
     m: &Manifest,
+    sandbox: &Sandbox,
+) -> Result<Result<Vec<super::SideInput>, String>, RunError> {
+    let mut sides = Vec::with_capacity(m.spec.sides.len());
+    for s in &m.spec.sides {
+        let at = |why: String| Ok(Err(format!("side input `{}`: {why}", s.name)));
+        let slice = match pinned_again(rt, &s.input, s.table.as_deref())? {
+            Ok(slice) => slice,
+            Err(why) => return at(why),
+        };
+        if let Some(why) = changed_input(&s.input, &slice) {
+            return at(why);
+        }
+        sides.push(super::SideInput {
+            name: s.name.clone(),
+            slice,
+            budget: sandbox.config().limits.input_budget(),
+        });
+    }
+    Ok(Ok(sides))
+}
+
+/// A recorded slice's inputs pinned again as they are now, or why not
+/// (`table`: the table a side input named, when it is not its root).
+fn pinned_again(
+    rt: &tokio::runtime::Runtime,
+    rec: &crate::manifest::SliceRecord,
+    table: Option<&str>,
 ) -> Result<Result<ResolvedSlice, String>, RunError> {
-    if m.spec.slice.kind == "delta" {
+    if rec.kind == "delta" {
         // Through the pinned snapshot again: the same files and the
         // partition values the log holds for them.
-        let Some(version) = m.spec.slice.delta_version else {
+        let Some(version) = rec.delta_version else {
             return Ok(Err(
                 "the manifest does not record the pinned Delta version of its input (made by an older idem): it cannot be replayed".into(),
             ));
         };
-        let slice = m.spec.slice.delta_slice.clone();
-        let partition = (slice.is_none() && m.spec.slice.id != format!("delta-v{version}"))
-            .then(|| crate::slice::Partition::from_spelled(&m.spec.slice.id))
-            .flatten();
+        let slice = rec.delta_slice.clone();
+        let whole = slice.is_none() && rec.id == format!("delta-v{version}");
+        let table = table.unwrap_or(&rec.root);
+        if whole {
+            // A whole table (a side input's may be empty).
+            let (slice, ..) = super::resolve::resolve_whole(rt, table, Some(version))?;
+            return Ok(Ok(slice));
+        }
+        let partition = crate::slice::Partition::from_spelled(&rec.id);
         let spec = SliceSpec::Delta {
-            table: m.spec.slice.root.clone(),
+            table: table.to_string(),
             version,
-            partition,
+            partition: partition.filter(|_| slice.is_none()),
             slice,
         };
         return Ok(Ok(resolve(rt, &spec)?.0));
     }
-    let root_url = crate::storage::locate(&m.spec.slice.root).map_err(SliceError::from)?;
+    let root_url = crate::storage::locate(&rec.root).map_err(SliceError::from)?;
     let root = crate::storage::Store::open(&root_url).map_err(SliceError::from)?;
-    let mut names = Vec::with_capacity(m.spec.slice.inputs.len());
-    for input in &m.spec.slice.inputs {
+    let mut names = Vec::with_capacity(rec.inputs.len());
+    for input in &rec.inputs {
         if root.size(&input.path).map_err(SliceError::from)?.is_none() {
             return Ok(Err(format!(
                 "input {} is missing ({})",
@@ -193,25 +232,19 @@ fn pinned_again(
     }
     // Pin the recorded names as they are; every recorded input must
     // come back with its recorded digest.
-    Ok(Ok(ResolvedSlice::from_names(
-        &m.spec.slice.id,
-        root.url(),
-        names,
-    )?))
+    Ok(Ok(ResolvedSlice::from_names(&rec.id, root.url(), names)?))
 }
 
 /// The first recorded input that did not come back as it was.
-fn changed_input(m: &Manifest, slice: &ResolvedSlice) -> Option<String> {
+fn changed_input(rec: &crate::manifest::SliceRecord, slice: &ResolvedSlice) -> Option<String> {
     // By name on both sides, except for a read of several upstream slices
     // (`date=D/*`), which is in slice order, not name order: that order
     // must come back too.
-    let in_order = m
-        .spec
-        .slice
+    let in_order = rec
         .delta_slice
         .as_deref()
         .is_some_and(|s| crate::slice::under(s).is_some());
-    let mut recorded: Vec<&crate::slice::InputObject> = m.spec.slice.inputs.iter().collect();
+    let mut recorded: Vec<&crate::slice::InputObject> = rec.inputs.iter().collect();
     let mut now: Vec<&crate::slice::InputObject> = slice.inputs.iter().collect();
     if !in_order {
         recorded.sort_by(|a, b| a.path.cmp(&b.path));

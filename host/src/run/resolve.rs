@@ -192,6 +192,36 @@ pub(super) fn resolve_table(
     resolve_delta(rt, table, pin, None, Some(slice))
 }
 
+/// A whole table at `version` (its current one when `None`), read as a
+/// side input: its files with their partition values, or zero rows of
+/// its schema when it has none. Returns it, the version read and the
+/// table's name in run specs (its URL, or an Iceberg catalog entry's
+/// canonical location).
+pub(super) fn resolve_whole(
+    rt: &tokio::runtime::Runtime,
+    table: &str,
+    version: Option<u64>,
+) -> Result<(ResolvedSlice, u64, String), RunError> {
+    let opened = rt.block_on(Table::open_existing(table))?;
+    let name = opened.target_name();
+    let version = match version {
+        Some(v) => v,
+        None => opened.version().ok_or_else(|| {
+            RunError::Usage(format!("{table} has no committed version to read"))
+        })?,
+    };
+    drop(opened);
+    let snap = rt.block_on(snapshot(table, Pin::Version(version), None, None))?;
+    let id = format!("delta-v{version}");
+    if snap.inputs.is_empty() {
+        let slice = ResolvedSlice::empty(&id, &snap.root, snap.schema)?;
+        return Ok((slice, version, name));
+    }
+    let (files, fields, values) = partition_constants(&snap);
+    let slice = ResolvedSlice::from_names(&id, &snap.root, files)?.with_constants(fields, values);
+    Ok((slice, version, name))
+}
+
 /// What a pinned Delta snapshot holds for a slice: its files with the
 /// partition values the log holds for them (not in the files), whether
 /// the table marks rows with their owner, its root and its schema.

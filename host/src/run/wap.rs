@@ -162,8 +162,10 @@ fn audit(
         Err(e) => return Err(e.into()),
     };
     if let Some((module, params)) = &p.audit {
+        // An audit module reads the output, not the side inputs.
         let job = Job {
             params: super::params_text(params),
+            sides: Vec::new(),
             ..w.job.clone()
         };
         let verdict = super::staged::audit_slice(w.sandbox, module, Some(&rows), &job)?;

@@ -14,7 +14,7 @@ use super::output::{self, OutputBudget};
 
 wasmtime::component::bindgen!({
     path: "../wit",
-    world: "transform-world",
+    world: "transform-core",
 });
 
 use self::exports::idem::transform::transform as wit;
@@ -22,6 +22,8 @@ use self::idem::transform::host;
 
 /// The optional export naming the columns a guest takes dictionary-encoded.
 const INPUT_ENCODING_EXPORT: &str = "idem:transform/input-encoding@0.2.0";
+/// The export that takes side inputs (optional until a run gives some).
+pub const SIDE_INPUTS_EXPORT: &str = "idem:transform/side-inputs@0.2.0";
 
 /// Most log lines kept per run; the log is for people, not for hashing.
 const MAX_LOG_LINES: usize = 1_000;
@@ -78,7 +80,7 @@ impl host::Host for HostState {
 /// A live guest. Calls go open -> push* -> finish; any error poisons it.
 pub struct Instance {
     store: Store<HostState>,
-    world: TransformWorld,
+    world: TransformCore,
     /// The component instance, for the optional `input-encoding` export.
     instance: wasmtime::component::Instance,
     limits: Limits,
@@ -128,7 +130,7 @@ impl Instance {
         let instance = linker
             .instantiate(&mut store, component)
             .map_err(|e| SandboxError::Instantiate(format!("{e:#}")))?;
-        let world = TransformWorld::new(&mut store, &instance)
+        let world = TransformCore::new(&mut store, &instance)
             .map_err(|e| SandboxError::Instantiate(format!("{e:#}")))?;
         Ok(Instance {
             store,
@@ -202,6 +204,48 @@ impl Instance {
         self.enter()?;
         let r = func.call(&mut self.store, ()).map(|(v,)| Ok(v));
         self.settle("dictionary-columns", r)
+    }
+
+    /// One batch of side input `name`, before `open` (see the
+    /// `side-inputs` interface). A guest without that export (built before
+    /// side inputs existed) is refused, naming it and the fix.
+    pub fn side_input(&mut self, name: &str, batch: &RecordBatch) -> Result<(), SandboxError> {
+        let func = self
+            .instance
+            .get_export_index(&mut self.store, None, SIDE_INPUTS_EXPORT)
+            .and_then(|iface| {
+                self.instance
+                    .get_export_index(&mut self.store, Some(&iface), "side-input")
+            })
+            .and_then(|f| {
+                self.instance
+                    .get_typed_func::<(&str, &[u8]), (Result<(), String>,)>(&mut self.store, &f)
+                    .ok()
+            });
+        let Some(func) = func else {
+            self.poisoned = true;
+            return Err(SandboxError::Guest {
+                call: "side-input",
+                at: None,
+                message: format!(
+                    "the run gives it side input `{}`, and the module does not export {SIDE_INPUTS_EXPORT} (it was built before side inputs existed, or not with an idem SDK): rebuild it with this idem (`idem build`), or run it without --side",
+                    crate::text::clip_str(name, 64)
+                ),
+            });
+        };
+        let bytes = idem_guest::ipc::encode_into(batch, std::mem::take(&mut self.input))
+            .map_err(|e| SandboxError::Host(format!("encoding side input `{name}`: {e}")))?;
+        self.enter()?;
+        self.pushing = Some(format!(
+            "side input `{}`, {} rows",
+            crate::text::clip_str(name, 64),
+            batch.num_rows()
+        ));
+        let r = func.call(&mut self.store, (name, &bytes)).map(|(r,)| r);
+        self.input = bytes;
+        let r = self.settle("side-input", r);
+        self.pushing = None;
+        r
     }
 
     /// Push one input batch; returns the guest's output rows, if any.

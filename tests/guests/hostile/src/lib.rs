@@ -222,6 +222,17 @@ mod guest {
         }
     }
 
+    impl idem_guest::bindings::exports::idem::transform::side_inputs::Guest for Hostile {
+        /// Takes any side input, except one named `refuse` (its error is
+        /// the run's).
+        fn side_input(name: String, _batch: Vec<u8>) -> Result<(), String> {
+            match name.as_str() {
+                "refuse" => Err("hostile guest: refuses side input `refuse`".into()),
+                _ => Ok(()),
+            }
+        }
+    }
+
     idem_guest::bindings::export_world!(Hostile with_types_in idem_guest::bindings);
 
     /// The fixed batches of the type modes. tests/sandbox.rs builds the same
