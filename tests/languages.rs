@@ -843,3 +843,51 @@ fn two_rust_crates_of_one_name_each_get_their_own_build() {
         a["module"].as_str().unwrap()
     );
 }
+
+/// Side inputs in the JavaScript and Python SDKs: `ctx.sideInput(name)` /
+/// `ctx.side_input(name)` holds the whole side input (a Parquet file here),
+/// every row, in order; a run that does not give it fails naming it.
+#[test]
+fn javascript_and_python_guests_read_side_inputs_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("orders");
+    common::orders(&data, "2026-10-01", 50, 1);
+    let dim = common::orders(&dir.path().join("dim"), "2026-10-02", 2_500, 1)[0].clone();
+    let first = {
+        let b = idem::sample::orders_batch(idem::sample::seed_of("2026-10-02"), 0, 1);
+        let c = b.column_by_name("customer").unwrap();
+        arrow::array::AsArray::as_string::<i32>(c).value(0).to_string()
+    };
+    for lang in ["js", "py"] {
+        let module = common::guest(&format!("tests/guests/probe_{lang}"));
+        let table = dir.path().join(format!("t_{lang}"));
+        let run = |extra: &[&str]| {
+            let mut args = common::day_args(
+                module.to_str().unwrap(),
+                data.to_str().unwrap(),
+                "2026-10-01",
+                table.to_str().unwrap(),
+                &["--params", r#"{"mode":"side"}"#],
+            );
+            args.extend(extra.iter().map(|a| a.to_string()));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            common::idem(&args)
+        };
+        let (code, _, err) = run(&[]);
+        assert_eq!(code, 3, "{lang}: {err}");
+        assert!(
+            err.contains("no side input `customers` (it gives none)"),
+            "{lang}: {err}"
+        );
+        let side = format!("customers={}", dim.display());
+        let other = format!("other={}", dim.display());
+        let (code, out, err) = run(&["--side", &side, "--side", &other]);
+        assert_eq!(code, 0, "{lang}: {out}\n{err}");
+        let rows = common::read_table(&table, None).rows;
+        assert_eq!(rows.len(), 1, "{lang}: {rows:?}");
+        let row: serde_json::Value = serde_json::from_str(&rows[0]).unwrap();
+        assert_eq!(row["names"], "customers,other", "{lang}");
+        assert_eq!(row["rows"], 2500.0, "{lang}");
+        assert_eq!(row["first"], first.as_str(), "{lang}");
+    }
+}

@@ -4,10 +4,11 @@
 import { Schema } from './types.js';
 import { IdemError } from './error.js';
 import { readSchema } from './ipc.js';
+import { concat } from './kernels.js';
 
 export class Context {
   /**
-   * @param {{sliceId: string, logicalDate?: string|null, params?: any, inputSchema: Schema, batchRows?: number}} o
+   * @param {{sliceId: string, logicalDate?: string|null, params?: any, inputSchema: Schema, batchRows?: number, sideInputs?: Map<string, any[]>}} o
    */
   constructor(o) {
     /** Name of the input slice, e.g. `date=2026-10-01`. */
@@ -20,14 +21,38 @@ export class Context {
     this.inputSchema = o.inputSchema;
     /** Rows per input batch (the last one may be shorter). */
     this.batchRows = o.batchRows ?? 0;
+    /** The run's side inputs (`--side NAME=TABLE`): name -> batches. @type {Map<string, any[]>} */
+    this._sides = o.sideInputs ?? new Map();
     Object.freeze(this);
+  }
+
+  /** The names of the side inputs the run gives, sorted. @returns {string[]} */
+  sideInputNames() {
+    return [...this._sides.keys()].sort();
+  }
+
+  /**
+   * Side input `name`, whole, as one Batch (rows in read order): a
+   * dimension to join the slice with. Throws, naming the side inputs the
+   * run gives, when it does not give this one.
+   * @param {string} name
+   */
+  sideInput(name) {
+    const batches = this._sides.get(name);
+    if (batches === undefined) {
+      const given = this.sideInputNames();
+      const which = given.length === 0 ? 'it gives none' : `it gives: ${given.join(', ')}`;
+      throw new IdemError(`the run gives no side input \`${name}\` (${which}): give it with --side ${name}=TABLE (or \`from\` in a pipeline stage)`);
+    }
+    return concat(batches, batches[0].schema);
   }
 
   /**
    * The context the host passed (WIT record, camelCase fields).
    * @param {{sliceId: string, logicalDate?: string, params: string, inputSchema: Uint8Array, batchRows: number}} w
+   * @param {Map<string, any[]>} [sideInputs] the side inputs given before `open`
    */
-  static fromWit(w) {
+  static fromWit(w, sideInputs) {
     let params;
     const text = typeof w.params === 'string' ? w.params : '';
     if (text.trim() === '') params = {};
@@ -50,6 +75,7 @@ export class Context {
       params,
       inputSchema,
       batchRows: w.batchRows,
+      sideInputs,
     });
   }
 

@@ -30,6 +30,48 @@ import { resetRandom } from './sandbox.js';
 
 const EMPTY = new Uint8Array(0);
 
+/** Most side inputs one run gives (as the host and the other SDKs). */
+const MAX_SIDE_INPUTS = 16;
+
+/**
+ * Side inputs as they arrive (every batch before `open`), by name: the
+ * batches of each, in read order. `open` hands them to the Context.
+ * @type {Map<string, Batch[]>}
+ */
+let sides = new Map();
+
+/**
+ * The `side-inputs` export. `idem build` exports it from every bundle
+ * (appending `export const sideInputs = ...` to it, so a project's entry
+ * exports only `transform`).
+ */
+const sideInputsExport = {
+  /** @param {string} name @param {Uint8Array} bytes */
+  sideInput(name, bytes) {
+    return guard('side-input', () => {
+      if (!sides.has(name) && sides.size >= MAX_SIDE_INPUTS) {
+        throw new IdemError(`more than ${MAX_SIDE_INPUTS} side inputs (\`${name}\` is one too many)`);
+      }
+      let s;
+      try {
+        s = readStream(bytes);
+      } catch (e) {
+        throw new IdemError(`side input \`${name}\`: ${describeError(e)}`);
+      }
+      if (s === null) throw new IdemError(`side input \`${name}\`: an empty stream`);
+      const batch = s.batches.length === 0 ? Batch.empty(s.schema) : concat(s.batches, s.schema);
+      const list = sides.get(name) ?? [];
+      if (list.length > 0 && !list[0].schema.equals(batch.schema)) {
+        throw new IdemError(`side input \`${name}\`: a batch of another schema than its first`);
+      }
+      list.push(batch);
+      sides.set(name, list);
+      return undefined;
+    });
+  },
+};
+globalThis[Symbol.for('idem.sideInputs')] = sideInputsExport;
+
 /**
  * The `transform` export for a transform class:
  * `export const transform = exportTransform(MyTransform);`
@@ -47,12 +89,14 @@ export function exportTransform(Class) {
         startLogging();
         resetRandom();
         instance = null;
-        let ctx = Context.fromWit(wctx);
+        const given = sides;
+        sides = new Map();
+        let ctx = Context.fromWit(wctx, given);
         // Before `open`, so a misspelled or ill-typed param fails the run
         // by name instead of being ignored.
         const declared = /** @type {any} */ (Class).params;
         if (declared !== undefined && declared !== null) {
-          ctx = new Context({ ...ctx, params: checkParams(declared, ctx.params) });
+          ctx = new Context({ ...ctx, params: checkParams(declared, ctx.params), sideInputs: given });
         }
         const t = new Class();
         if (typeof t.push !== 'function') throw new IdemError(`${Class.name || 'the transform'} has no push(batch) method`);

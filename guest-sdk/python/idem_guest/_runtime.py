@@ -14,6 +14,9 @@ from .transform import exported_class
 
 __all__ = ["Runner", "describe_exception", "format_stack"]
 
+# Most side inputs one run gives (as the host and the other SDKs).
+MAX_SIDE_INPUTS = 16
+
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
 
@@ -65,6 +68,24 @@ class Runner:
     def __init__(self, cls=None):
         self.cls = cls
         self.transform = None
+        # Side inputs as they arrive (every batch before ``open``): name ->
+        # batches in read order.
+        self.sides = {}
+
+    def side_input(self, name, data):
+        if name not in self.sides and len(self.sides) >= MAX_SIDE_INPUTS:
+            raise IdemError("more than %d side inputs (`%s` is one too many)" % (MAX_SIDE_INPUTS, name))
+        try:
+            schema, batches = ipc.read_stream(bytes(data))
+        except IdemError as e:
+            raise IdemError("side input `%s`: %s" % (name, e)) from None
+        if schema is None:
+            raise IdemError("side input `%s`: an empty stream" % name)
+        batch = Batch.concat(batches) if batches else Batch.empty(schema)
+        got = self.sides.setdefault(name, [])
+        if got and got[0].schema.fields != batch.schema.fields:
+            raise IdemError("side input `%s`: a batch of another schema than its first" % name)
+        got.append(batch)
 
     def open(self, slice_id, logical_date, params, input_schema, batch_rows):
         _sandbox.activate()  # no-op natively unless installed
@@ -82,7 +103,8 @@ class Runner:
             raise IdemError("input schema: %s" % e) from None
         cls = self.cls or exported_class()
         params = declared_params(cls, params)
-        ctx = Context(slice_id, logical_date, params, schema, batch_rows)
+        ctx = Context(slice_id, logical_date, params, schema, batch_rows, self.sides)
+        self.sides = {}
         t = cls()
         self.transform = None
         t.open(ctx)

@@ -1,9 +1,9 @@
-"""The componentize-py glue: the ``Transform`` class the entry module
-re-exports. Imported only inside a component build (needs ``wit_world``).
+"""The componentize-py glue: the ``Transform`` and ``SideInputs`` classes
+the entry module re-exports. Imported only inside a component build (needs ``wit_world``).
 
 The entry module is::
 
-    from idem_guest._world import Transform   # sandbox guards first
+    from idem_guest._world import Transform, SideInputs   # sandbox guards first
     import app                                  # the user's module
 
 (the other order works too; this one also catches ``from datetime import
@@ -53,6 +53,11 @@ def _call(fn, *args):
     finally:
         _sandbox.flush_streams()
     raise err
+
+
+class SideInputs(exports.SideInputs):
+    def side_input(self, name, batch):
+        return _call(_runner.side_input, name, batch)
 
 
 class Transform(exports.Transform):

@@ -23,16 +23,37 @@ class Context:
     - ``params``: the transform parameters, a ``dict`` (``{}`` when none)
     - ``input_schema``: :class:`~idem_guest.Schema` of the whole input
     - ``batch_rows``: rows per pushed batch (the last may be shorter)
+    - ``side_input(name)``: a side input (``--side NAME=TABLE``), whole
     """
 
-    __slots__ = ("slice_id", "logical_date", "params", "input_schema", "batch_rows")
+    __slots__ = ("slice_id", "logical_date", "params", "input_schema", "batch_rows", "_sides")
 
-    def __init__(self, slice_id="", logical_date=None, params=None, input_schema=None, batch_rows=8192):
+    def __init__(self, slice_id="", logical_date=None, params=None, input_schema=None, batch_rows=8192,
+                 side_inputs=None):
         self.slice_id = slice_id
         self.logical_date = logical_date
         self.params = {} if params is None else params
         self.input_schema = input_schema
         self.batch_rows = batch_rows
+        # name -> list of Batches (read order); a Batch alone is one.
+        self._sides = dict(side_inputs or {})
+
+    def side_input_names(self):
+        """The names of the side inputs the run gives, sorted."""
+        return sorted(self._sides)
+
+    def side_input(self, name):
+        """Side input ``name``, whole, as one :class:`~idem_guest.Batch`
+        (rows in read order): a dimension to join the slice with. An error
+        names the side inputs the run gives when it does not give this one."""
+        from .batch import Batch
+        got = self._sides.get(name)
+        if got is None:
+            given = self.side_input_names()
+            which = "it gives: " + ", ".join(given) if given else "it gives none"
+            raise IdemError("the run gives no side input `%s` (%s): give it with --side %s=TABLE "
+                            "(or `from` in a pipeline stage)" % (name, which, name))
+        return got if isinstance(got, Batch) else Batch.concat(got)
 
     def __repr__(self):
         return "Context(slice_id=%r, logical_date=%r, params=%r, batch_rows=%d)" % (

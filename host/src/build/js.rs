@@ -156,9 +156,18 @@ fn bundle_entry(
             bundle.as_os_str(),
         ],
     )?;
-    let code = super::read_built(&bundle)?;
+    let mut code = super::read_built(&bundle)?;
+    // The world's `side-inputs` export, from the SDK: a project's entry
+    // exports only `transform` (as projects did before side inputs).
+    code.extend_from_slice(SIDE_INPUTS_EXPORT.as_bytes());
+    super::write_files(work, &[("bundle.js", &code)])?;
     Ok((bundle, code))
 }
+
+/// Appended to every bundle: the SDK's `side-inputs` export object, which
+/// `exportTransform`'s module puts on the global object when it loads.
+const SIDE_INPUTS_EXPORT: &str =
+    "\nexport const sideInputs = globalThis[Symbol.for('idem.sideInputs')];\n";
 
 /// One step of the driver (`node build.mjs STEP ARGS...`) in the project's
 /// folder; its output becomes the error when it fails.

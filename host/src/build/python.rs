@@ -188,7 +188,7 @@ fn read_project(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, BuildError> {
 /// even `from time import time` there gets the guarded function.
 fn entry_module(module: &str) -> String {
     format!(
-        "# Written by `idem build`: the SDK's export (and guards), then the transform's module.\nfrom idem_guest._world import Transform  # noqa: F401\nimport {module}  # noqa: F401\n\n# A module that exports no transform fails the build, not its first run.\nfrom idem_guest.transform import exported_class\n\nexported_class()\n"
+        "# Written by `idem build`: the SDK's export (and guards), then the transform's module.\nfrom idem_guest._world import SideInputs, Transform  # noqa: F401\nimport {module}  # noqa: F401\n\n# A module that exports no transform fails the build, not its first run.\nfrom idem_guest.transform import exported_class\n\nexported_class()\n"
     )
 }
 

@@ -7,6 +7,8 @@
 - date: open reads datetime.datetime.now()
 - random: finish emits 4 random.random() values as column `r`
 - log: open prints a line
+- side: open reads side input `customers`; finish emits one row: the side
+  inputs' names, its rows and its first `customer`
 """
 
 import datetime
@@ -28,6 +30,9 @@ class Probe(ig.Transform):
             self.t = datetime.datetime.now()
         if self.mode == "log":
             print("hello from a Python guest")
+        if self.mode == "side":
+            b = ctx.side_input("customers")
+            self.side = (",".join(ctx.side_input_names()), b.num_rows, b.column("customer")[0])
 
     def push(self, batch):
         if self.mode == "throw":
@@ -35,6 +40,12 @@ class Probe(ig.Transform):
         return None
 
     def finish(self):
+        if self.mode == "side":
+            names, rows, first = self.side
+            schema = ig.Schema([ig.Field("names", ig.utf8, False), ig.Field("rows", ig.float64, False),
+                                ig.Field("first", ig.utf8, False)])
+            return ig.Batch(schema, [ig.column([names], ig.utf8), ig.column([float(rows)], ig.float64),
+                                     ig.column([first], ig.utf8)], 1)
         if self.mode != "random":
             return None
         values = [random.random() for _ in range(4)]

@@ -4,6 +4,8 @@
 //   date    - open constructs new Date() (the current time)
 //   random  - finish emits 4 Math.random() values as column `r`
 //   log     - open writes a line with console.log
+//   side    - open reads side input `customers`; finish emits one row: the
+//             side inputs' names, its rows and its first `customer`
 import { Batch, DataType, Field, Schema, column, exportTransform } from 'idem-guest';
 
 class Probe {
@@ -12,6 +14,10 @@ class Probe {
     if (this.mode === 'clock') this.t = Date.now();
     if (this.mode === 'date') this.t = new Date().getTime();
     if (this.mode === 'log') console.log('hello from a JavaScript guest');
+    if (this.mode === 'side') {
+      const b = ctx.sideInput('customers');
+      this.side = [ctx.sideInputNames().join(','), b.numRows, b.column('customer').get(0)];
+    }
   }
 
   push(batch) {
@@ -20,6 +26,15 @@ class Probe {
   }
 
   finish() {
+    if (this.mode === 'side') {
+      const [names, rows, first] = this.side;
+      const schema = new Schema([
+        new Field('names', DataType.Utf8, false),
+        new Field('rows', DataType.Float64, false),
+        new Field('first', DataType.Utf8, false),
+      ]);
+      return new Batch(schema, [column(DataType.Utf8, [names]), column(DataType.Float64, [rows]), column(DataType.Utf8, [first])]);
+    }
     if (this.mode !== 'random') return undefined;
     const values = new Float64Array(4);
     for (let i = 0; i < values.length; i++) values[i] = Math.random();

@@ -1,0 +1,301 @@
+//! Side inputs end to end: the real `idem` binary joins a day's orders
+//! with a customer dimension (a Delta table another writer keeps: PyPI
+//! deltalake) given as `--side customers=TABLE`, through
+//! examples/revenue_by_segment. The dimension is pinned and hashed into
+//! each slice's run key, so a changed dimension reruns the slices that
+//! read the old one, commits only those whose output it changes, and an
+//! auditor's replay reads the version the run read.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use common::{idem, read_table};
+
+const DAYS: [&str; 3] = ["2026-10-01", "2026-10-02", "2026-10-03"];
+const ROWS: u64 = 300;
+
+fn s(p: &Path) -> String {
+    p.to_str().unwrap().to_string()
+}
+
+/// The segment every sample customer starts in.
+fn segment_of(i: usize) -> &'static str {
+    match i % 10 {
+        0 => "gold",
+        3 | 6 | 9 => "silver",
+        _ => "bronze",
+    }
+}
+
+/// (Re)write the dimension at `dim` with PyPI deltalake (another writer):
+/// one row per sample customer, `moved` put in segment `platinum`, and
+/// `extra` customers no order names.
+fn write_dimension(dim: &Path, moved: &[String], extra: &[&str]) {
+    let mut customers: Vec<String> = (0..1000).map(|i| format!("c-{i:04}")).collect();
+    let mut segments: Vec<String> = (0..1000).map(|i| segment_of(i).to_string()).collect();
+    for (c, seg) in customers.iter().zip(segments.iter_mut()) {
+        if moved.contains(c) {
+            *seg = "platinum".into();
+        }
+    }
+    for e in extra {
+        customers.push(e.to_string());
+        segments.push("gold".into());
+    }
+    let script = format!(
+        "import pyarrow as pa\nfrom deltalake import write_deltalake\nwrite_deltalake({:?}, pa.table({{'customer': {:?}, 'segment': {:?}}}), mode='overwrite')\n",
+        s(dim),
+        customers,
+        segments
+    );
+    let out = std::process::Command::new(common::python())
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The customers with an order on `date` in the sample data.
+fn customers_on(date: &str) -> BTreeSet<String> {
+    let b = idem::sample::orders_batch(idem::sample::seed_of(date), 0, ROWS as usize);
+    let c = b.column_by_name("customer").unwrap();
+    let c = arrow::array::AsArray::as_string::<i32>(c);
+    c.iter().flatten().map(str::to_string).collect()
+}
+
+/// Backfill the three days with the dimension; each slice's status.
+fn backfill(data: &Path, module: &Path, gold: &Path, dim: &Path) -> BTreeMap<String, String> {
+    let side = format!("customers={}", s(dim));
+    let args = [
+        "backfill",
+        "--module",
+        &s(module),
+        "--input",
+        &s(data),
+        "--table",
+        &s(gold),
+        "--from",
+        DAYS[0],
+        "--to",
+        DAYS[2],
+        "--side",
+        &side,
+        "--json",
+    ];
+    let (code, out, err) = idem(&args);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v["slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["slice"].as_str().unwrap().to_string(),
+                s["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn statuses(list: [&str; 3]) -> BTreeMap<String, String> {
+    DAYS.iter()
+        .zip(list)
+        .map(|(d, s)| (format!("date={d}"), s.to_string()))
+        .collect()
+}
+
+/// The segments the gold table holds for `date`, read by the independent
+/// readers, with their orders.
+fn segments(gold: &Path, date: &str) -> BTreeMap<String, i64> {
+    read_table(gold, None)
+        .rows
+        .iter()
+        .map(|r| serde_json::from_str::<serde_json::Value>(r).unwrap())
+        .filter(|r| r["date"] == date)
+        .map(|r| {
+            (
+                r["segment"].as_str().unwrap().to_string(),
+                r["orders"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_join_whose_dimension_changes_reruns_exactly_the_slices_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("orders");
+    for d in DAYS {
+        common::orders(&data, d, ROWS, 1);
+    }
+    let (gold, dim) = (dir.path().join("gold"), dir.path().join("dim_customers"));
+    let module = common::guest("examples/revenue_by_segment");
+    write_dimension(&dim, &[], &[]);
+    assert_eq!(
+        backfill(&data, &module, &gold, &dim),
+        statuses(["committed"; 3])
+    );
+    assert_eq!(backfill(&data, &module, &gold, &dim), statuses(["memo"; 3]));
+
+    // A customer who ordered on the second day only moves segment.
+    let (d1, d2, d3) = (
+        customers_on(DAYS[0]),
+        customers_on(DAYS[1]),
+        customers_on(DAYS[2]),
+    );
+    let moved = d2
+        .iter()
+        .find(|c| !d1.contains(*c) && !d3.contains(*c))
+        .expect("a customer of the second day only")
+        .clone();
+    write_dimension(&dim, std::slice::from_ref(&moved), &[]);
+    // explain names the side input that changed, and only it.
+    let side = format!("customers={}", s(&dim));
+    let (code, out, err) = idem(&[
+        "explain",
+        "--module",
+        &s(&module),
+        "--input",
+        &s(&data),
+        "--partition",
+        &format!("date={}", DAYS[0]),
+        "--table",
+        &s(&gold),
+        "--side",
+        &side,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let fields: Vec<String> = serde_json::from_str::<serde_json::Value>(&out).unwrap()["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!fields.is_empty(), "{out}");
+    assert!(
+        fields.iter().all(|f| f.starts_with("sides[customers]")),
+        "{fields:?}"
+    );
+    assert!(
+        fields.contains(&"sides[customers].input.deltaVersion".to_string()),
+        "{fields:?}"
+    );
+
+    // Every slice ran against the old dimension, so each runs again; only
+    // the second day's output changes, so only it is committed.
+    let before = common::commits_per_slice(&gold);
+    assert_eq!(
+        backfill(&data, &module, &gold, &dim),
+        statuses(["unchanged", "committed", "unchanged"])
+    );
+    let after = common::commits_per_slice(&gold);
+    let day2 = format!("date={}", DAYS[1]);
+    for (slice, n) in &after {
+        let grew = if *slice == day2 { 1 } else { 0 };
+        assert_eq!(*n, before[slice] + grew, "{slice}: {before:?} -> {after:?}");
+    }
+    assert_eq!(segments(&gold, DAYS[1]).get("platinum"), Some(&1));
+    for d in [DAYS[0], DAYS[2]] {
+        assert!(!segments(&gold, d).contains_key("platinum"), "{d}");
+    }
+    // The second day is a memo hit now. The others run again each time
+    // and commit nothing: a memo hit needs the slice's commit to name this
+    // run key, and an unchanged output is never committed.
+    let before = common::commits_per_slice(&gold);
+    assert_eq!(
+        backfill(&data, &module, &gold, &dim),
+        statuses(["unchanged", "memo", "unchanged"])
+    );
+    assert_eq!(common::commits_per_slice(&gold), before);
+
+    // A dimension change no order reads (a new customer) reruns every
+    // slice and commits none.
+    write_dimension(&dim, std::slice::from_ref(&moved), &["c-new"]);
+    let before = common::commits_per_slice(&gold);
+    assert_eq!(
+        backfill(&data, &module, &gold, &dim),
+        statuses(["unchanged"; 3])
+    );
+    assert_eq!(common::commits_per_slice(&gold), before);
+
+    // An auditor's replay reads the dimension at the version the run
+    // pinned, whatever it holds now.
+    write_dimension(&dim, &[], &[]);
+    let (code, out, err) = idem(&["verify", &format!("{}#{day2}", s(&gold))]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("match"), "{out}");
+}
+
+#[test]
+fn side_inputs_are_checked_before_anything_runs_and_an_old_module_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("orders");
+    common::orders(&data, DAYS[0], 50, 1);
+    let (gold, dim) = (dir.path().join("gold"), dir.path().join("dim"));
+    write_dimension(&dim, &[], &[]);
+    let module = common::guest("examples/revenue_by_segment");
+    let run = |module: &Path, extra: &[&str]| {
+        let mut args = common::day_args(&s(module), &s(&data), DAYS[0], &s(&gold), &[]);
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        idem(&args)
+    };
+    let side = format!("customers={}", s(&dim));
+    // Without the side input the transform says how to give it.
+    let (code, _, err) = run(&module, &[]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("--side customers=TABLE"), "{err}");
+    // Bad names, twice the same name, a version of no table.
+    for (bad, says) in [
+        ("customers", "must look like NAME=TABLE"),
+        ("cust omers=x", "must be 1 to 64 letters"),
+        ("customers=", "names no table"),
+    ] {
+        let (code, _, err) = run(&module, &["--side", bad]);
+        assert_eq!(code, 2, "{bad}: {err}");
+        assert!(err.contains(says), "{bad}: {err}");
+    }
+    let (code, _, err) = run(&module, &["--side", &side, "--side", &side]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("given twice"), "{err}");
+    let file = common::files_below(&data)[0].clone();
+    let (code, _, err) = run(&module, &["--side", &format!("customers={}@3", s(&file))]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("has no version"), "{err}");
+    // A version the table does not have.
+    let (code, _, err) = run(&module, &["--side", &format!("{side}@99")]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("99"), "{err}");
+    // The target table as its own side input: refused, it would read its
+    // own output.
+    let (code, _, err) = run(&module, &["--side", &side]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run(&module, &["--side", &format!("customers={}", s(&gold))]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("its own output"), "{err}");
+    // A module built before side inputs existed runs as before, and is
+    // refused by the export it lacks when a run gives it one.
+    let old = common::root().join("tests/wat/no-side-inputs.wat");
+    let other = dir.path().join("other");
+    let args = common::day_args(&s(&old), &s(&data), DAYS[0], &s(&other), &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = idem(&args);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let mut with_side = args.clone();
+    with_side.extend(["--side", &side]);
+    let (code, _, err) = idem(&with_side);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("does not export idem:transform/side-inputs@0.2.0"),
+        "{err}"
+    );
+    assert!(err.contains("idem build"), "{err}");
+}
