@@ -856,7 +856,9 @@ fn javascript_and_python_guests_read_side_inputs_whole() {
     let first = {
         let b = idem::sample::orders_batch(idem::sample::seed_of("2026-10-02"), 0, 1);
         let c = b.column_by_name("customer").unwrap();
-        arrow::array::AsArray::as_string::<i32>(c).value(0).to_string()
+        arrow::array::AsArray::as_string::<i32>(c)
+            .value(0)
+            .to_string()
     };
     for lang in ["js", "py"] {
         let module = common::guest(&format!("tests/guests/probe_{lang}"));

@@ -299,3 +299,78 @@ fn side_inputs_are_checked_before_anything_runs_and_an_old_module_is_refused_by_
     );
     assert!(err.contains("idem build"), "{err}");
 }
+
+/// A pipeline stage joins its upstream's slice with a side input:
+/// `from = ["bronze", "customers"]`, `customers` a `[sides]` table. A
+/// rerun is a memo hit; a changed dimension reruns the stage that reads
+/// it, not the one upstream of it.
+#[test]
+fn a_pipeline_stage_reads_a_side_input_named_in_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("orders");
+    common::orders(&data, DAYS[0], ROWS, 1);
+    let dim = dir.path().join("dim");
+    write_dimension(&dim, &[], &[]);
+    let clean = common::guest("examples/clean_orders");
+    let join = common::guest("examples/revenue_by_segment");
+    let file = dir.path().join("idem.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"[sides]
+customers = "dim"
+
+[[stage]]
+name = "bronze"
+module = {clean:?}
+input = "orders"
+table = "lake/bronze"
+
+[[stage]]
+name = "gold"
+module = {join:?}
+from = ["bronze", "customers"]
+table = "lake/gold"
+partition = "date"
+"#,
+            clean = s(&clean),
+            join = s(&join),
+        ),
+    )
+    .unwrap();
+    let run = || {
+        let (code, out, err) = idem(&[
+            "pipeline",
+            "run",
+            &s(&file),
+            "--logical-date",
+            DAYS[0],
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{out}\n{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["dates"][0]["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["status"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(), ["committed", "committed"]);
+    assert_eq!(run(), ["memo", "memo"]);
+    let gold = dir.path().join("lake/gold");
+    assert!(!segments(&gold, DAYS[0]).contains_key("platinum"));
+    let moved = customers_on(DAYS[0]).into_iter().next().unwrap();
+    write_dimension(&dim, &[moved], &[]);
+    assert_eq!(run(), ["memo", "committed"]);
+    assert_eq!(segments(&gold, DAYS[0]).get("platinum"), Some(&1));
+    // The gold manifest names the side input it read, as a table at a
+    // version, with its files.
+    let (code, out, err) = idem(&["show", &format!("{}#date={}", s(&gold), DAYS[0]), "--json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("\"sides\""), "{out}");
+    assert!(
+        out.contains("\"name\":\"customers\"") || out.contains("\"name\": \"customers\""),
+        "{out}"
+    );
+}

@@ -23,8 +23,15 @@ mod wasm {
         install_panic_hook();
         let batch = ipc::decode_trusted(batch)
             .map_err(|e| format!("side input `{}`: {e}", crate::error::show_name(&name)))?
-            .ok_or_else(|| format!("side input `{}`: a stream without a batch", crate::error::show_name(&name)))?;
-        SIDES.with(|s| s.borrow_mut().push(&name, batch)).map_err(err)
+            .ok_or_else(|| {
+                format!(
+                    "side input `{}`: a stream without a batch",
+                    crate::error::show_name(&name)
+                )
+            })?;
+        SIDES
+            .with(|s| s.borrow_mut().push(&name, batch))
+            .map_err(err)
     }
 
     /// With panic=abort a panic is a bare `unreachable` trap; send the

@@ -80,6 +80,17 @@ pub enum Source {
     Stage(usize),
 }
 
+/// A side input of a stage (`from = ["silver", "NAME"]`).
+#[derive(Debug, Clone)]
+pub enum Side {
+    /// The stage at this index: its table read whole, at the version it
+    /// holds when this stage runs (the one its run of the slice made, in
+    /// the same pipeline run).
+    Stage(usize),
+    /// A table from `[sides]`.
+    Table(crate::run::SideSpec),
+}
+
 /// A checked stage.
 #[derive(Debug, Clone)]
 pub struct Stage {
@@ -108,6 +119,8 @@ pub struct Stage {
     /// "1d"`): its slice is the date, and it reads every hour of the date
     /// its upstream committed.
     pub daily: bool,
+    /// Its side inputs, read whole beside its slice.
+    pub sides: Vec<Side>,
 }
 
 /// A checked pipeline file.

@@ -132,10 +132,18 @@ mod tests {
 
     fn orders() -> RecordBatch {
         batch(vec![
-            ("customer", Arc::new(StringArray::from(vec!["a", "b", "c", "a"]))),
+            (
+                "customer",
+                Arc::new(StringArray::from(vec!["a", "b", "c", "a"])),
+            ),
             (
                 "amount",
-                Arc::new(Float64Array::from(vec![Some(1.0), Some(2.0), None, Some(4.0)])),
+                Arc::new(Float64Array::from(vec![
+                    Some(1.0),
+                    Some(2.0),
+                    None,
+                    Some(4.0),
+                ])),
             ),
             ("quantity", Arc::new(Int64Array::from(vec![1, 2, 3, 1]))),
         ])
@@ -165,7 +173,9 @@ mod tests {
         let b = &out[0];
         let seg = b.column(1).as_string::<i32>();
         let rev = b.column(3).as_primitive::<Float64Type>();
-        let got: Vec<(&str, f64)> = (0..b.num_rows()).map(|i| (seg.value(i), rev.value(i))).collect();
+        let got: Vec<(&str, f64)> = (0..b.num_rows())
+            .map(|i| (seg.value(i), rev.value(i)))
+            .collect();
         assert_eq!(got, [("unknown", 0.0), ("x", 5.0), ("y", 4.0)]);
     }
 

@@ -13,7 +13,8 @@ mod spec;
 
 pub use provenance::{BUILD_TYPE, BUILDER_ID, Provenance};
 pub use spec::{
-    AuditRecord, RunResult, RunSpec, SideRecord, SliceRecord, TargetRecord, TextRecord, canonical_json, run_key,
+    AuditRecord, RunResult, RunSpec, SideRecord, SliceRecord, TargetRecord, TextRecord,
+    canonical_json, run_key,
 };
 
 /// Version of the run-key material; bump when its meaning changes.

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{Pipeline, PipelineError, Source, Stage};
+use super::{Pipeline, PipelineError, Side, Source, Stage};
 use crate::table::Mode;
 
 /// The file as written.
@@ -16,6 +16,29 @@ struct FileConfig {
     pipeline: Header,
     #[serde(rename = "stage", default)]
     stages: Vec<StageConfig>,
+    /// Tables kept outside the pipeline that stages read whole as side
+    /// inputs (`from = ["silver", "NAME"]`): NAME = "TABLE[@VERSION]".
+    #[serde(default)]
+    sides: std::collections::BTreeMap<String, String>,
+}
+
+/// `from`: an earlier stage, or a list of them (and `[sides]` names): the
+/// first is the stage's input, the others its side inputs.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum FromNames {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl FromNames {
+    /// The names, the input's first.
+    fn names(&self) -> Vec<&str> {
+        match self {
+            FromNames::One(s) => vec![s.as_str()],
+            FromNames::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -38,8 +61,9 @@ struct StageConfig {
     table: String,
     /// A Parquet dataset root (the first stage).
     input: Option<String>,
-    /// An earlier stage whose table this one reads.
-    from: Option<String>,
+    /// An earlier stage whose table this one reads, or a list: that stage
+    /// first, then side inputs (earlier stages or `[sides]` names).
+    from: Option<FromNames>,
     /// The date's column: of the input dataset, and of the table for
     /// overwrite-partition.
     partition: Option<String>,
@@ -149,9 +173,10 @@ impl Pipeline {
                 "no [[stage]]: a pipeline needs at least one stage (name, module, table, and input or from)".into(),
             ));
         }
+        let sides = check_sides(&file.sides, dir).map_err(invalid)?;
         let mut stages: Vec<Stage> = Vec::new();
         for (i, s) in file.stages.into_iter().enumerate() {
-            let stage = check_stage(s, i, &stages, dir).map_err(invalid)?;
+            let stage = check_stage(s, i, &stages, dir, &sides).map_err(invalid)?;
             stages.push(stage);
         }
         check_tables(&stages).map_err(invalid)?;
@@ -187,13 +212,20 @@ impl Pipeline {
 
 /// The `i`th `[[stage]]` (after `earlier`) checked; an error is the
 /// detail of [`PipelineError::Invalid`].
-fn check_stage(s: StageConfig, i: usize, earlier: &[Stage], dir: &Path) -> Result<Stage, String> {
+fn check_stage(
+    s: StageConfig,
+    i: usize,
+    earlier: &[Stage],
+    dir: &Path,
+    sides: &[crate::run::SideSpec],
+) -> Result<Stage, String> {
     check_name(&s.name)?;
     let at = |detail: String| format!("stage `{}`: {detail}", s.name);
     if earlier.iter().any(|t| t.name == s.name) {
         return Err(at("two stages have this name".into()));
     }
     let source = source_of(&s, i, earlier, dir).map_err(at)?;
+    let side_inputs = sides_of(&s, earlier, sides).map_err(at)?;
     let mode = mode_of(&s, &source).map_err(at)?;
     let expect = s
         .expect
@@ -228,7 +260,61 @@ fn check_stage(s: StageConfig, i: usize, earlier: &[Stage], dir: &Path) -> Resul
         wap,
         daily,
         schema_change,
+        sides: side_inputs,
     })
+}
+
+/// The `[sides]` table: each NAME = "TABLE[@VERSION]", its path relative
+/// to the file's folder.
+fn check_sides(
+    sides: &std::collections::BTreeMap<String, String>,
+    dir: &Path,
+) -> Result<Vec<crate::run::SideSpec>, String> {
+    sides
+        .iter()
+        .map(|(name, location)| {
+            let spec: crate::run::SideSpec = format!("{name}={location}")
+                .parse()
+                .map_err(|e| format!("[sides] {e}"))?;
+            Ok(crate::run::SideSpec {
+                location: locate(dir, &spec.location),
+                ..spec
+            })
+        })
+        .collect()
+}
+
+/// The stage's side inputs: the names after the first in `from`, each an
+/// earlier stage (its table, read whole) or a `[sides]` table.
+fn sides_of(
+    s: &StageConfig,
+    earlier: &[Stage],
+    sides: &[crate::run::SideSpec],
+) -> Result<Vec<Side>, String> {
+    let names = s.from.as_ref().map(FromNames::names).unwrap_or_default();
+    let mut out = Vec::new();
+    for (k, name) in names.iter().enumerate().skip(1) {
+        if names[..k].contains(name) {
+            return Err(format!("`from` names `{name}` twice"));
+        }
+        if let Some(j) = earlier.iter().position(|t| t.name == *name) {
+            out.push(Side::Stage(j));
+        } else if let Some(spec) = sides.iter().find(|t| t.name == *name) {
+            out.push(Side::Table(spec.clone()));
+        } else {
+            return Err(format!(
+                "`from` names `{name}`, which is no earlier stage and not in [sides] (a table read whole: add `[sides]` with {name} = \"TABLE\")"
+            ));
+        }
+    }
+    if out.len() > crate::run::MAX_SIDES {
+        return Err(format!(
+            "{} side inputs: at most {}",
+            out.len(),
+            crate::run::MAX_SIDES
+        ));
+    }
+    Ok(out)
 }
 
 /// Whether a later stage of an hourly pipeline runs once per day: its
@@ -259,7 +345,10 @@ fn daily_of(s: &StageConfig, source: &Source, earlier: &[Stage]) -> Result<bool,
         ),
         Some("1h") if up_daily => Err(format!(
             "every = \"1h\", but it reads stage `{}`, which runs once per day: a stage after a daily one is daily",
-            s.from.as_deref().unwrap_or_default()
+            s.from
+                .as_ref()
+                .and_then(|f| f.names().first().map(|n| n.to_string()))
+                .unwrap_or_default()
         )),
         Some("1h") => Ok(false),
         Some(e) => Err(format!(
@@ -326,8 +415,12 @@ fn source_of(s: &StageConfig, i: usize, earlier: &[Stage], dir: &Path) -> Result
                 columns,
             })
         }
-        (None, Some(up), i) if i > 0 => {
-            let j = earlier.iter().position(|t| &t.name == up).ok_or_else(|| {
+        (None, Some(from), i) if i > 0 => {
+            let names = from.names();
+            let Some(up) = names.first() else {
+                return Err("`from = []` names no stage: give the stage this one reads first".into());
+            };
+            let j = earlier.iter().position(|t| t.name == *up).ok_or_else(|| {
                 format!("`from = \"{up}\"` names no earlier stage (stages run in file order)")
             })?;
             Ok(Source::Stage(j))
@@ -471,6 +564,62 @@ table = "s3://b/gold"
 partition = "date"
 expect = ["not_null(customer)"]
 "#;
+
+    /// `from` as a list: the input stage first, then side inputs (earlier
+    /// stages, or `[sides]` tables with paths relative to the file).
+    #[test]
+    fn from_lists_name_side_inputs_from_earlier_stages_or_the_sides_table() {
+        let good = GOOD
+            .replacen(
+                "input = \"raw\"",
+                "input = \"raw\"\ntable = \"lake/bronze\"",
+                1,
+            )
+            .replace(
+                "from = \"silver\"",
+                "from = [\"silver\", \"bronze\", \"customers\"]",
+            )
+            .replace(
+                "[pipeline]",
+                "[sides]\ncustomers = \"lake/dim@7\"\n\n[pipeline]",
+            );
+        let p = parse(&good).unwrap();
+        assert!(matches!(p.stages[2].source, Source::Stage(1)));
+        assert!(p.stages[1].sides.is_empty());
+        match &p.stages[2].sides[..] {
+            [Side::Stage(0), Side::Table(t)] => {
+                assert_eq!(t.name, "customers");
+                assert_eq!(t.location, "/p/lake/dim");
+                assert_eq!(t.version, Some(7));
+            }
+            other => panic!("{other:?}"),
+        }
+        for (from, to, why) in [
+            (
+                "\"customers\"]",
+                "\"regions\"]",
+                "`regions`, which is no earlier stage and not in [sides]",
+            ),
+            (
+                "\"bronze\", \"customers\"]",
+                "\"customers\", \"customers\"]",
+                "names `customers` twice",
+            ),
+            (
+                "[\"silver\", \"bronze\", \"customers\"]",
+                "[]",
+                "names no stage",
+            ),
+            (
+                "customers = \"lake/dim@7\"",
+                "\"bad name\" = \"x\"",
+                "must be 1 to 64 letters",
+            ),
+        ] {
+            let e = parse(&good.replace(from, to)).unwrap_err();
+            assert!(e.contains(why), "{why}: {e}");
+        }
+    }
 
     #[test]
     fn a_pipeline_file_is_checked_before_anything_runs() {

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use super::{Pipeline, PipelineError, Source, StageRun};
+use super::{Pipeline, PipelineError, Side, Source, StageRun};
 use crate::backfill::Status;
-use crate::run::{Run, RunError, SliceSpec};
+use crate::run::{Run, RunError, SideSpec, SliceSpec};
 use crate::sandbox::Sandbox;
 use crate::table::{Mode, Table, TableError};
 
@@ -59,6 +59,30 @@ impl Pipeline {
             .wap(s.wap.clone())
             .sign_with(self.signer.clone())
             .lineage(self.lineage.clone(), self.lineage_parent.clone())
+    }
+
+    /// Stage `i`'s side inputs: a stage's table at the version this run
+    /// of the pipeline left it (`held`), else its current one; a `[sides]`
+    /// table as named.
+    fn sides_of(&self, i: usize, held: &[Option<u64>]) -> Result<Vec<SideSpec>, RunError> {
+        let sides = self.stages[i].sides.iter().map(|side| match side {
+            Side::Table(spec) => Ok(spec.clone()),
+            Side::Stage(k) => {
+                let up = &self.stages[*k];
+                let version = match held[*k] {
+                    Some(v) => Some(v),
+                    None => crate::run::runtime()?
+                        .block_on(Table::open_existing(&up.table))?
+                        .version(),
+                };
+                Ok(SideSpec {
+                    name: up.name.clone(),
+                    location: up.table.clone(),
+                    version,
+                })
+            }
+        });
+        sides.collect()
     }
 
     /// Check every stage's params and mode and load its modules, once,
@@ -202,7 +226,10 @@ impl Pipeline {
                 (Source::Stage(j), Some(v)) => Some((self.stages[*j].table.clone(), v)),
                 _ => None,
             };
-            let outcome = self.run_of(i, when, pinned).execute(sandbox);
+            let outcome = match self.sides_of(i, held) {
+                Ok(sides) => self.run_of(i, when, pinned).sides(sides).execute(sandbox),
+                Err(e) => Err(e),
+            };
             let version = match &outcome {
                 Ok(r) => r.outcome.version().or_else(|| self.holding(i, when).ok()),
                 Err(_) => None,

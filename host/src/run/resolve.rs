@@ -206,9 +206,9 @@ pub(super) fn resolve_whole(
     let name = opened.target_name();
     let version = match version {
         Some(v) => v,
-        None => opened.version().ok_or_else(|| {
-            RunError::Usage(format!("{table} has no committed version to read"))
-        })?,
+        None => opened
+            .version()
+            .ok_or_else(|| RunError::Usage(format!("{table} has no committed version to read")))?,
     };
     drop(opened);
     let snap = rt.block_on(snapshot(table, Pin::Version(version), None, None))?;

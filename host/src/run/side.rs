@@ -187,7 +187,14 @@ pub(super) fn resolve_sides(
         };
         let name = spec.name.clone();
         let budget = limits.input_budget();
-        sides.push((SideInput { name, slice, budget }, record));
+        sides.push((
+            SideInput {
+                name,
+                slice,
+                budget,
+            },
+            record,
+        ));
     }
     Ok(sides)
 }
@@ -202,8 +209,7 @@ fn pin(
 ) -> Result<(ResolvedSlice, &'static str, Option<u64>, Option<String>), RunError> {
     let local = Path::new(&spec.location);
     if is_table(&spec.location) {
-        let (slice, version, name) =
-            resolve_whole(rt, &spec.location, spec.version)?;
+        let (slice, version, name) = resolve_whole(rt, &spec.location, spec.version)?;
         return Ok((slice, "delta", Some(version), Some(name)));
     }
     if spec.version.is_some() {
