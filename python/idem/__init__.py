@@ -150,6 +150,7 @@ def _publish(
     max_rejects: int = 0,
     wap: Union[bool, str] = False,
     on_schema_change: str = "fail",
+    sides: Optional[Mapping[str, Any]] = None,
 ) -> dict:
     if audit_params is not None and audit_module is None:
         raise InputError("audit_params needs audit_module (the audit transform they are for)")
@@ -178,7 +179,32 @@ def _publish(
         "schema": _schema(schema),
         "max_rejects": _count(max_rejects, "max_rejects"),
         "on_schema_change": _policy(on_schema_change),
+        "sides": _sides(sides),
     }
+
+
+def _sides(sides: Any) -> list:
+    """``sides={"customers": "lake/dim_customers"}`` (a table at its current
+    version, pinned when the run starts), ``"lake/dim@7"`` or
+    ``("lake/dim", 7)`` for version 7, or a Parquet file or folder: as
+    ``--side NAME=TABLE[@VERSION]``."""
+    if sides is None:
+        return []
+    if not isinstance(sides, Mapping):
+        raise InputError(
+            f"sides must be a mapping of name to table, e.g. {{'customers': 'lake/dim'}}, not {type(sides).__name__}"
+        )
+    out = []
+    for name, where in sides.items():
+        if not isinstance(name, str):
+            raise InputError(f"sides: a side input's name is text, not {name!r}")
+        if isinstance(where, tuple) and len(where) == 2 and isinstance(where[1], int) \
+                and not isinstance(where[1], bool) and where[1] >= 0:
+            where = f"{_text(where[0], 'sides')}@{where[1]}"
+        else:
+            where = _text(where, "sides")
+        out.append(f"{name}={where}")
+    return out
 
 
 def _policy(policy: Any) -> str:
@@ -287,6 +313,7 @@ def run(
     max_rejects: int = 0,
     wap: Union[bool, str] = False,
     on_schema_change: str = "fail",
+    sides: Optional[Mapping[str, Any]] = None,
     force: bool = False,
     origin: Optional[str] = None,
     sign_key: Optional[PathLike] = None,
@@ -337,6 +364,13 @@ def run(
     table lacks in: appended to it, nullable, in the same commit
     (``--on-schema-change``; the default ``"fail"`` refuses them).
 
+    ``sides={"customers": "lake/dim_customers"}`` gives the transform side
+    inputs it reads whole (``ctx.side_input("customers")``): a Delta or
+    Iceberg table at its current version, pinned when the run starts
+    (``"lake/dim@7"`` or ``("lake/dim", 7)`` for version 7), or a Parquet
+    file or folder, each hashed into the run key (``--side``). A backfill
+    pins each table once for every slice.
+
     ``wap=True`` (or a branch name) on an Iceberg table writes the output
     to a branch (``wap/<slice id>``), audits the branch's rows with
     ``expect`` and ``audit_module``, and fast-forwards ``main`` to it only
@@ -351,7 +385,7 @@ def run(
     publish = _publish(
         mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params, sign_key,
         lineage, lineage_namespace, _lineage_parent, schema=schema, max_rejects=max_rejects,
-        wap=wap, on_schema_change=on_schema_change,
+        wap=wap, on_schema_change=on_schema_change, sides=sides,
     )
     return _idem.run(_run_args(module, table, slice_args, publish, force, origin), limits)
 
@@ -391,6 +425,7 @@ def explain(
     audit_module: Optional[PathLike] = None,
     audit_params: Params = None,
     on_schema_change: str = "fail",
+    sides: Optional[Mapping[str, Any]] = None,
     limits: Optional[Limits] = None,
 ) -> Explanation:
     """Why a run would (not) execute (``idem explain``): the run that
@@ -411,7 +446,7 @@ def explain(
     slice_args = _slice(input, partition, files, slice_id, pin, next, max_objects, max_bytes)
     publish = _publish(
         mode, key, params, logical_date, batch_rows, expect, audit_module, audit_params,
-        on_schema_change=on_schema_change,
+        on_schema_change=on_schema_change, sides=sides,
     )
     return _idem.explain(_run_args(module, table, slice_args, publish, False), limits)
 
@@ -440,6 +475,7 @@ def backfill(
     max_rejects: int = 0,
     wap: Union[bool, str] = False,
     on_schema_change: str = "fail",
+    sides: Optional[Mapping[str, Any]] = None,
     force: bool = False,
     sign_key: Optional[PathLike] = None,
     lineage: Optional[str] = None,
@@ -464,7 +500,7 @@ def backfill(
     publish = _publish(
         mode, key, params, None, batch_rows, expect, audit_module, audit_params, sign_key,
         lineage, lineage_namespace, schema=schema, max_rejects=max_rejects, wap=wap,
-        on_schema_change=on_schema_change,
+        on_schema_change=on_schema_change, sides=sides,
     )
     args = {
         "module": _text(module, "module"),

@@ -10,13 +10,14 @@ use std::sync::{Arc, Mutex};
 use idem::attest::SigningKey;
 use idem::expect::Expectation;
 use idem::lineage::{Lineage, Parent};
-use idem::run::{NamedSlice, Run, RunError, SliceSpec};
+use idem::run::{NamedSlice, Run, RunError, SideSpec, SliceSpec};
 use idem::slice::TextOptions;
 use idem::table::{Mode, SchemaChange};
 use pyo3::prelude::*;
 
 /// The output's expectations and how text inputs are read, checked once.
-type Checks = (Vec<Expectation>, TextOptions, SchemaChange);
+/// And the side inputs, parsed (a backfill's tables pinned once).
+type Checks = (Vec<Expectation>, TextOptions, SchemaChange, Vec<SideSpec>);
 
 use crate::errors::run_error;
 use crate::limits::{self, Limits};
@@ -72,6 +73,8 @@ pub struct Publish {
     wap_branch: Option<String>,
     /// What output columns the table lacks do (`--on-schema-change`).
     on_schema_change: String,
+    /// Side inputs as `--side` spells them (`NAME=TABLE[@VERSION]`).
+    sides: Vec<String>,
 }
 
 impl RunArgs {
@@ -107,6 +110,7 @@ impl RunArgs {
             self.publish.expectations()?,
             self.publish.text()?,
             self.publish.schema_change()?,
+            self.publish.sides()?,
         );
         Ok(self.publish.apply(run, mode.as_ref(), &checks))
     }
@@ -171,13 +175,26 @@ impl Publish {
             .map_err(|e: String| run_error(RunError::Usage(format!("on_schema_change: {e}"))))
     }
 
+    /// `sides`, parsed.
+    fn sides(&self) -> PyResult<Vec<SideSpec>> {
+        let sides = self
+            .sides
+            .iter()
+            .map(|s| s.parse::<SideSpec>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| run_error(RunError::Usage(format!("sides: {e}"))))?;
+        idem::run::check_sides(&sides).map_err(run_error)?;
+        Ok(sides)
+    }
+
     /// `run` with this mode, params, date, batch size, checks and text
     /// inputs' reading.
     fn apply(&self, run: Run, mode: Option<&Mode>, checks: &Checks) -> Run {
-        let (expectations, text, schema_change) = checks;
+        let (expectations, text, schema_change, sides) = checks;
         let mut run = run
             .params(self.params.clone())
             .on_schema_change(*schema_change)
+            .sides(sides.clone())
             .batch_rows(self.batch_rows)
             .expect(expectations.to_vec())
             .text(text.clone())
@@ -357,10 +374,13 @@ impl BackfillArgs {
         let partitions = ids.iter().cloned().zip(partitions).collect();
         let mode = idem::run::parse_mode(self.publish.mode.as_deref(), &self.publish.key, None)
             .map_err(run_error)?;
+        // One version of each side table for every slice.
+        let sides = idem::run::pin_current(&self.publish.sides()?).map_err(run_error)?;
         let checks = (
             self.publish.expectations()?,
             self.publish.text()?,
             self.publish.schema_change()?,
+            sides,
         );
         Ok(Shared {
             ids,

@@ -378,6 +378,25 @@ def test_on_schema_change_is_the_cli_flag(tmp_path):
         idem.run(MODULE, table, input=DATA, partition=DAY, on_schema_change="append")
 
 
+def test_sides_are_the_cli_flag(tmp_path):
+    table = str(tmp_path / "t")
+    side = str(next((pathlib.Path(DATA) / DAY).glob("*.parquet")))
+    r = idem.run(MODULE, table, input=DATA, partition=DAY, batch_rows=1000, sides={"extra": side})
+    assert r.outcome == "committed"
+    assert '"sides":[{"input"' in pathlib.Path(urlparse(r.manifest).path).read_text()
+    # The CLI with --side plans the same run (a memo hit); without it, another run key.
+    code, out, err = cli_run(table, "--side", f"extra={side}")
+    assert code == 0 and out["runKey"] == r.run_key and out["outcome"]["kind"] == "memo", (out, err)
+    code, out, err = cli_run(table)
+    assert code == 0 and out["runKey"] != r.run_key, (out, err)
+    with pytest.raises(idem.InputError, match="sides must be a mapping"):
+        idem.run(MODULE, table, input=DATA, partition=DAY, sides=[side])
+    with pytest.raises(idem.InputError, match="must be 1 to 64 letters"):
+        idem.run(MODULE, table, input=DATA, partition=DAY, sides={"no good": side})
+    with pytest.raises(idem.InputError, match="has no version"):
+        idem.run(MODULE, table, input=DATA, partition=DAY, sides={"extra": (side, 3)})
+
+
 def test_limits_are_the_sandbox_limits(tmp_path):
     with pytest.raises(idem.GuestError) as e:
         idem.run(MODULE, tmp_path / "t", input=DATA, partition=DAY, limits=idem.Limits(max_memory_mb=1))

@@ -70,7 +70,7 @@ pub(crate) use replay::check_input_paths;
 pub use replay::{Verdict, replay};
 use resolve::implied_date;
 pub use resolve::{SliceSpec, parse_partition};
-pub use side::{MAX_SIDES, SideInput, SideSpec, pin_current};
+pub use side::{MAX_SIDES, SideInput, SideSpec, check_specs as check_sides, pin_current};
 
 /// Builds the transformer that replaces the sandbox (benchmark baselines).
 /// The most rows an input batch may hold: the reader reserves a batch's
