@@ -281,6 +281,36 @@ fn side_inputs_are_checked_before_anything_runs_and_an_old_module_is_refused_by_
     let (code, _, err) = run(&module, &["--side", &format!("customers={}", s(&gold))]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("its own output"), "{err}");
+    // ... even while it is empty (no file of it to find inside it).
+    let empty = dir.path().join("empty");
+    let script = format!(
+        "import pyarrow as pa\nfrom deltalake import DeltaTable\nDeltaTable.create({:?}, pa.schema([('day', pa.string())]))\n",
+        s(&empty)
+    );
+    let made = std::process::Command::new(common::python())
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let args = common::day_args(&s(&module), &s(&data), DAYS[0], &s(&empty), &[]);
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let own = format!("customers={}", s(&empty));
+    args.extend(["--side", &own]);
+    let (code, _, err) = idem(&args);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("its own output"), "{err}");
+    // Side inputs together larger than the guest's memory: refused before
+    // anything is read.
+    let big = common::orders(&dir.path().join("big"), "2026-10-05", 200_000, 1)[0].clone();
+    assert!(std::fs::metadata(&big).unwrap().len() > 2 << 20);
+    let big = format!("customers={}", s(&big));
+    let (code, _, err) = run(&module, &["--side", &big, "--max-memory-mb", "2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("the guest's memory"), "{err}");
     // A module built before side inputs existed runs as before, and is
     // refused by the export it lacks when a run gives it one.
     let old = common::root().join("tests/wat/no-side-inputs.wat");

@@ -10,14 +10,20 @@ use std::sync::{Arc, Mutex};
 use idem::attest::SigningKey;
 use idem::expect::Expectation;
 use idem::lineage::{Lineage, Parent};
-use idem::run::{NamedSlice, Run, RunError, SideSpec, SliceSpec};
+use idem::run::{NamedSlice, PinnedSides, Run, RunError, SideSpec, SliceSpec};
 use idem::slice::TextOptions;
 use idem::table::{Mode, SchemaChange};
 use pyo3::prelude::*;
 
 /// The output's expectations and how text inputs are read, checked once.
-/// And the side inputs, parsed (a backfill's tables pinned once).
-type Checks = (Vec<Expectation>, TextOptions, SchemaChange, Vec<SideSpec>);
+/// And the side inputs: named (a run pins them), or pinned once (a
+/// backfill's, for every slice).
+type Checks = (
+    Vec<Expectation>,
+    TextOptions,
+    SchemaChange,
+    (Vec<SideSpec>, PinnedSides),
+);
 
 use crate::errors::run_error;
 use crate::limits::{self, Limits};
@@ -110,7 +116,7 @@ impl RunArgs {
             self.publish.expectations()?,
             self.publish.text()?,
             self.publish.schema_change()?,
-            self.publish.sides()?,
+            (self.publish.sides()?, PinnedSides::default()),
         );
         Ok(self.publish.apply(run, mode.as_ref(), &checks))
     }
@@ -190,11 +196,12 @@ impl Publish {
     /// `run` with this mode, params, date, batch size, checks and text
     /// inputs' reading.
     fn apply(&self, run: Run, mode: Option<&Mode>, checks: &Checks) -> Run {
-        let (expectations, text, schema_change, sides) = checks;
+        let (expectations, text, schema_change, (sides, pinned)) = checks;
         let mut run = run
             .params(self.params.clone())
             .on_schema_change(*schema_change)
             .sides(sides.clone())
+            .pinned_sides(pinned.clone())
             .batch_rows(self.batch_rows)
             .expect(expectations.to_vec())
             .text(text.clone())
@@ -359,7 +366,7 @@ impl BackfillArgs {
     }
 
     /// The slices, the mode and the checks, each checked once.
-    fn shared(&self) -> PyResult<Shared> {
+    fn shared(&self, sandbox: &idem::sandbox::Sandbox) -> PyResult<Shared> {
         let span = idem::backfill::Span {
             from: Some(self.start.clone()),
             to: Some(self.end.clone()),
@@ -374,13 +381,14 @@ impl BackfillArgs {
         let partitions = ids.iter().cloned().zip(partitions).collect();
         let mode = idem::run::parse_mode(self.publish.mode.as_deref(), &self.publish.key, None)
             .map_err(run_error)?;
-        // One version of each side table for every slice.
-        let sides = idem::run::pin_current(&self.publish.sides()?).map_err(run_error)?;
+        // Side inputs pinned (hashed) once: every slice reads the same files.
+        let sides = idem::run::pin_sides(&self.publish.sides()?, &sandbox.config().limits)
+            .map_err(run_error)?;
         let checks = (
             self.publish.expectations()?,
             self.publish.text()?,
             self.publish.schema_change()?,
-            sides,
+            (Vec::new(), sides),
         );
         Ok(Shared {
             ids,
@@ -414,7 +422,7 @@ pub fn backfill(
     let signal = Mutex::new(None);
     let results = py.detach(|| -> PyResult<_> {
         let sandbox = limits::sandbox(limits.as_ref())?;
-        let shared = args.shared()?;
+        let shared = args.shared(&sandbox)?;
         // Checked once, not once per slice: params, mode, and that the
         // module loads (which fills the compiled-code cache first).
         let first = args.slice_run(&shared, &shared.ids[0]);

@@ -165,9 +165,16 @@ fn bundle_entry(
 }
 
 /// Appended to every bundle: the SDK's `side-inputs` export object, which
-/// `exportTransform`'s module puts on the global object when it loads.
-const SIDE_INPUTS_EXPORT: &str =
-    "\nexport const sideInputs = globalThis[Symbol.for('idem.sideInputs')];\n";
+/// `exportTransform`'s module puts on the global object when it loads,
+/// under a name no project's code uses (`sideInputs` is the export's name:
+/// a project must not export that name itself).
+const SIDE_INPUTS_EXPORT: &str = "
+const __idem_side_inputs_export = globalThis[Symbol.for('idem.sideInputs')];
+if (__idem_side_inputs_export === undefined) {
+  throw new Error(\"the module never loads idem-guest's exportTransform: write `export const transform = exportTransform(YourClass)` with `import { exportTransform } from 'idem-guest'`\");
+}
+export { __idem_side_inputs_export as sideInputs };
+";
 
 /// One step of the driver (`node build.mjs STEP ARGS...`) in the project's
 /// folder; its output becomes the error when it fails.

@@ -118,10 +118,12 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
             idem::table::shown_location(&a.table)
         ))
     });
-    // One version of each side table for every slice.
-    let sides = idem::run::pin_current(&a.flags.sides)?;
+    // Side inputs pinned (hashed) once: every slice reads the same files.
+    idem::run::check_sides(&a.flags.sides)?;
+    let sides = idem::run::pin_sides(&a.flags.sides, &sandbox.config().limits)?;
     let run_of = |id: &str| {
-        slice_run(&a, mode.as_ref(), &span, by_id[id], &sides)
+        slice_run(&a, mode.as_ref(), &span, by_id[id])
+            .pinned_sides(sides.clone())
             .sign_with(signer.clone())
             .lineage(lineage.clone(), parent.clone())
     };
@@ -175,7 +177,6 @@ fn slice_run(
     mode: Option<&Mode>,
     span: &idem::backfill::Span,
     partition: &Partition,
-    sides: &[idem::run::SideSpec],
 ) -> Run {
     let mut run = Run::new(
         &a.module,
@@ -187,7 +188,6 @@ fn slice_run(
     )
     .params(a.flags.params.clone())
     .on_schema_change(a.flags.on_schema_change)
-    .sides(sides.to_vec())
     .logical_date(span.logical_date(partition))
     .batch_rows(a.batch_rows)
     .force(a.force);

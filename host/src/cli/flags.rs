@@ -95,10 +95,11 @@ pub struct RunFlags {
     /// A side input (repeatable): a table the transform reads whole beside
     /// the slice, by NAME (`ctx.side_input("NAME")`), e.g. a dimension to
     /// join with: NAME=TABLE (a Delta or Iceberg table at its current
-    /// version, pinned when the run starts; a backfill pins it once for
-    /// every slice), NAME=TABLE@VERSION, or NAME=FILE.parquet / NAME=DIR
-    /// (its .parquet files). Pinned and hashed into the run key like the
-    /// slice: a changed dimension reruns the slices that read the old one.
+    /// version, pinned when the run starts; a backfill pins and hashes it
+    /// once for every slice), NAME=TABLE@VERSION, or NAME=FILE.parquet /
+    /// NAME=DIR (its .parquet files). Pinned and hashed into the run key
+    /// like the slice: a changed dimension reruns the slices that read
+    /// the old one.
     #[arg(long = "side", value_name = "NAME=TABLE[@V]")]
     pub sides: Vec<idem::run::SideSpec>,
 }

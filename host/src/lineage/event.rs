@@ -153,22 +153,39 @@ fn nominal(d: &str) -> Option<String> {
     Some(super::rfc3339(ns.div_euclid(1_000_000)))
 }
 
+/// The run's inputs: the slice, then each side input (read whole: its
+/// table or files, versioned as the slice is, with no subset).
+fn inputs_of(spec: &RunSpec) -> Value {
+    let mut all = vec![input_of(spec)];
+    for side in &spec.sides {
+        let (namespace, name) = dataset(&side.input.root);
+        all.push(json!({
+            "namespace": namespace,
+            "name": name,
+            "facets": {"version": standard("1-0-1/DatasetVersionDatasetFacet.json",
+                "DatasetVersionDatasetFacet", json!({"datasetVersion": version_of(&side.input)}))},
+        }));
+    }
+    Value::Array(all)
+}
+
+/// A read's version: the pinned table version, or a digest of its
+/// inputs' digests.
+fn version_of(slice: &crate::manifest::SliceRecord) -> String {
+    match slice.delta_version {
+        Some(v) => v.to_string(),
+        None => {
+            let all: String = slice.inputs.iter().map(|i| i.digest.as_str()).collect();
+            Digest::of_bytes(all.as_bytes()).to_string()
+        }
+    }
+}
+
 /// The slice's input: its root, versioned by the pinned Delta version or
 /// a digest of its inputs' digests, and the slice as a subset.
 fn input_of(spec: &RunSpec) -> Value {
     let (namespace, name) = dataset(&spec.slice.root);
-    let version = match spec.slice.delta_version {
-        Some(v) => v.to_string(),
-        None => {
-            let all: String = spec
-                .slice
-                .inputs
-                .iter()
-                .map(|i| i.digest.as_str())
-                .collect();
-            Digest::of_bytes(all.as_bytes()).to_string()
-        }
-    };
+    let version = version_of(&spec.slice);
     let partition = crate::slice::Partition::from_spelled(&spec.slice.id);
     let condition = match partition {
         Some(p) if spec.slice.kind != "files" => json!({
@@ -212,7 +229,7 @@ pub fn start(
         job,
     );
     let (namespace, name) = dataset(&spec.target.table);
-    e["inputs"] = json!([input_of(spec)]);
+    e["inputs"] = inputs_of(spec);
     e["outputs"] = json!([{"namespace": namespace, "name": name}]);
     e
 }
@@ -288,7 +305,7 @@ pub fn complete(at: &str, job: &JobName, parent: Option<&Parent>, end: &Ended<'_
             json!({"assertions": assertions}),
         );
     }
-    e["inputs"] = json!([input_of(&m.spec)]);
+    e["inputs"] = inputs_of(&m.spec);
     e["outputs"] = json!([{"namespace": namespace, "name": name, "facets": facets,
                            "outputFacets": output_facets}]);
     e
@@ -331,7 +348,7 @@ pub fn fail(
 fn with_datasets(mut e: Value, spec: Option<&RunSpec>) -> Value {
     if let Some(s) = spec {
         let (namespace, name) = dataset(&s.target.table);
-        e["inputs"] = json!([input_of(s)]);
+        e["inputs"] = inputs_of(s);
         e["outputs"] = json!([{"namespace": namespace, "name": name}]);
     }
     e

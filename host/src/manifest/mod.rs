@@ -11,7 +11,7 @@ use crate::kind::Kind;
 mod provenance;
 mod spec;
 
-pub use provenance::{BUILD_TYPE, BUILDER_ID, Provenance};
+pub use provenance::{BUILD_TYPE, BUILD_TYPE_SIDES, BUILDER_ID, Provenance};
 pub use spec::{
     AuditRecord, RunResult, RunSpec, SideRecord, SliceRecord, TargetRecord, TextRecord,
     canonical_json, run_key,
@@ -439,6 +439,24 @@ mod tests {
                 Box::new(|s| s.slice.inputs.push(s.slice.inputs[0].clone())),
             ),
             (
+                "a side input",
+                Box::new(|s| {
+                    s.sides.push(SideRecord {
+                        name: "customers".into(),
+                        table: Some("file:///dim/".into()),
+                        input: SliceRecord {
+                            id: "delta-v1".into(),
+                            kind: "delta".into(),
+                            root: "file:///dim/".into(),
+                            inputs: s.slice.inputs.clone(),
+                            delta_version: Some(1),
+                            delta_slice: None,
+                            text: None,
+                        },
+                    })
+                }),
+            ),
+            (
                 "params",
                 Box::new(|s| s.params = serde_json::json!({"a": 1})),
             ),
@@ -586,6 +604,52 @@ mod tests {
         m
     }
 
+    /// A run with side inputs is described under `run/v2` (v1's bytes stay
+    /// v1's), its side inputs' files among the dependencies; stamped v1 it
+    /// is refused as edited.
+    #[test]
+    fn side_inputs_are_provenance_v2_with_their_files() {
+        let base = v2();
+        let mut spec = base.spec.clone();
+        spec.sides.push(SideRecord {
+            name: "customers".into(),
+            table: Some("file:///dim/".into()),
+            input: SliceRecord {
+                id: "delta-v4".into(),
+                kind: "delta".into(),
+                root: "file:///dim/".into(),
+                inputs: vec![InputObject {
+                    path: "part-0.parquet".into(),
+                    size: 3,
+                    digest: Digest::of_bytes(b"d"),
+                }],
+                delta_version: Some(4),
+                delta_slice: None,
+                text: None,
+            },
+        });
+        let mut m = Manifest::new(spec, result());
+        m.provenance = base.provenance.clone();
+        let b = &predicate(&m)["buildDefinition"];
+        assert_eq!(b["buildType"], BUILD_TYPE_SIDES);
+        assert_eq!(b["externalParameters"]["sides"][0]["deltaVersion"], 4);
+        let deps = b["resolvedDependencies"].as_array().unwrap();
+        let side = deps
+            .iter()
+            .find(|d| d["annotations"]["side"] == "customers");
+        assert_eq!(side.unwrap()["uri"], "file:///dim/part-0.parquet");
+        let bytes = m.to_bytes();
+        assert_eq!(
+            Manifest::from_bytes(&bytes).unwrap().spec.sides,
+            m.spec.sides
+        );
+        assert_eq!(predicate(&v2())["buildDefinition"]["buildType"], BUILD_TYPE);
+        let stamped = String::from_utf8(bytes)
+            .unwrap()
+            .replace(BUILD_TYPE_SIDES, BUILD_TYPE);
+        assert!(Manifest::from_bytes(stamped.as_bytes()).is_err());
+    }
+
     fn predicate(m: &Manifest) -> serde_json::Value {
         let v: serde_json::Value = serde_json::from_slice(&m.to_bytes()).unwrap();
         assert_eq!(v["predicateType"], PREDICATE_TYPE_V2);
@@ -696,7 +760,7 @@ mod tests {
             ["wasi:clocks/wall-clock@0.2.0"]
         );
         // A later buildType of idem's is a newer idem's, not an edit.
-        let newer = text.replace(BUILD_TYPE, "https://idem.dev/run/v2");
+        let newer = text.replace(BUILD_TYPE, "https://idem.dev/run/v3");
         let e = Manifest::from_bytes(newer.as_bytes()).unwrap_err();
         assert!(
             matches!(&e, ManifestError::Invalid(why) if why.contains("a later idem's")),

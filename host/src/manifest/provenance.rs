@@ -28,6 +28,11 @@ use crate::digest::Digest;
 
 /// SLSA's `buildType` of an idem run, and the derivation below.
 pub const BUILD_TYPE: &str = "https://idem.dev/run/v1";
+/// The `buildType` of a run with side inputs: v1's derivation, and the
+/// side inputs (`externalParameters.sides`; their files among the
+/// `resolvedDependencies`, annotated with the side input's name). A run
+/// without side inputs keeps v1, so its bytes are what they were.
+pub const BUILD_TYPE_SIDES: &str = "https://idem.dev/run/v2";
 /// `runDetails.builder.id`: idem (its version is in the engine
 /// fingerprint, `internalParameters.engine`, which the run key covers).
 pub const BUILDER_ID: &str = "https://idem.dev/host";
@@ -68,7 +73,7 @@ pub fn build_definition(spec: &RunSpec, p: &Provenance) -> Value {
         external["sides"] = json!(sides);
     }
     json!({
-        "buildType": BUILD_TYPE,
+        "buildType": build_type(spec),
         "externalParameters": external,
         "internalParameters": {
             "engine": spec.engine,
@@ -76,6 +81,14 @@ pub fn build_definition(spec: &RunSpec, p: &Provenance) -> Value {
         },
         "resolvedDependencies": dependencies(spec),
     })
+}
+
+/// The `buildType` whose derivation gives `spec`'s provenance.
+fn build_type(spec: &RunSpec) -> &'static str {
+    match spec.sides.is_empty() {
+        true => BUILD_TYPE,
+        false => BUILD_TYPE_SIDES,
+    }
 }
 
 /// The profiles this `buildType`'s derivation knows: the engine
@@ -206,15 +219,15 @@ pub enum Unread {
 /// be read.
 pub fn read(build_definition: &Value) -> Result<Provenance, Unread> {
     let ty = &build_definition["buildType"];
-    if ty != BUILD_TYPE {
+    if ty != BUILD_TYPE && ty != BUILD_TYPE_SIDES {
         let later = ty
             .as_str()
             .and_then(|t| t.strip_prefix("https://idem.dev/run/v"))
             .and_then(|n| n.parse::<u32>().ok())
-            .is_some_and(|n| n > 1);
+            .is_some_and(|n| n > 2);
         return Err(match later {
             true => Unread::Newer(format!(
-                "buildType {ty} is a later idem's (this idem reads {BUILD_TYPE}): read it with that idem"
+                "buildType {ty} is a later idem's (this idem reads {BUILD_TYPE} and {BUILD_TYPE_SIDES}): read it with that idem"
             )),
             false => Unread::Edited(format!("buildType {ty} is not one idem writes")),
         });

@@ -174,6 +174,16 @@ impl Pipeline {
             ));
         }
         let sides = check_sides(&file.sides, dir).map_err(invalid)?;
+        if let Some(s) = file
+            .stages
+            .iter()
+            .find(|s| sides.iter().any(|t| t.name == s.name))
+        {
+            return Err(invalid(format!(
+                "[sides] names `{}`, which is also a stage: rename one (a stage is read as a side input by its name in `from`)",
+                s.name
+            )));
+        }
         let mut stages: Vec<Stage> = Vec::new();
         for (i, s) in file.stages.into_iter().enumerate() {
             let stage = check_stage(s, i, &stages, dir, &sides).map_err(invalid)?;
@@ -206,6 +216,7 @@ impl Pipeline {
             signer: None,
             lineage,
             lineage_parent: None,
+            pinned_sides: Default::default(),
         })
     }
 }
@@ -298,6 +309,7 @@ fn sides_of(
             return Err(format!("`from` names `{name}` twice"));
         }
         if let Some(j) = earlier.iter().position(|t| t.name == *name) {
+            crate::run::SideSpec::check_name_of_stage(name)?;
             out.push(Side::Stage(j));
         } else if let Some(spec) = sides.iter().find(|t| t.name == *name) {
             out.push(Side::Table(spec.clone()));

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::{Pipeline, PipelineError, Side, Source, StageRun};
 use crate::backfill::Status;
-use crate::run::{Run, RunError, SideSpec, SliceSpec};
+use crate::run::{PinnedSides, Run, RunError, SideSpec, SliceSpec};
 use crate::sandbox::Sandbox;
 use crate::table::{Mode, Table, TableError};
 
@@ -61,28 +61,54 @@ impl Pipeline {
             .lineage(self.lineage.clone(), self.lineage_parent.clone())
     }
 
-    /// Stage `i`'s side inputs: a stage's table at the version this run
-    /// of the pipeline left it (`held`), else its current one; a `[sides]`
-    /// table as named.
-    fn sides_of(&self, i: usize, held: &[Option<u64>]) -> Result<Vec<SideSpec>, RunError> {
-        let sides = self.stages[i].sides.iter().map(|side| match side {
-            Side::Table(spec) => Ok(spec.clone()),
-            Side::Stage(k) => {
-                let up = &self.stages[*k];
-                let version = match held[*k] {
-                    Some(v) => Some(v),
-                    None => crate::run::runtime()?
-                        .block_on(Table::open_existing(&up.table))?
-                        .version(),
-                };
-                Ok(SideSpec {
-                    name: up.name.clone(),
-                    location: up.table.clone(),
-                    version,
-                })
+    /// Stage `i`'s side inputs: each earlier stage's table at the version
+    /// this run of the pipeline left it (`held`), else its current one; and
+    /// its `[sides]` tables, pinned once for the whole pipeline run.
+    fn sides_of(
+        &self,
+        i: usize,
+        held: &[Option<u64>],
+        sandbox: &Sandbox,
+    ) -> Result<(Vec<SideSpec>, PinnedSides), RunError> {
+        let mut named = Vec::new();
+        let mut tables: Vec<&str> = Vec::new();
+        for side in &self.stages[i].sides {
+            match side {
+                Side::Table(spec) => tables.push(&spec.name),
+                Side::Stage(k) => {
+                    let up = &self.stages[*k];
+                    let version = match held[*k] {
+                        Some(v) => Some(v),
+                        None => crate::run::runtime()?
+                            .block_on(Table::open_existing(&up.table))?
+                            .version(),
+                    };
+                    named.push(SideSpec {
+                        name: up.name.clone(),
+                        location: up.table.clone(),
+                        version,
+                    });
+                }
             }
+        }
+        if tables.is_empty() {
+            return Ok((named, PinnedSides::default()));
+        }
+        let all = self.pinned_sides.get_or_init(|| {
+            let mut specs: Vec<SideSpec> = Vec::new();
+            for s in self.stages.iter().flat_map(|s| &s.sides) {
+                if let Side::Table(spec) = s
+                    && !specs.iter().any(|t| t.name == spec.name)
+                {
+                    specs.push(spec.clone());
+                }
+            }
+            crate::run::pin_sides(&specs, &sandbox.config().limits).map_err(|e| e.to_string())
         });
-        sides.collect()
+        match all {
+            Ok(all) => Ok((named, all.only(&tables))),
+            Err(why) => Err(RunError::Usage(why.clone())),
+        }
     }
 
     /// Check every stage's params and mode and load its modules, once,
@@ -226,8 +252,12 @@ impl Pipeline {
                 (Source::Stage(j), Some(v)) => Some((self.stages[*j].table.clone(), v)),
                 _ => None,
             };
-            let outcome = match self.sides_of(i, held) {
-                Ok(sides) => self.run_of(i, when, pinned).sides(sides).execute(sandbox),
+            let outcome = match self.sides_of(i, held, sandbox) {
+                Ok((named, fixed)) => self
+                    .run_of(i, when, pinned)
+                    .sides(named)
+                    .pinned_sides(fixed)
+                    .execute(sandbox),
                 Err(e) => Err(e),
             };
             let version = match &outcome {

@@ -70,7 +70,9 @@ pub(crate) use replay::check_input_paths;
 pub use replay::{Verdict, replay};
 use resolve::implied_date;
 pub use resolve::{SliceSpec, parse_partition};
-pub use side::{MAX_SIDES, SideInput, SideSpec, check_specs as check_sides, pin_current};
+pub use side::{
+    MAX_SIDES, PinnedSides, SideInput, SideSpec, check_specs as check_sides, pin_sides,
+};
 
 /// Builds the transformer that replaces the sandbox (benchmark baselines).
 /// The most rows an input batch may hold: the reader reserves a batch's
@@ -104,6 +106,8 @@ pub struct Run {
     schema_change: SchemaChange,
     /// Tables read whole beside the slice (`--side NAME=TABLE`).
     sides: Vec<SideSpec>,
+    /// Side inputs pinned once for many runs (a backfill's).
+    pinned_sides: PinnedSides,
 }
 
 /// The result of [`Run::execute`].
@@ -198,6 +202,7 @@ impl Run {
             wap: None,
             schema_change: SchemaChange::Fail,
             sides: Vec::new(),
+            pinned_sides: PinnedSides::default(),
         }
     }
 
@@ -297,6 +302,14 @@ impl Run {
     /// dimension to join with), each pinned and hashed into the run key.
     pub fn sides(mut self, sides: Vec<SideSpec>) -> Self {
         self.sides = sides;
+        self
+    }
+
+    /// Side inputs pinned once for many runs ([`pin_sides`]): a backfill's,
+    /// so every slice reads the same files, hashed once. Taken with
+    /// [`Run::sides`] (each name once).
+    pub fn pinned_sides(mut self, sides: PinnedSides) -> Self {
+        self.pinned_sides = sides;
         self
     }
 

@@ -133,11 +133,12 @@ impl Run {
         // Text inputs: their schema declared, or inferred from their bytes.
         let slice = slice.with_text(&self.text)?;
         check_not_inside(table, &slice, kind)?;
-        let limits = &sandbox.config().limits;
-        let (sides, records): (Vec<_>, Vec<_>) =
-            super::side::resolve_sides(rt, &self.sides, table, limits)?
-                .into_iter()
-                .unzip();
+        let (sides, records) = super::side::planned(
+            rt,
+            (&self.sides, &self.pinned_sides),
+            table,
+            &sandbox.config().limits,
+        )?;
         let mut timings = Timings {
             resolve_ms: ms(t),
             ..Timings::default()

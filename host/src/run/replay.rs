@@ -17,6 +17,7 @@ use crate::table::Table;
 /// A manifest is untrusted text: every input it names must be a plain
 /// relative path below its slice root, or nothing is read.
 pub(crate) fn check_input_paths(m: &Manifest) -> Result<(), RunError> {
+    check_side_records(&m.spec.sides)?;
     let sides = m.spec.sides.iter().flat_map(|s| &s.input.inputs);
     for input in m.spec.slice.inputs.iter().chain(sides) {
         let p = std::path::Path::new(&input.path);
@@ -30,6 +31,50 @@ pub(crate) fn check_input_paths(m: &Manifest) -> Result<(), RunError> {
                 "the manifest names input `{}`, which is not a plain path below the slice root: refused (the manifest was edited)",
                 input.path
             )));
+        }
+    }
+    Ok(())
+}
+
+/// A manifest's side inputs as a run records them, or refused as edited:
+/// at most [`super::MAX_SIDES`], named as `--side` names them, in name
+/// order, each once; a table's (`delta`, the table named, at a version,
+/// read whole) or Parquet files (`files`), nothing else.
+fn check_side_records(sides: &[crate::manifest::SideRecord]) -> Result<(), RunError> {
+    let edited = |why: String| {
+        Err(RunError::Usage(format!(
+            "the manifest's side inputs {why}: refused (the manifest was edited)"
+        )))
+    };
+    if sides.len() > super::MAX_SIDES {
+        return edited(format!(
+            "are {}, more than {}",
+            sides.len(),
+            super::MAX_SIDES
+        ));
+    }
+    for (i, s) in sides.iter().enumerate() {
+        if let Err(why) = super::side::check_name(&s.name) {
+            return edited(why);
+        }
+        if i > 0 && sides[i - 1].name >= s.name {
+            return edited(format!(
+                "are not in name order, each once (at `{}`)",
+                s.name
+            ));
+        }
+        let r = &s.input;
+        let whole = match (r.kind.as_str(), r.delta_version, &s.table) {
+            ("delta", Some(v), Some(_)) => r.id == format!("delta-v{v}"),
+            ("files", None, None) => r.id == s.name,
+            _ => false,
+        };
+        if !whole || r.delta_slice.is_some() || r.text.is_some() {
+            return edited(format!(
+                "record `{}` as no run reads a side input (kind {})",
+                s.name,
+                crate::text::clip_str(&r.kind, 40)
+            ));
         }
     }
     Ok(())
@@ -173,6 +218,19 @@ fn sides_again(
             Ok(slice) => slice,
             Err(why) => return at(why),
         };
+        // The table named must be the one whose files are recorded.
+        if crate::storage::as_dir(&slice.root).as_str()
+            != crate::storage::as_dir(
+                &crate::storage::locate(&s.input.root).map_err(SliceError::from)?,
+            )
+            .as_str()
+        {
+            return at(format!(
+                "its table {} is not at the recorded root {} (the manifest was edited)",
+                s.table.as_deref().unwrap_or("?"),
+                s.input.root
+            ));
+        }
         if let Some(why) = changed_input(&s.input, &slice) {
             return at(why);
         }
@@ -292,5 +350,63 @@ fn compare(m: &Manifest, out: crate::execute::Outcome) -> Verdict {
             "output differs: recorded {} ({} rows), re-run gave {} ({} rows)",
             m.result.output_digest, m.result.rows_out, out.output_digest, out.rows_out
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{SideRecord, SliceRecord};
+
+    fn side(name: &str, kind: &str, version: Option<u64>) -> SideRecord {
+        SideRecord {
+            name: name.into(),
+            table: version.map(|_| "file:///dim/".into()),
+            input: SliceRecord {
+                id: match version {
+                    Some(v) => format!("delta-v{v}"),
+                    None => name.into(),
+                },
+                kind: kind.into(),
+                root: "file:///dim/".into(),
+                inputs: vec![],
+                delta_version: version,
+                delta_slice: None,
+                text: None,
+            },
+        }
+    }
+
+    /// A manifest is untrusted: side input records no run writes are
+    /// refused before anything is read.
+    #[test]
+    fn side_records_no_run_writes_are_refused() {
+        let good = vec![side("a", "delta", Some(3)), side("b", "files", None)];
+        check_side_records(&good).unwrap();
+        let refused = |sides: Vec<SideRecord>, says: &str| {
+            let e = check_side_records(&sides).unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("edited"), "{says}: {e}");
+        };
+        refused(good.iter().rev().cloned().collect(), "not in name order");
+        refused(
+            vec![side("a", "delta", Some(3)), side("a", "files", None)],
+            "not in name order",
+        );
+        refused(vec![side("a", "partition", None)], "as no run reads");
+        refused(vec![side("a", "files", Some(3))], "as no run reads");
+        let mut s = side("a", "delta", Some(3));
+        s.input.id = "date=2026-10-01".into();
+        refused(vec![s], "as no run reads");
+        let mut s = side("a", "delta", Some(3));
+        s.input.delta_slice = Some("date=2026-10-01".into());
+        refused(vec![s], "as no run reads");
+        let mut s = side("a", "delta", Some(3));
+        s.table = None;
+        refused(vec![s], "as no run reads");
+        refused(vec![side("a\nb", "files", None)], "must be 1 to 64");
+        let many = (0..17)
+            .map(|i| side(&format!("s{i:02}"), "files", None))
+            .collect();
+        refused(many, "more than 16");
     }
 }

@@ -192,16 +192,50 @@ pub(super) fn resolve_table(
     resolve_delta(rt, table, pin, None, Some(slice))
 }
 
-/// A whole table at `version` (its current one when `None`), read as a
-/// side input: its files with their partition values, or zero rows of
-/// its schema when it has none. Returns it, the version read and the
-/// table's name in run specs (its URL, or an Iceberg catalog entry's
-/// canonical location).
-pub(super) fn resolve_whole(
+/// A whole table listed at a version, nothing read yet: a side input's
+/// files, checked (size, where they are) before any is hashed.
+pub(super) struct Whole {
+    snap: Snapshot,
+    /// The version listed.
+    pub(super) version: u64,
+    /// The table's name in run specs (its URL, or an Iceberg catalog
+    /// entry's canonical location).
+    pub(super) name: String,
+}
+
+impl Whole {
+    /// The table's folder, which its files' names are relative to.
+    pub(super) fn root(&self) -> &url::Url {
+        &self.snap.root
+    }
+
+    /// Its data files' names, relative to [`Whole::root`].
+    pub(super) fn names(&self) -> impl Iterator<Item = &str> {
+        self.snap.inputs.iter().map(|f| f.path.as_str())
+    }
+
+    /// Pin (hash) its files: zero rows of its schema when it has none.
+    pub(super) fn pin(self) -> Result<ResolvedSlice, RunError> {
+        let id = format!("delta-v{}", self.version);
+        if self.snap.inputs.is_empty() {
+            return Ok(ResolvedSlice::empty(
+                &id,
+                &self.snap.root,
+                self.snap.schema,
+            )?);
+        }
+        let (files, fields, values) = partition_constants(&self.snap);
+        let slice = ResolvedSlice::from_names(&id, &self.snap.root, files)?;
+        Ok(slice.with_constants(fields, values))
+    }
+}
+
+/// Table `table` listed whole at `version` (its current one when `None`).
+pub(super) fn list_whole(
     rt: &tokio::runtime::Runtime,
     table: &str,
     version: Option<u64>,
-) -> Result<(ResolvedSlice, u64, String), RunError> {
+) -> Result<Whole, RunError> {
     let opened = rt.block_on(Table::open_existing(table))?;
     let name = opened.target_name();
     let version = match version {
@@ -212,14 +246,23 @@ pub(super) fn resolve_whole(
     };
     drop(opened);
     let snap = rt.block_on(snapshot(table, Pin::Version(version), None, None))?;
-    let id = format!("delta-v{version}");
-    if snap.inputs.is_empty() {
-        let slice = ResolvedSlice::empty(&id, &snap.root, snap.schema)?;
-        return Ok((slice, version, name));
-    }
-    let (files, fields, values) = partition_constants(&snap);
-    let slice = ResolvedSlice::from_names(&id, &snap.root, files)?.with_constants(fields, values);
-    Ok((slice, version, name))
+    Ok(Whole {
+        snap,
+        version,
+        name,
+    })
+}
+
+/// A whole table at `version` (its current one when `None`), pinned.
+/// Returns it, the version read and the table's name in run specs.
+pub(super) fn resolve_whole(
+    rt: &tokio::runtime::Runtime,
+    table: &str,
+    version: Option<u64>,
+) -> Result<(ResolvedSlice, u64, String), RunError> {
+    let whole = list_whole(rt, table, version)?;
+    let (version, name) = (whole.version, whole.name.clone());
+    Ok((whole.pin()?, version, name))
 }
 
 /// What a pinned Delta snapshot holds for a slice: its files with the

@@ -7,11 +7,13 @@ use std::path::Path;
 
 use arrow::record_batch::RecordBatch;
 
+use std::sync::Arc;
+
 use super::RunError;
-use super::resolve::{check_not_inside, resolve_whole};
+use super::resolve::list_whole;
 use crate::execute::{ExecError, Transformer};
 use crate::manifest::{SideRecord, SliceRecord};
-use crate::slice::ResolvedSlice;
+use crate::slice::{ResolvedSlice, SliceError};
 
 /// Most side inputs one run takes (the guest SDKs take as many).
 pub const MAX_SIDES: usize = idem_guest::MAX_SIDE_INPUTS;
@@ -38,8 +40,13 @@ impl std::str::FromStr for SideSpec {
             ));
         };
         check_name(name)?;
+        // `TABLE@7` is version 7, unless a local path is named so.
         let (location, version) = match rest.rsplit_once('@') {
-            Some((l, v)) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => {
+            Some((l, v))
+                if !v.is_empty()
+                    && v.bytes().all(|b| b.is_ascii_digit())
+                    && !Path::new(rest).exists() =>
+            {
                 let v = v.parse::<u64>().map_err(|_| {
                     format!("--side `{shown}`: version `{v}` is not a table version")
                 })?;
@@ -57,6 +64,14 @@ impl std::str::FromStr for SideSpec {
             location: location.to_string(),
             version,
         })
+    }
+}
+
+impl SideSpec {
+    /// A stage read as a side input goes by the stage's name: refused when
+    /// that is no side input name (too long).
+    pub fn check_name_of_stage(name: &str) -> Result<(), String> {
+        check_name(name).map_err(|e| format!("stage `{name}` cannot be a side input: {e}"))
     }
 }
 
@@ -107,32 +122,50 @@ pub fn check_specs(specs: &[SideSpec]) -> Result<(), RunError> {
     Ok(())
 }
 
-/// `specs` with every table's version named: the current one, looked up
-/// now (a backfill pins its side inputs once, so every slice reads the
-/// same version of a dimension however long the backfill takes).
-pub fn pin_current(specs: &[SideSpec]) -> Result<Vec<SideSpec>, RunError> {
-    check_specs(specs)?;
+/// Side inputs pinned once for many runs (a backfill's, a pipeline's
+/// `[sides]`): every slice reads the same files, hashed once, however
+/// long the runs take.
+#[derive(Debug, Clone, Default)]
+pub struct PinnedSides(Arc<Vec<(SideInput, SideRecord)>>);
+
+impl PinnedSides {
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The one named `name`.
+    pub fn get(&self, name: &str) -> Option<&(SideInput, SideRecord)> {
+        self.0.iter().find(|(s, _)| s.name == name)
+    }
+
+    /// These, and only these `names`.
+    pub fn only(&self, names: &[&str]) -> PinnedSides {
+        let kept = self
+            .0
+            .iter()
+            .filter(|(s, _)| names.contains(&s.name.as_str()));
+        PinnedSides(Arc::new(kept.cloned().collect()))
+    }
+}
+
+/// Pin `specs` now, once (see [`PinnedSides`]); the guest's `limits` bound
+/// their size. Where they lie against a run's target is checked by each run.
+pub fn pin_sides(
+    specs: &[SideSpec],
+    limits: &crate::sandbox::Limits,
+) -> Result<PinnedSides, RunError> {
     let rt = super::runtime()?;
-    specs
-        .iter()
-        .map(|s| {
-            if s.version.is_some() || !is_table(&s.location) {
-                return Ok(s.clone());
-            }
-            let t = rt.block_on(crate::table::Table::open_existing(&s.location))?;
-            Ok(SideSpec {
-                version: t.version(),
-                ..s.clone()
-            })
-        })
-        .collect()
+    Ok(PinnedSides(Arc::new(resolve_sides(
+        rt, specs, None, limits,
+    )?)))
 }
 
 /// Whether a side input's location names a table: a URL (Delta on object
 /// storage, an Iceberg catalog entry) or a folder with `_delta_log/`.
 fn is_table(location: &str) -> bool {
-    location.contains("://")
-        || crate::table::iceberg::is_iceberg(location)
+    crate::table::iceberg::is_iceberg(location)
+        || (location.contains("://") && !location.ends_with(".parquet"))
         || Path::new(location).join("_delta_log").is_dir()
 }
 
@@ -149,32 +182,28 @@ pub struct SideInput {
 }
 
 /// Pin every side input (in name order, as the guest gets them) and
-/// record it; refused when one lies inside the target table (the run
-/// would read its own output) or could never fit the guest's memory.
+/// record it. Before any file is hashed, refused: one that is the
+/// `target` table or lies inside it (the run would read its own output),
+/// and side inputs that together could never fit the guest's memory.
 pub(super) fn resolve_sides(
     rt: &tokio::runtime::Runtime,
     specs: &[SideSpec],
-    table: &url::Url,
+    target: Option<&url::Url>,
     limits: &crate::sandbox::Limits,
 ) -> Result<Vec<(SideInput, SideRecord)>, RunError> {
-    let memory = limits.max_memory_bytes;
     check_specs(specs)?;
     let mut sorted: Vec<&SideSpec> = specs.iter().collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut room = Room {
+        left: limits.max_memory_bytes as u64,
+        memory: limits.max_memory_bytes as u64,
+    };
     let mut sides = Vec::with_capacity(sorted.len());
     for spec in sorted {
-        let (slice, kind, version, table_name) = pin(rt, spec)?;
-        check_not_inside(table, &slice, kind)?;
-        let bytes: u64 = slice.inputs.iter().map(|i| i.size).sum();
-        if bytes > memory as u64 {
-            return Err(RunError::Usage(format!(
-                "side input `{}` is {bytes} bytes of files, more than the guest's whole memory ({memory} bytes): it is read whole, so give a smaller table (a filtered dimension) or raise --max-memory-mb",
-                spec.name
-            )));
-        }
+        let (slice, kind, version, table) = pin(rt, spec, target, &mut room)?;
         let record = SideRecord {
             name: spec.name.clone(),
-            table: table_name,
+            table,
             input: SliceRecord {
                 id: slice.id.clone(),
                 kind: kind.into(),
@@ -185,8 +214,7 @@ pub(super) fn resolve_sides(
                 text: None,
             },
         };
-        let name = spec.name.clone();
-        let budget = limits.input_budget();
+        let (name, budget) = (spec.name.clone(), limits.input_budget());
         sides.push((
             SideInput {
                 name,
@@ -199,6 +227,83 @@ pub(super) fn resolve_sides(
     Ok(sides)
 }
 
+/// A run's side inputs: `named` pinned now, with the `pinned` ones (each
+/// checked against the run's `target`), in name order; and their records.
+#[allow(clippy::type_complexity)]
+pub(super) fn planned(
+    rt: &tokio::runtime::Runtime,
+    (named, pinned): (&[SideSpec], &PinnedSides),
+    target: &url::Url,
+    limits: &crate::sandbox::Limits,
+) -> Result<(Vec<SideInput>, Vec<SideRecord>), RunError> {
+    let mut all = resolve_sides(rt, named, Some(target), limits)?;
+    for (side, record) in pinned.0.iter() {
+        if all.iter().any(|(s, _)| s.name == side.name) {
+            return Err(RunError::Usage(format!(
+                "side input `{}` is given twice: each name once",
+                side.name
+            )));
+        }
+        for i in &side.slice.inputs {
+            check_target(&side.name, &side.slice.url_of(i), Some(target))?;
+        }
+        check_target(
+            &side.name,
+            &crate::storage::as_dir(&side.slice.root),
+            Some(target),
+        )?;
+        all.push((side.clone(), record.clone()));
+    }
+    if all.len() > MAX_SIDES {
+        return Err(RunError::Usage(format!(
+            "{} side inputs: at most {MAX_SIDES}",
+            all.len()
+        )));
+    }
+    all.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    Ok(all.into_iter().unzip())
+}
+
+/// The guest memory the side inputs' files may still take (they are read
+/// whole into it).
+struct Room {
+    left: u64,
+    memory: u64,
+}
+
+impl Room {
+    /// Take `bytes` for side input `name`, or refuse it before it is read.
+    fn take(&mut self, name: &str, bytes: u64) -> Result<(), RunError> {
+        if bytes > self.left {
+            return Err(RunError::Usage(format!(
+                "side input `{name}` is {bytes} bytes of files, and the side inputs together may take at most the guest's memory ({} bytes; {} left): they are read whole, so give a smaller table (a filtered dimension) or raise --max-memory-mb",
+                self.memory, self.left
+            )));
+        }
+        self.left -= bytes;
+        Ok(())
+    }
+}
+
+/// Refused when `at` (a side table's folder, or one of its files) is the
+/// target table's folder or lies inside it: the run would read its own
+/// output (an empty target included).
+pub(super) fn check_target(
+    name: &str,
+    at: &url::Url,
+    target: Option<&url::Url>,
+) -> Result<(), RunError> {
+    let Some(target) = target else {
+        return Ok(());
+    };
+    if crate::storage::contains(&crate::storage::as_dir(target), at) {
+        return Err(RunError::Usage(format!(
+            "side input `{name}` ({at}) is the target table {target} or lies inside it: the run would read its own output"
+        )));
+    }
+    Ok(())
+}
+
 /// One side input's files: a table's at its version (the current one
 /// when none is named), or a Parquet file or a local folder's Parquet
 /// files. Returns them, their kind, and the table's version and name.
@@ -206,27 +311,52 @@ pub(super) fn resolve_sides(
 fn pin(
     rt: &tokio::runtime::Runtime,
     spec: &SideSpec,
+    target: Option<&url::Url>,
+    room: &mut Room,
 ) -> Result<(ResolvedSlice, &'static str, Option<u64>, Option<String>), RunError> {
-    let local = Path::new(&spec.location);
+    let name = &spec.name;
     if is_table(&spec.location) {
-        let (slice, version, name) = resolve_whole(rt, &spec.location, spec.version)?;
-        return Ok((slice, "delta", Some(version), Some(name)));
+        let whole = list_whole(rt, &spec.location, spec.version)?;
+        check_target(name, &crate::storage::as_dir(whole.root()), target)?;
+        let store = crate::storage::Store::open(whole.root()).map_err(SliceError::from)?;
+        let mut bytes = 0u64;
+        for n in whole.names() {
+            let size = store.size(n).map_err(SliceError::from)?.unwrap_or(0);
+            bytes = bytes.saturating_add(size);
+        }
+        room.take(name, bytes)?;
+        let (version, table) = (whole.version, whole.name.clone());
+        return Ok((whole.pin()?, "delta", Some(version), Some(table)));
     }
-    if spec.version.is_some() {
+    if let Some(v) = spec.version {
         return Err(RunError::Usage(format!(
-            "side input `{}`: {} is no table (no _delta_log/ there), so it has no version: drop @{}",
-            spec.name,
+            "side input `{name}`: {} is no table (no _delta_log/ there), so it has no version: drop @{v}",
             spec.location,
-            spec.version.unwrap_or_default()
         )));
     }
-    let files = parquet_files(local).map_err(|why| {
-        RunError::Usage(format!(
-            "side input `{}`: {} {why}: give a Delta or Iceberg table, a Parquet file or a folder of them",
-            spec.name, spec.location
-        ))
-    })?;
-    let slice = ResolvedSlice::from_files(&spec.name, &files).map_err(RunError::from)?;
+    let files = match spec.location.contains("://") {
+        true => vec![std::path::PathBuf::from(&spec.location)],
+        false => parquet_files(Path::new(&spec.location)).map_err(|why| {
+            RunError::Usage(format!(
+                "side input `{name}`: {} {why}: give a Delta or Iceberg table, a Parquet file or a folder of them",
+                spec.location
+            ))
+        })?,
+    };
+    // Local files are sized before they are read; a URL's when hashed.
+    let local: u64 = files
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok())
+        .map(|m| m.len())
+        .fold(0, u64::saturating_add);
+    room.take(name, local)?;
+    let slice = ResolvedSlice::from_files(name, &files).map_err(RunError::from)?;
+    for i in &slice.inputs {
+        check_target(name, &slice.url_of(i), target)?;
+    }
+    if spec.location.contains("://") {
+        room.take(name, slice.inputs.iter().map(|i| i.size).sum())?;
+    }
     Ok((slice, "files", None, None))
 }
 

@@ -8,12 +8,15 @@
 //             side inputs' names, its rows and its first `customer`
 import { Batch, DataType, Field, Schema, column, exportTransform } from 'idem-guest';
 
+// A top-level name the SDK's `side-inputs` export must not clash with.
+const sideInputs = 'a project binding named like the export';
+
 class Probe {
   open(ctx) {
     this.mode = ctx.paramString('mode') ?? 'random';
     if (this.mode === 'clock') this.t = Date.now();
     if (this.mode === 'date') this.t = new Date().getTime();
-    if (this.mode === 'log') console.log('hello from a JavaScript guest');
+    if (this.mode === 'log') console.log(`hello from a JavaScript guest (${sideInputs})`);
     if (this.mode === 'side') {
       const b = ctx.sideInput('customers');
       this.side = [ctx.sideInputNames().join(','), b.numRows, b.column('customer').get(0)];
