@@ -73,18 +73,7 @@ fn backfill_args(data: &Path, table: &str, extra: &[&str]) -> Vec<String> {
 
 /// Each slice of a backfill's `--json` summary with its status.
 fn statuses(out: &str) -> Vec<(String, String)> {
-    let v: Value = serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"));
-    v["slices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            (
-                s["slice"].as_str().unwrap().to_string(),
-                s["status"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    common::slice_statuses(out)
 }
 
 fn manifest(table: &Path, stdout: &str) -> Value {

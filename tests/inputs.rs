@@ -389,15 +389,7 @@ write_deltalake({src:?}, day("2026-10-01"), mode="append")
         orders = s(&orders),
         src = s(&src)
     );
-    let out = std::process::Command::new(common::python())
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::python_script(&script);
     let module = common::guest("examples/clean_orders");
     let table = dir.path().join("t");
     let (code, stdout, stderr) = common::idem(&[
@@ -449,15 +441,7 @@ write_deltalake({src:?}, t, partition_by=["date"], configuration={{"delta.column
 "#,
         src = s(&src)
     );
-    let out = std::process::Command::new(common::python())
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::python_script(&script);
     let log = std::fs::read_to_string(src.join("_delta_log/00000000000000000000.json")).unwrap();
     assert!(
         log.contains("delta.columnMapping.physicalName"),

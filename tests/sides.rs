@@ -50,15 +50,7 @@ fn write_dimension(dim: &Path, moved: &[String], extra: &[&str]) {
         customers,
         segments
     );
-    let out = std::process::Command::new(common::python())
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::python_script(&script);
 }
 
 /// The customers with an order on `date` in the sample data.
@@ -90,18 +82,7 @@ fn backfill(data: &Path, module: &Path, gold: &Path, dim: &Path) -> BTreeMap<Str
     ];
     let (code, out, err) = idem(&args);
     assert_eq!(code, 0, "{out}\n{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    v["slices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            (
-                s["slice"].as_str().unwrap().to_string(),
-                s["status"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    common::slice_statuses(&out).into_iter().collect()
 }
 
 fn statuses(list: [&str; 3]) -> BTreeMap<String, String> {
@@ -287,15 +268,7 @@ fn side_inputs_are_checked_before_anything_runs_and_an_old_module_is_refused_by_
         "import pyarrow as pa\nfrom deltalake import DeltaTable\nDeltaTable.create({:?}, pa.schema([('day', pa.string())]))\n",
         s(&empty)
     );
-    let made = std::process::Command::new(common::python())
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    common::python_script(&script);
     let args = common::day_args(&s(&module), &s(&data), DAYS[0], &s(&empty), &[]);
     let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
     let own = format!("customers={}", s(&empty));

@@ -740,3 +740,33 @@ pub fn change_input_columns(root: &Path, date: &str, retype: bool) {
         w.close().unwrap();
     }
 }
+
+/// Run a Python snippet with the tests' Python (its packages: PyPI
+/// deltalake, pyarrow): another writer, say. Its stderr is the failure.
+pub fn python_script(script: &str) {
+    let out = std::process::Command::new(python())
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Each slice's status in a backfill's `--json` output, in its order.
+pub fn slice_statuses(out: &str) -> Vec<(String, String)> {
+    let v: serde_json::Value = serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    v["slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["slice"].as_str().unwrap().to_string(),
+                s["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}

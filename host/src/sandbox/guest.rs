@@ -183,23 +183,13 @@ impl Instance {
         else {
             return Ok(Vec::new());
         };
-        let func = self
-            .instance
-            .get_export_index(&mut self.store, Some(&iface), "dictionary-columns")
-            .and_then(|f| {
-                self.instance
-                    .get_typed_func::<(), (Vec<String>,)>(&mut self.store, &f)
-                    .ok()
-            });
-        let Some(func) = func else {
-            self.poisoned = true;
-            return Err(SandboxError::Guest {
-                call: "dictionary-columns",
-                at: None,
-                message: format!(
+        let Some(func) = self.typed::<(), (Vec<String>,)>(Some(iface), "dictionary-columns") else {
+            return Err(self.refuse(
+                "dictionary-columns",
+                format!(
                     "its {INPUT_ENCODING_EXPORT} export lacks `dictionary-columns: func() -> list<string>`: rebuild it with this idem's idem-guest (`idem build`)"
                 ),
-            });
+            ));
         };
         self.enter()?;
         let r = func.call(&mut self.store, ()).map(|(v,)| Ok(v));
@@ -210,28 +200,18 @@ impl Instance {
     /// `side-inputs` interface). A guest without that export (built before
     /// side inputs existed) is refused, naming it and the fix.
     pub fn side_input(&mut self, name: &str, batch: &RecordBatch) -> Result<(), SandboxError> {
-        let func = self
+        let iface = self
             .instance
-            .get_export_index(&mut self.store, None, SIDE_INPUTS_EXPORT)
-            .and_then(|iface| {
-                self.instance
-                    .get_export_index(&mut self.store, Some(&iface), "side-input")
-            })
-            .and_then(|f| {
-                self.instance
-                    .get_typed_func::<(&str, &[u8]), (Result<(), String>,)>(&mut self.store, &f)
-                    .ok()
-            });
+            .get_export_index(&mut self.store, None, SIDE_INPUTS_EXPORT);
+        let func = self.typed::<(&str, &[u8]), (Result<(), String>,)>(iface, "side-input");
         let Some(func) = func else {
-            self.poisoned = true;
-            return Err(SandboxError::Guest {
-                call: "side-input",
-                at: None,
-                message: format!(
-                    "the run gives it side input `{}`, and the module does not export {SIDE_INPUTS_EXPORT} (it was built before side inputs existed, or not with an idem SDK): rebuild it with this idem (`idem build`), or run it without --side",
+            return Err(self.refuse(
+                "side-input",
+                format!(
+                    "the run gives it side input `{}`, and the module does not export {SIDE_INPUTS_EXPORT} with `side-input: func(name: string, batch: list<u8>) -> result<_, string>` (it was built before side inputs existed, or not with an idem SDK): rebuild it with this idem (`idem build`), or run it without --side",
                     crate::text::clip_str(name, 64)
                 ),
-            });
+            ));
         };
         let bytes = idem_guest::ipc::encode_into(batch, std::mem::take(&mut self.input))
             .map_err(|e| SandboxError::Host(format!("encoding side input `{name}`: {e}")))?;
@@ -246,6 +226,35 @@ impl Instance {
         let r = self.settle("side-input", r);
         self.pushing = None;
         r
+    }
+
+    /// Function `func` of the exported interface `iface`, typed: `None`
+    /// when the guest lacks either or gives it another signature.
+    fn typed<P, R>(
+        &mut self,
+        iface: Option<wasmtime::component::ComponentExportIndex>,
+        func: &str,
+    ) -> Option<wasmtime::component::TypedFunc<P, R>>
+    where
+        P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower,
+        R: wasmtime::component::ComponentNamedList + wasmtime::component::Lift,
+    {
+        let f = self
+            .instance
+            .get_export_index(&mut self.store, iface.as_ref(), func)?;
+        self.instance
+            .get_typed_func::<P, R>(&mut self.store, &f)
+            .ok()
+    }
+
+    /// A call the guest cannot take: its instance poisoned, the error.
+    fn refuse(&mut self, call: &'static str, message: String) -> SandboxError {
+        self.poisoned = true;
+        SandboxError::Guest {
+            call,
+            at: None,
+            message,
+        }
     }
 
     /// Push one input batch; returns the guest's output rows, if any.
