@@ -1501,3 +1501,51 @@ fn new_columns_join_an_iceberg_table_in_the_slices_own_snapshot() {
     let (code, audit, err) = common::idem(&["audit", &merged]);
     assert_eq!(code, 0, "{audit}\n{err}");
 }
+
+/// An Iceberg table as a side input: pinned at its snapshot's sequence
+/// number under its catalog location, so a new snapshot of it reruns
+/// the slice, and `idem verify` reads the pinned snapshot again.
+#[test]
+fn an_iceberg_table_is_a_side_input_pinned_at_its_snapshot() {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 300);
+    let module = common::guest("examples/clean_orders");
+    let dim = fx.table("dim");
+    ok(run(&fx, &module, "2026-10-01", &dim, &[]));
+    let target = fx.table("t");
+    let side = format!("orders={dim}");
+    let out = ok(run(
+        &fx,
+        &module,
+        "2026-10-02",
+        &target,
+        &["--side", &side, "--json"],
+    ));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let manifest = std::fs::read_to_string(
+        url::Url::parse(v["manifest"].as_str().unwrap())
+            .unwrap()
+            .to_file_path()
+            .unwrap(),
+    )
+    .unwrap();
+    let m: Value = serde_json::from_str(&manifest).unwrap();
+    let recorded = &m["predicate"]["run"]["sides"][0];
+    assert_eq!(recorded["name"], "orders");
+    assert!(
+        recorded["table"]
+            .as_str()
+            .unwrap()
+            .starts_with("iceberg+sqlite://"),
+        "{recorded}"
+    );
+    assert_eq!(recorded["input"]["deltaVersion"], 1, "{recorded}");
+    // Another snapshot of the side table: the slice runs again (its
+    // output, which does not read it, is unchanged).
+    ok(run(&fx, &module, "2026-10-02", &dim, &[]));
+    let out = ok(run(&fx, &module, "2026-10-02", &target, &["--side", &side]));
+    assert!(out.contains("unchanged"), "{out}");
+    assert!(!out.contains("memo"), "{out}");
+    let (code, out, err) = common::idem(&["verify", &format!("{target}#date=2026-10-02")]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("match"), "{out}");
+}
