@@ -284,13 +284,11 @@ fn check_sides(
     sides
         .iter()
         .map(|(name, location)| {
-            let spec: crate::run::SideSpec = format!("{name}={location}")
+            // Located first: whether `dim@7` is a path is asked of the
+            // path relative to this file, as the run will read it.
+            format!("{name}={}", locate(dir, location))
                 .parse()
-                .map_err(|e| format!("[sides] {e}"))?;
-            Ok(crate::run::SideSpec {
-                location: locate(dir, &spec.location),
-                ..spec
-            })
+                .map_err(|e| format!("[sides] {e}"))
         })
         .collect()
 }
