@@ -377,3 +377,71 @@ partition = "date"
         "{out}"
     );
 }
+
+/// A backfill pins its side inputs once, before its first slice: a
+/// dimension rewritten while the backfill runs (here while its first slice
+/// is held at its execution) is not what its later slices read.
+#[test]
+fn a_backfill_reads_one_version_of_its_side_inputs_whoever_writes_them_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("orders");
+    for d in DAYS {
+        common::orders(&data, d, 50, 1);
+    }
+    let (gold, dim) = (dir.path().join("gold"), dir.path().join("dim"));
+    write_dimension(&dim, &[], &[]);
+    let module = common::guest("examples/revenue_by_segment");
+    let side = format!("customers={}", s(&dim));
+    let args: Vec<String> = [
+        "backfill",
+        "--module",
+        &s(&module),
+        "--input",
+        &s(&data),
+        "--table",
+        &s(&gold),
+        "--from",
+        DAYS[0],
+        "--to",
+        DAYS[2],
+        "--side",
+        &side,
+        "--jobs",
+        "1",
+        "--json",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let at = format!("execute@date={}", DAYS[0]);
+    let held = dir.path().join("held");
+    let mut cmd = common::barrier_command(&args, &at, 1, &held);
+    cmd.env("IDEM_FAULT_SLEEP_MS", format!("{at}:8000"));
+    let child = cmd.spawn().unwrap();
+    let start = std::time::Instant::now();
+    while std::fs::read_dir(&held).map_or(0, |d| d.count()) == 0 {
+        assert!(
+            start.elapsed().as_secs() < 120,
+            "the backfill never reached its first slice"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The first slice is held: another writer replaces the dimension.
+    let moved = customers_on(DAYS[1]).into_iter().next().unwrap();
+    write_dimension(&dim, &[moved], &[]);
+    let (code, out, err) = common::wait(child);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(common::slice_statuses(&out).len(), 3, "{out}");
+    let mut versions = Vec::new();
+    for f in std::fs::read_dir(gold.join("_idem/manifests")).unwrap() {
+        let m: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(f.unwrap().path()).unwrap()).unwrap();
+        versions.push(m["predicate"]["run"]["sides"][0]["input"]["deltaVersion"].clone());
+    }
+    assert_eq!(
+        versions,
+        vec![serde_json::json!(0); 3],
+        "every slice read version 0"
+    );
+    assert!(!segments(&gold, DAYS[1]).contains_key("platinum"));
+}

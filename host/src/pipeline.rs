@@ -140,9 +140,11 @@ pub struct Pipeline {
     pub lineage: Option<std::sync::Arc<crate::lineage::Lineage>>,
     /// The pipeline's run, every stage run's parent.
     pub lineage_parent: Option<crate::lineage::Parent>,
-    /// The `[sides]` tables, pinned (hashed) once on first use: every date
-    /// of this pipeline's run reads the same files.
-    pinned_sides: std::sync::Arc<std::sync::OnceLock<Result<crate::run::PinnedSides, String>>>,
+    /// The `[sides]` tables pinned (hashed) so far, each once, on first
+    /// use: every date of this pipeline's run reads the same files.
+    pinned_sides: std::sync::Arc<
+        std::sync::Mutex<std::collections::BTreeMap<String, crate::run::PinnedSides>>,
+    >,
 }
 
 impl Pipeline {

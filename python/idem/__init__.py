@@ -185,9 +185,9 @@ def _publish(
 
 def _sides(sides: Any) -> list:
     """``sides={"customers": "lake/dim_customers"}`` (a table at its current
-    version, pinned when the run starts), ``"lake/dim@7"`` or
-    ``("lake/dim", 7)`` for version 7, or a Parquet file or folder: as
-    ``--side NAME=TABLE[@VERSION]``."""
+    version, pinned when the run starts), ``("lake/dim", 7)`` for version 7,
+    or a Parquet file or folder: as ``--side NAME=TABLE[@VERSION]``, each a
+    (name, location, version) triple (the location taken as it is)."""
     if sides is None:
         return []
     if not isinstance(sides, Mapping):
@@ -198,12 +198,10 @@ def _sides(sides: Any) -> list:
     for name, where in sides.items():
         if not isinstance(name, str):
             raise InputError(f"sides: a side input's name is text, not {name!r}")
-        if isinstance(where, tuple) and len(where) == 2 and isinstance(where[1], int) \
-                and not isinstance(where[1], bool) and where[1] >= 0:
-            where = f"{_text(where[0], 'sides')}@{where[1]}"
-        else:
-            where = _text(where, "sides")
-        out.append(f"{name}={where}")
+        version = None
+        if isinstance(where, tuple) and len(where) == 2:
+            where, version = where[0], _count(where[1], f"sides[{name!r}]'s version")
+        out.append((name, _text(where, "sides"), version))
     return out
 
 

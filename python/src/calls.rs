@@ -79,8 +79,8 @@ pub struct Publish {
     wap_branch: Option<String>,
     /// What output columns the table lacks do (`--on-schema-change`).
     on_schema_change: String,
-    /// Side inputs as `--side` spells them (`NAME=TABLE[@VERSION]`).
-    sides: Vec<String>,
+    /// Side inputs: (name, location, version) each.
+    sides: Vec<(String, String, Option<u64>)>,
 }
 
 impl RunArgs {
@@ -183,12 +183,15 @@ impl Publish {
 
     /// `sides`, parsed.
     fn sides(&self) -> PyResult<Vec<SideSpec>> {
-        let sides = self
+        let sides: Vec<SideSpec> = self
             .sides
             .iter()
-            .map(|s| s.parse::<SideSpec>())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| run_error(RunError::Usage(format!("sides: {e}"))))?;
+            .map(|(name, location, version)| SideSpec {
+                name: name.clone(),
+                location: location.clone(),
+                version: *version,
+            })
+            .collect();
         idem::run::check_sides(&sides).map_err(run_error)?;
         Ok(sides)
     }
@@ -382,8 +385,9 @@ impl BackfillArgs {
         let mode = idem::run::parse_mode(self.publish.mode.as_deref(), &self.publish.key, None)
             .map_err(run_error)?;
         // Side inputs pinned (hashed) once: every slice reads the same files.
-        let sides = idem::run::pin_sides(&self.publish.sides()?, &sandbox.config().limits)
-            .map_err(run_error)?;
+        let limits = &sandbox.config().limits;
+        let sides =
+            idem::run::pin_sides(&self.publish.sides()?, &self.table, limits).map_err(run_error)?;
         let checks = (
             self.publish.expectations()?,
             self.publish.text()?,

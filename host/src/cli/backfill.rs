@@ -120,7 +120,7 @@ pub fn backfill(a: BackfillArgs, out: Out) -> Result<ExitCode> {
     });
     // Side inputs pinned (hashed) once: every slice reads the same files.
     idem::run::check_sides(&a.flags.sides)?;
-    let sides = idem::run::pin_sides(&a.flags.sides, &sandbox.config().limits)?;
+    let sides = idem::run::pin_sides(&a.flags.sides, &a.table, &sandbox.config().limits)?;
     let run_of = |id: &str| {
         slice_run(&a, mode.as_ref(), &span, by_id[id])
             .pinned_sides(sides.clone())

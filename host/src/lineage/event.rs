@@ -158,7 +158,9 @@ fn nominal(d: &str) -> Option<String> {
 fn inputs_of(spec: &RunSpec) -> Value {
     let mut all = vec![input_of(spec)];
     for side in &spec.sides {
-        let (namespace, name) = dataset(&side.input.root);
+        // A table by the name it has as a target (an Iceberg catalog
+        // entry, not its folder): the lineage graph joins there.
+        let (namespace, name) = dataset(side.table.as_deref().unwrap_or(&side.input.root));
         all.push(json!({
             "namespace": namespace,
             "name": name,

@@ -174,6 +174,18 @@ impl Pipeline {
             ));
         }
         let sides = check_sides(&file.sides, dir).map_err(invalid)?;
+        let table_of = |s: &StageConfig| locate(dir, &s.table);
+        if let Some((side, s)) = sides.iter().find_map(|t| {
+            let same = |s: &&StageConfig| {
+                table_of(s).trim_end_matches('/') == t.location.trim_end_matches('/')
+            };
+            file.stages.iter().find(same).map(|s| (t, s))
+        }) {
+            return Err(invalid(format!(
+                "[sides] `{}` is stage `{}`'s table: read it with `from = [.., \"{}\"]`, at the version that stage left it for the date (a [sides] table is pinned once for the whole run)",
+                side.name, s.name, s.name
+            )));
+        }
         if let Some(s) = file
             .stages
             .iter()

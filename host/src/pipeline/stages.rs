@@ -91,24 +91,30 @@ impl Pipeline {
                 }
             }
         }
-        if tables.is_empty() {
-            return Ok((named, PinnedSides::default()));
+        let mut fixed = PinnedSides::default();
+        for name in tables {
+            fixed = fixed.with(&self.pinned(i, name, sandbox)?);
         }
-        let all = self.pinned_sides.get_or_init(|| {
-            let mut specs: Vec<SideSpec> = Vec::new();
-            for s in self.stages.iter().flat_map(|s| &s.sides) {
-                if let Side::Table(spec) = s
-                    && !specs.iter().any(|t| t.name == spec.name)
-                {
-                    specs.push(spec.clone());
-                }
-            }
-            crate::run::pin_sides(&specs, &sandbox.config().limits).map_err(|e| e.to_string())
+        Ok((named, fixed))
+    }
+
+    /// The `[sides]` table `name` stage `i` reads, pinned on first use (the
+    /// lock held meanwhile: one pin per pipeline run); an error is not
+    /// kept, the next date tries again.
+    fn pinned(&self, i: usize, name: &str, sandbox: &Sandbox) -> Result<PinnedSides, RunError> {
+        let mut all = self.pinned_sides.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = all.get(name) {
+            return Ok(p.clone());
+        }
+        let spec = self.stages[i].sides.iter().find_map(|s| match s {
+            Side::Table(spec) if spec.name == name => Some(spec.clone()),
+            _ => None,
         });
-        match all {
-            Ok(all) => Ok((named, all.only(&tables))),
-            Err(why) => Err(RunError::Usage(why.clone())),
-        }
+        let specs: Vec<SideSpec> = spec.into_iter().collect();
+        let table = &self.stages[i].table;
+        let p = crate::run::pin_sides(&specs, table, &sandbox.config().limits)?;
+        all.insert(name.to_string(), p.clone());
+        Ok(p)
     }
 
     /// Check every stage's params and mode and load its modules, once,

@@ -212,8 +212,37 @@ fn sides_again(
     sandbox: &Sandbox,
 ) -> Result<Result<Vec<super::SideInput>, String>, RunError> {
     let mut sides = Vec::with_capacity(m.spec.sides.len());
+    // Read whole into the guest: at most its memory, checked before any
+    // file is read.
+    let recorded = m
+        .spec
+        .sides
+        .iter()
+        .flat_map(|s| s.input.inputs.iter().map(|i| i.size));
+    let bytes = recorded.fold(0u64, u64::saturating_add);
+    let memory = sandbox.config().limits.max_memory_bytes as u64;
+    if bytes > memory {
+        return Ok(Err(format!(
+            "its side inputs are {bytes} bytes of files, more than the guest's memory ({memory} bytes): replay it with the limits it ran with (--max-memory-mb)"
+        )));
+    }
     for s in &m.spec.sides {
         let at = |why: String| Ok(Err(format!("side input `{}`: {why}", s.name)));
+        // A Delta table is named by its folder: the recorded root, or the
+        // manifest was edited (checked before it is opened).
+        if let Some(t) = s
+            .table
+            .as_deref()
+            .filter(|t| !crate::table::iceberg::is_iceberg(t))
+        {
+            let dir = |u: &str| crate::storage::locate(u).map(|u| crate::storage::as_dir(&u));
+            if dir(t).ok() != dir(&s.input.root).ok() {
+                return at(format!(
+                    "its table {t} is not at the recorded root {} (the manifest was edited)",
+                    s.input.root
+                ));
+            }
+        }
         let slice = match pinned_again(rt, &s.input, s.table.as_deref())? {
             Ok(slice) => slice,
             Err(why) => return at(why),

@@ -153,12 +153,40 @@ impl PinnedSides {
 /// their size. Where they lie against a run's target is checked by each run.
 pub fn pin_sides(
     specs: &[SideSpec],
+    target: &str,
     limits: &crate::sandbox::Limits,
 ) -> Result<PinnedSides, RunError> {
     let rt = super::runtime()?;
-    Ok(PinnedSides(Arc::new(resolve_sides(
-        rt, specs, None, limits,
-    )?)))
+    // A target that does not exist yet holds no side input.
+    let url = rt
+        .block_on(crate::table::Table::open_existing(target))
+        .ok()
+        .map(|t| t.url().clone());
+    let pinned = resolve_sides(rt, specs, url.as_ref(), limits, 0)?;
+    Ok(PinnedSides(Arc::new(pinned)))
+}
+
+impl PinnedSides {
+    /// These and `more` (each name once: `more`'s are taken for names
+    /// these lack).
+    pub fn with(&self, more: &PinnedSides) -> PinnedSides {
+        let mut all: Vec<(SideInput, SideRecord)> = self.0.as_ref().clone();
+        for side in more.0.iter() {
+            if !all.iter().any(|(s, _)| s.name == side.0.name) {
+                all.push(side.clone());
+            }
+        }
+        PinnedSides(Arc::new(all))
+    }
+
+    /// The bytes of their files.
+    fn bytes(&self) -> u64 {
+        let sizes = self
+            .0
+            .iter()
+            .flat_map(|(s, _)| s.slice.inputs.iter().map(|i| i.size));
+        sizes.fold(0, u64::saturating_add)
+    }
 }
 
 /// Whether a side input's location names a table: a URL (Delta on object
@@ -190,13 +218,15 @@ pub(super) fn resolve_sides(
     specs: &[SideSpec],
     target: Option<&url::Url>,
     limits: &crate::sandbox::Limits,
+    taken: u64,
 ) -> Result<Vec<(SideInput, SideRecord)>, RunError> {
     check_specs(specs)?;
     let mut sorted: Vec<&SideSpec> = specs.iter().collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let memory = limits.max_memory_bytes as u64;
     let mut room = Room {
-        left: limits.max_memory_bytes as u64,
-        memory: limits.max_memory_bytes as u64,
+        left: memory.saturating_sub(taken),
+        memory,
     };
     let mut sides = Vec::with_capacity(sorted.len());
     for spec in sorted {
@@ -236,7 +266,13 @@ pub(super) fn planned(
     target: &url::Url,
     limits: &crate::sandbox::Limits,
 ) -> Result<(Vec<SideInput>, Vec<SideRecord>), RunError> {
-    let mut all = resolve_sides(rt, named, Some(target), limits)?;
+    // Together with the pinned ones, at most the guest's memory.
+    let taken = pinned.bytes();
+    let memory = limits.max_memory_bytes as u64;
+    if taken > memory {
+        return Err(Room::over("the pinned side inputs", taken, memory, memory));
+    }
+    let mut all = resolve_sides(rt, named, Some(target), limits, taken)?;
     for (side, record) in pinned.0.iter() {
         if all.iter().any(|(s, _)| s.name == side.name) {
             return Err(RunError::Usage(format!(
@@ -275,13 +311,19 @@ impl Room {
     /// Take `bytes` for side input `name`, or refuse it before it is read.
     fn take(&mut self, name: &str, bytes: u64) -> Result<(), RunError> {
         if bytes > self.left {
-            return Err(RunError::Usage(format!(
-                "side input `{name}` is {bytes} bytes of files, and the side inputs together may take at most the guest's memory ({} bytes; {} left): they are read whole, so give a smaller table (a filtered dimension) or raise --max-memory-mb",
-                self.memory, self.left
-            )));
+            let what = format!("side input `{name}`");
+            return Err(Self::over(&what, bytes, self.memory, self.left));
         }
         self.left -= bytes;
         Ok(())
+    }
+
+    /// `what`, of `bytes` bytes of files, refused: over the `left` of the
+    /// guest's `memory`.
+    fn over(what: &str, bytes: u64, memory: u64, left: u64) -> RunError {
+        RunError::Usage(format!(
+            "{what} is {bytes} bytes of files (compressed), and the side inputs together may take at most the guest's memory ({memory} bytes; {left} left): they are read whole, so give a smaller table (a filtered dimension) or raise --max-memory-mb"
+        ))
     }
 }
 
@@ -319,12 +361,9 @@ fn pin(
         let whole = list_whole(rt, &spec.location, spec.version)?;
         check_target(name, &crate::storage::as_dir(whole.root()), target)?;
         let store = crate::storage::Store::open(whole.root()).map_err(SliceError::from)?;
-        let mut bytes = 0u64;
-        for n in whole.names() {
-            let size = store.size(n).map_err(SliceError::from)?.unwrap_or(0);
-            bytes = bytes.saturating_add(size);
-        }
-        room.take(name, bytes)?;
+        let names: Vec<String> = whole.names().map(str::to_string).collect();
+        let sizes = store.sizes(&names).map_err(SliceError::from)?;
+        room.take(name, total(&names, sizes)?)?;
         let (version, table) = (whole.version, whole.name.clone());
         return Ok((whole.pin()?, "delta", Some(version), Some(table)));
     }
@@ -343,21 +382,32 @@ fn pin(
             ))
         })?,
     };
-    // Local files are sized before they are read; a URL's when hashed.
-    let local: u64 = files
+    // Where each file is and its size, before any is hashed.
+    let urls = files
         .iter()
-        .filter_map(|f| std::fs::metadata(f).ok())
-        .map(|m| m.len())
-        .fold(0, u64::saturating_add);
-    room.take(name, local)?;
+        .map(|f| crate::storage::locate(&f.to_string_lossy()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(SliceError::from)?;
+    for u in &urls {
+        check_target(name, u, target)?;
+    }
+    let shown: Vec<String> = urls.iter().map(url::Url::to_string).collect();
+    let sizes = crate::storage::sizes_of(&urls).map_err(SliceError::from)?;
+    room.take(name, total(&shown, sizes)?)?;
     let slice = ResolvedSlice::from_files(name, &files).map_err(RunError::from)?;
-    for i in &slice.inputs {
-        check_target(name, &slice.url_of(i), target)?;
-    }
-    if spec.location.contains("://") {
-        room.take(name, slice.inputs.iter().map(|i| i.size).sum())?;
-    }
     Ok((slice, "files", None, None))
+}
+
+/// The sum of `sizes`, each of the file named beside it in `names`: one
+/// that is missing is refused, naming it.
+fn total(names: &[String], sizes: Vec<Option<u64>>) -> Result<u64, RunError> {
+    let mut bytes = 0u64;
+    for (n, size) in names.iter().zip(sizes) {
+        let size = size
+            .ok_or_else(|| RunError::Slice(SliceError::NotFound(crate::text::clip_str(n, 300))))?;
+        bytes = bytes.saturating_add(size);
+    }
+    Ok(bytes)
 }
 
 /// `path` itself (a file), or the `.parquet` files directly in it (a

@@ -203,7 +203,9 @@ impl Instance {
         let iface = self
             .instance
             .get_export_index(&mut self.store, None, SIDE_INPUTS_EXPORT);
-        let func = self.typed::<(&str, &[u8]), (Result<(), String>,)>(iface, "side-input");
+        let func = iface.and_then(|i| {
+            self.typed::<(&str, &[u8]), (Result<(), String>,)>(Some(i), "side-input")
+        });
         let Some(func) = func else {
             return Err(self.refuse(
                 "side-input",
