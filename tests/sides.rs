@@ -55,14 +55,20 @@ fn write_dimension(dim: &Path, moved: &[String], extra: &[&str]) {
 
 /// The customers with an order on `date` in the sample data.
 fn customers_on(date: &str) -> BTreeSet<String> {
-    let b = idem::sample::orders_batch(idem::sample::seed_of(date), 0, ROWS as usize);
+    customers_in(date, ROWS)
+}
+
+/// The customers of the first `rows` sample orders of `date`.
+fn customers_in(date: &str, rows: u64) -> BTreeSet<String> {
+    let b = idem::sample::orders_batch(idem::sample::seed_of(date), 0, rows as usize);
     let c = b.column_by_name("customer").unwrap();
     let c = arrow::array::AsArray::as_string::<i32>(c);
     c.iter().flatten().map(str::to_string).collect()
 }
 
-/// Backfill the three days with the dimension; each slice's status.
-fn backfill(data: &Path, module: &Path, gold: &Path, dim: &Path) -> BTreeMap<String, String> {
+/// The arguments of a backfill of the three days of `data` through
+/// `module` into `gold`, with `dim` as side input `customers`.
+fn backfill_args(data: &Path, module: &Path, gold: &Path, dim: &Path) -> Vec<String> {
     let side = format!("customers={}", s(dim));
     let args = [
         "backfill",
@@ -80,6 +86,13 @@ fn backfill(data: &Path, module: &Path, gold: &Path, dim: &Path) -> BTreeMap<Str
         &side,
         "--json",
     ];
+    args.iter().map(|a| a.to_string()).collect()
+}
+
+/// Backfill the three days with the dimension; each slice's status.
+fn backfill(data: &Path, module: &Path, gold: &Path, dim: &Path) -> BTreeMap<String, String> {
+    let args = backfill_args(data, module, gold, dim);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, out, err) = idem(&args);
     assert_eq!(code, 0, "{out}\n{err}");
     common::slice_statuses(&out).into_iter().collect()
@@ -391,43 +404,28 @@ fn a_backfill_reads_one_version_of_its_side_inputs_whoever_writes_them_meanwhile
     let (gold, dim) = (dir.path().join("gold"), dir.path().join("dim"));
     write_dimension(&dim, &[], &[]);
     let module = common::guest("examples/revenue_by_segment");
-    let side = format!("customers={}", s(&dim));
-    let args: Vec<String> = [
-        "backfill",
-        "--module",
-        &s(&module),
-        "--input",
-        &s(&data),
-        "--table",
-        &s(&gold),
-        "--from",
-        DAYS[0],
-        "--to",
-        DAYS[2],
-        "--side",
-        &side,
-        "--jobs",
-        "1",
-        "--json",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
+    let mut args = backfill_args(&data, &module, &gold, &dim);
+    args.extend(["--jobs".to_string(), "1".to_string()]);
     let at = format!("execute@date={}", DAYS[0]);
     let held = dir.path().join("held");
     let mut cmd = common::barrier_command(&args, &at, 1, &held);
     cmd.env("IDEM_FAULT_SLEEP_MS", format!("{at}:8000"));
-    let child = cmd.spawn().unwrap();
+    let mut child = cmd.spawn().unwrap();
     let start = std::time::Instant::now();
     while std::fs::read_dir(&held).map_or(0, |d| d.count()) == 0 {
+        if child.try_wait().unwrap().is_some() {
+            let (code, out, err) = common::wait(child);
+            panic!("the backfill ended before its first slice ran: {code}\n{out}\n{err}");
+        }
         assert!(
             start.elapsed().as_secs() < 120,
             "the backfill never reached its first slice"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    // The first slice is held: another writer replaces the dimension.
-    let moved = customers_on(DAYS[1]).into_iter().next().unwrap();
+    // The first slice is held: another writer moves a customer who has an
+    // order on the second day to another segment.
+    let moved = customers_in(DAYS[1], 50).into_iter().next().unwrap();
     write_dimension(&dim, &[moved], &[]);
     let (code, out, err) = common::wait(child);
     assert_eq!(code, 0, "{out}\n{err}");

@@ -365,7 +365,7 @@ def run(
     ``sides={"customers": "lake/dim_customers"}`` gives the transform side
     inputs it reads whole (``ctx.side_input("customers")``): a Delta or
     Iceberg table at its current version, pinned when the run starts
-    (``"lake/dim@7"`` or ``("lake/dim", 7)`` for version 7), or a Parquet
+    (``("lake/dim", 7)`` for version 7), or a Parquet
     file or folder, each hashed into the run key (``--side``). A backfill
     pins each table once for every slice.
 

@@ -174,10 +174,16 @@ impl Pipeline {
             ));
         }
         let sides = check_sides(&file.sides, dir).map_err(invalid)?;
-        let table_of = |s: &StageConfig| locate(dir, &s.table);
+        // Where a table is, as a folder (`None`: not a location).
+        let folder = |l: &str| {
+            crate::table::table_url(l)
+                .ok()
+                .map(|u| crate::storage::as_dir(&u))
+        };
         if let Some((side, s)) = sides.iter().find_map(|t| {
+            let side = folder(&t.location)?;
             let same = |s: &&StageConfig| {
-                table_of(s).trim_end_matches('/') == t.location.trim_end_matches('/')
+                folder(&locate(dir, &s.table)).is_some_and(|f| crate::storage::contains(&f, &side))
             };
             file.stages.iter().find(same).map(|s| (t, s))
         }) {
@@ -636,6 +642,16 @@ expect = ["not_null(customer)"]
                 "customers = \"lake/dim@7\"",
                 "\"bad name\" = \"x\"",
                 "must be 1 to 64 letters",
+            ),
+            (
+                "customers = \"lake/dim@7\"",
+                "customers = \"./lake/silver/\"",
+                "is stage `silver`'s table",
+            ),
+            (
+                "customers = \"lake/dim@7\"",
+                "customers = \"lake/silver/part\"",
+                "is stage `silver`'s table",
             ),
         ] {
             let e = parse(&good.replace(from, to)).unwrap_err();

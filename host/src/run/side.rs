@@ -157,12 +157,12 @@ pub fn pin_sides(
     limits: &crate::sandbox::Limits,
 ) -> Result<PinnedSides, RunError> {
     let rt = super::runtime()?;
-    // A target that does not exist yet holds no side input.
-    let url = rt
-        .block_on(crate::table::Table::open_existing(target))
-        .ok()
-        .map(|t| t.url().clone());
-    let pinned = resolve_sides(rt, specs, url.as_ref(), limits, 0)?;
+    // The table's folder; one that does not exist yet, where it will be.
+    let url = match rt.block_on(crate::table::Table::open_existing(target)) {
+        Ok(t) => t.url().clone(),
+        Err(_) => crate::table::table_url(target)?,
+    };
+    let pinned = resolve_sides(rt, specs, Some(&url), limits, 0)?;
     Ok(PinnedSides(Arc::new(pinned)))
 }
 
