@@ -48,7 +48,7 @@ let sides = new Map();
 const sideInputsExport = {
   /** @param {string} name @param {Uint8Array} bytes */
   sideInput(name, bytes) {
-    return guard('side-input', () => {
+    const r = guard('side-input', () => {
       if (!sides.has(name) && sides.size >= MAX_SIDE_INPUTS) {
         throw new IdemError(`more than ${MAX_SIDE_INPUTS} side inputs (\`${name}\` is one too many)`);
       }
@@ -68,6 +68,9 @@ const sideInputsExport = {
       sides.set(name, list);
       return undefined;
     });
+    // A failed run leaves nothing for the next one (a native run's).
+    if (r.tag === 'err') sides = new Map();
+    return r;
   },
 };
 globalThis[Symbol.for('idem.sideInputs')] = sideInputsExport;

@@ -23,7 +23,8 @@ export { resetRandom, installSandbox } from './sandbox.js';
  * Throws the error the host would report.
  * @param {(new () => any) | {open: Function, push: Function, finish: Function}} Class
  *   a transform class, or the `transform` export a module built with it
- * @param {{sliceId?: string, logicalDate?: string|null, params?: any, inputSchema?: Schema, batchRows?: number}} ctx
+ * @param {{sliceId?: string, logicalDate?: string|null, params?: any, inputSchema?: Schema, batchRows?: number, sideInputs?: Record<string, Batch[]>}} ctx
+ *   `sideInputs`: name -> batches, given before `open` as the host gives them
  * @param {Batch[]} batches
  * @returns {Promise<Batch[]>}
  */
@@ -36,6 +37,11 @@ export async function run(Class, ctx, batches) {
     if (v.tag === 'err') throw new IdemError(`transform failed in \`${stage}\`: ${v.val}`);
     return v.val;
   };
+  // As the host does: every batch of every side input, in name order.
+  const sides = globalThis[Symbol.for('idem.sideInputs')];
+  for (const name of Object.keys(ctx.sideInputs ?? {}).sort()) {
+    for (const b of ctx.sideInputs[name]) await unwrap(sides.sideInput(name, writeStream(b.schema, [b])), 'side-input');
+  }
   const cols = await unwrap(t.open({
     sliceId: ctx.sliceId ?? 'test',
     logicalDate: ctx.logicalDate ?? undefined,

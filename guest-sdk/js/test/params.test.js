@@ -91,3 +91,36 @@ test('the export glue checks declared params before open', async () => {
   await assert.rejects(ids({}), /missing required parameter `tag` \(string, required\)/);
   await assert.rejects(ids({ tag: 't', min: 2.5 }), /`min` must be an integer/);
 });
+
+class Joined {
+  open(ctx) {
+    this.names = ctx.sideInputNames();
+    const dim = ctx.sideInput('dim');
+    this.label = new Map();
+    for (let i = 0; i < dim.numRows; i++) this.label.set(dim.column('id').get(i), dim.column('name').get(i));
+  }
+  push(batch) {
+    const ids = batch.column('id');
+    const names = [];
+    for (let i = 0; i < batch.numRows; i++) names.push(this.label.get(ids.get(i)) ?? 'unknown');
+    const schema = new Schema([new Field('name', DataType.Utf8, false)]);
+    return new Batch(schema, [column(DataType.Utf8, names)]);
+  }
+}
+
+test('side inputs reach open whole, in order, by name; a missing one is named', async () => {
+  const schema = new Schema([new Field('id', DataType.Float64, false)]);
+  const dimSchema = new Schema([new Field('id', DataType.Float64, false), new Field('name', DataType.Utf8, false)]);
+  const dim = (ids, names) => new Batch(dimSchema, [column(DataType.Float64, ids), column(DataType.Utf8, names)]);
+  const input = new Batch(schema, [column(DataType.Float64, [1, 2, 3])]);
+  const sideInputs = { dim: [dim([1], ['one']), dim([3, 4], ['three', 'four'])], other: [dim([], [])] };
+  const out = await run(Joined, { inputSchema: schema, sideInputs }, [input]);
+  assert.deepEqual(out[0].toRows().map((r) => r.name), ['one', 'unknown', 'three']);
+  await assert.rejects(
+    run(Joined, { inputSchema: schema, sideInputs: { other: [dim([], [])] } }, [input]),
+    /transform failed in `open`: the run gives no side input `dim` \(it gives: other\): give it with --side dim=TABLE/,
+  );
+  const otherSchema = new Schema([new Field('id', DataType.Float64, false)]);
+  const mixed = { dim: [dim([1], ['one']), new Batch(otherSchema, [column(DataType.Float64, [2])])] };
+  await assert.rejects(run(Joined, { inputSchema: schema, sideInputs: mixed }, [input]), /a batch of another schema than its first/);
+});

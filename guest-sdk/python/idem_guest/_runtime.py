@@ -73,6 +73,14 @@ class Runner:
         self.sides = {}
 
     def side_input(self, name, data):
+        try:
+            self._side_input(name, data)
+        except BaseException:
+            # A failed run leaves nothing for the next one (a native run's).
+            self.sides = {}
+            raise
+
+    def _side_input(self, name, data):
         if name not in self.sides and len(self.sides) >= MAX_SIDE_INPUTS:
             raise IdemError("more than %d side inputs (`%s` is one too many)" % (MAX_SIDE_INPUTS, name))
         try:

@@ -114,6 +114,62 @@ class RunnerTests(unittest.TestCase):
             r.push(ipc.write_stream(batch(["a"], [1.0])))
 
 
+class Joined(ig.Transform):
+    """Reads side input `dim` whole in open."""
+
+    def open(self, ctx):
+        self.names = ctx.side_input_names()
+        self.dim = ctx.side_input("dim")
+
+    def push(self, b):
+        return None
+
+
+class SideInputTests(unittest.TestCase):
+    def runner_with(self, *streams):
+        r = Runner(Joined)
+        for name, data in streams:
+            r.side_input(name, data)
+        return r
+
+    def open(self, r):
+        return r.open("date=2026-10-01", None, "{}", ipc.write_schema(SCHEMA), 8192)
+
+    def test_batches_are_joined_in_order_and_handed_to_open(self):
+        r = self.runner_with(
+            ("dim", ipc.write_stream(batch(["a"], [1.0]))),
+            ("other", ipc.write_stream(batch([], []))),
+            ("dim", ipc.write_stream(batch(["b", "c"], [2.0, None]))),
+        )
+        self.open(r)
+        t = r.transform
+        self.assertEqual(t.names, ["dim", "other"])
+        self.assertEqual(t.dim.num_rows, 3)
+        self.assertEqual([t.dim["k"][i] for i in range(3)], ["a", "b", "c"])
+        # The next run's side inputs start empty.
+        self.assertEqual(r.sides, {})
+
+    def test_a_missing_side_input_is_named_with_those_given(self):
+        r = self.runner_with(("other", ipc.write_stream(batch([], []))))
+        with self.assertRaises(ig.IdemError) as e:
+            self.open(r)
+        self.assertIn("no side input `dim` (it gives: other)", str(e.exception))
+        self.assertIn("--side dim=TABLE", str(e.exception))
+
+    def test_a_batch_of_another_schema_and_too_many_are_refused(self):
+        other = ig.Schema([ig.Field("k", ig.utf8, False)])
+        r = self.runner_with(("dim", ipc.write_stream(batch(["a"], [1.0]))))
+        with self.assertRaises(ig.IdemError) as e:
+            r.side_input("dim", ipc.write_stream(ig.Batch.from_pydict({"k": ["x"]}, other)))
+        self.assertIn("another schema", str(e.exception))
+        r = Runner(Joined)
+        for i in range(16):
+            r.side_input("s%02d" % i, ipc.write_stream(batch([], [])))
+        with self.assertRaises(ig.IdemError) as e:
+            r.side_input("one-more", ipc.write_stream(batch([], [])))
+        self.assertIn("more than 16 side inputs", str(e.exception))
+
+
 class Errors(unittest.TestCase):
     def test_location_of_user_code(self):
         class T(ig.Transform):
