@@ -441,19 +441,8 @@ mod tests {
             (
                 "a side input",
                 Box::new(|s| {
-                    s.sides.push(SideRecord {
-                        name: "customers".into(),
-                        table: Some("file:///dim/".into()),
-                        input: SliceRecord {
-                            id: "delta-v1".into(),
-                            kind: "delta".into(),
-                            root: "file:///dim/".into(),
-                            inputs: s.slice.inputs.clone(),
-                            delta_version: Some(1),
-                            delta_slice: None,
-                            text: None,
-                        },
-                    })
+                    let inputs = s.slice.inputs.clone();
+                    s.sides.push(dim_side(1, inputs))
                 }),
             ),
             (
@@ -604,6 +593,23 @@ mod tests {
         m
     }
 
+    /// Side input `customers`: table file:///dim/ read whole at `version`.
+    fn dim_side(version: u64, inputs: Vec<InputObject>) -> SideRecord {
+        SideRecord {
+            name: "customers".into(),
+            table: Some("file:///dim/".into()),
+            input: SliceRecord {
+                id: format!("delta-v{version}"),
+                kind: "delta".into(),
+                root: "file:///dim/".into(),
+                inputs,
+                delta_version: Some(version),
+                delta_slice: None,
+                text: None,
+            },
+        }
+    }
+
     /// A run with side inputs is described under `run/v2` (v1's bytes stay
     /// v1's), its side inputs' files among the dependencies; stamped v1 it
     /// is refused as edited.
@@ -611,23 +617,12 @@ mod tests {
     fn side_inputs_are_provenance_v2_with_their_files() {
         let base = v2();
         let mut spec = base.spec.clone();
-        spec.sides.push(SideRecord {
-            name: "customers".into(),
-            table: Some("file:///dim/".into()),
-            input: SliceRecord {
-                id: "delta-v4".into(),
-                kind: "delta".into(),
-                root: "file:///dim/".into(),
-                inputs: vec![InputObject {
-                    path: "part-0.parquet".into(),
-                    size: 3,
-                    digest: Digest::of_bytes(b"d"),
-                }],
-                delta_version: Some(4),
-                delta_slice: None,
-                text: None,
-            },
-        });
+        let file = InputObject {
+            path: "part-0.parquet".into(),
+            size: 3,
+            digest: Digest::of_bytes(b"d"),
+        };
+        spec.sides.push(dim_side(4, vec![file]));
         let mut m = Manifest::new(spec, result());
         m.provenance = base.provenance.clone();
         let b = &predicate(&m)["buildDefinition"];

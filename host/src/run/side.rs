@@ -133,20 +133,6 @@ impl PinnedSides {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-
-    /// The one named `name`.
-    pub fn get(&self, name: &str) -> Option<&(SideInput, SideRecord)> {
-        self.0.iter().find(|(s, _)| s.name == name)
-    }
-
-    /// These, and only these `names`.
-    pub fn only(&self, names: &[&str]) -> PinnedSides {
-        let kept = self
-            .0
-            .iter()
-            .filter(|(s, _)| names.contains(&s.name.as_str()));
-        PinnedSides(Arc::new(kept.cloned().collect()))
-    }
 }
 
 /// Pin `specs` now, once (see [`PinnedSides`]); the guest's `limits` bound
