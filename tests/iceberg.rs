@@ -1500,6 +1500,32 @@ fn new_columns_join_an_iceberg_table_in_the_slices_own_snapshot() {
     );
     let (code, audit, err) = common::idem(&["audit", &merged]);
     assert_eq!(code, 0, "{audit}\n{err}");
+    // A later read of the whole table at version 2 takes files from both
+    // sides of the append: day 1's read null in the new column.
+    let whole = fx.table("whole");
+    let args = [
+        "run",
+        "--module",
+        &s(&dedup),
+        "--input",
+        &over,
+        "--table-version",
+        "2",
+        "--table",
+        &whole,
+        "--mode",
+        "append",
+    ];
+    let (code, out, err) = common::idem(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    let got: Vec<Value> = rows(&fx.read("whole"))
+        .iter()
+        .map(|r| serde_json::from_str(r).unwrap())
+        .collect();
+    let (day1, day2): (Vec<&Value>, Vec<&Value>) =
+        got.iter().partition(|r| r["date"] == "2026-10-01");
+    assert!(!day1.is_empty() && day1.iter().all(|r| r["coupon"].is_null()));
+    assert!(day2.iter().any(|r| r["coupon"].is_string()));
 }
 
 /// An Iceberg table as a side input: pinned at its snapshot's sequence

@@ -858,6 +858,75 @@ fn a_new_output_column_is_refused_unless_appended_and_earlier_slices_stay_curren
 }
 
 #[test]
+fn a_later_read_of_files_from_both_sides_of_an_append_reads_the_new_columns_null() {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 1_000);
+    let clean_orders = common::guest("examples/clean_orders");
+    let dedup = common::guest("examples/dedup_events");
+    let clean = fx.table("clean");
+    ok(run(&fx, &clean_orders, "2026-10-01", &clean, &[]));
+    common::change_input_columns(&fx.data(), "2026-10-02", false);
+    let append = ["--on-schema-change", "append-new-columns"];
+    ok(run(&fx, &clean_orders, "2026-10-02", &clean, &append));
+    // The whole table at version 2: day 1's files lack `coupon`, day 2's
+    // have it. Read as the table's columns, as every engine reads it.
+    let read = |version: &str, slice: &[&str], target: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--module",
+            &s(&dedup),
+            "--input",
+            &s(&clean),
+            "--table-version",
+            version,
+            "--table",
+            &s(target),
+        ]
+        .into_iter()
+        .map(str::to_string)
+        .collect::<Vec<String>>();
+        args.extend(slice.iter().chain(extra).map(|a| a.to_string()));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::idem(&refs)
+    };
+    let whole = fx.table("whole");
+    let out = ok(read("2", &[], &whole, &["--mode", "append"]));
+    let json = |rows: &[String]| -> Vec<serde_json::Value> {
+        rows.iter()
+            .map(|r| serde_json::from_str(r).unwrap())
+            .collect()
+    };
+    let upstream = json(&read_table(&clean, None).rows);
+    let got = json(&read_table(&whole, None).rows);
+    assert!(!got.is_empty() && got.iter().all(|r| upstream.contains(r)));
+    let (day1, day2): (Vec<_>, Vec<_>) = got.iter().partition(|r| r["date"] == "2026-10-01");
+    assert!(!day1.is_empty() && day1.iter().all(|r| r["coupon"].is_null()));
+    assert!(day2.iter().any(|r| r["coupon"].is_string()));
+    // Its manifest replays: the same files read as the same columns.
+    let (code, stdout, err) = common::idem(&["verify", &s(&manifest_path(&whole, &out))]);
+    assert_eq!(code, 0, "{stdout}{err}");
+    // Day 1 alone, at version 2, has the column (all null); at version 1,
+    // before it was appended, it has not.
+    let day = ["--partition", "date=2026-10-01"];
+    let at2 = fx.table("day1-at-2");
+    ok(read("2", &day, &at2, &[]));
+    let rows = json(&read_table(&at2, None).rows);
+    assert!(
+        !rows.is_empty()
+            && rows
+                .iter()
+                .all(|r| r["coupon"].is_null() && r.get("coupon").is_some())
+    );
+    let at1 = fx.table("day1-at-1");
+    ok(read("1", &day, &at1, &[]));
+    let rows = json(&read_table(&at1, None).rows);
+    assert!(!rows.is_empty() && rows.iter().all(|r| r.get("coupon").is_none()));
+    // The table read whole as a side input, beside a slice.
+    let sided = fx.table("sided");
+    let side = format!("upstream={}", s(&clean));
+    ok(run(&fx, &dedup, "2026-10-01", &sided, &["--side", &side]));
+}
+
+#[test]
 fn a_merge_that_would_add_columns_to_a_delta_table_is_refused_by_name() {
     let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 500);
     let module = common::guest("examples/dedup_events");

@@ -226,7 +226,9 @@ impl Whole {
         }
         let (files, fields, values) = partition_constants(&self.snap);
         let slice = ResolvedSlice::from_names(&id, &self.snap.root, files)?;
-        Ok(slice.with_constants(fields, values))
+        Ok(slice
+            .with_constants(fields, values)
+            .with_table_columns(&self.snap.schema))
     }
 }
 
@@ -320,7 +322,9 @@ fn resolve_delta(
         None => ResolvedSlice::from_names(&id, &snap.root, files)?,
         Some(_) => ResolvedSlice::from_names_in_order(&id, &snap.root, files)?,
     };
-    let mut resolved = resolved.with_constants(fields, values);
+    let mut resolved = resolved
+        .with_constants(fields, values)
+        .with_table_columns(&snap.schema);
     if slice.is_some() && snap.rows_of {
         resolved = resolved.with_row_filter(crate::table::OWNER_COLUMN, &snap.owners);
     }

@@ -13,6 +13,7 @@ use parquet::arrow::arrow_reader::{
 
 use super::copy::PrivateCopy;
 use super::error::SliceError;
+use super::fit::Fit;
 use super::guard;
 use super::pin::InputObject;
 use super::resolve::ResolvedSlice;
@@ -29,6 +30,9 @@ pub(super) struct Decode<'a> {
     pub(super) decode: Option<&'a [usize]>,
     /// Those columns' types, when some are taken as dictionaries.
     pub(super) decode_as: Option<&'a SchemaRef>,
+    /// The columns taken as dictionaries (a table's file is asked for
+    /// them in its own schema).
+    pub(super) dictionaries: &'a [String],
     /// Most bytes a batch of decoded input may hold.
     pub(super) budget: u64,
     /// The rejects text inputs may have, and have had.
@@ -49,6 +53,8 @@ pub(super) struct Decoding {
     pub(super) rows: u64,
     /// Rows decoded so far.
     pub(super) read: u64,
+    /// A table's file: its columns as the table's ([`Fit`]).
+    fit: Option<Fit>,
 }
 
 impl Decoding {
@@ -56,10 +62,14 @@ impl Decoding {
     pub(super) fn next_batch(&mut self) -> Option<Result<RecordBatch, SliceError>> {
         match &mut self.reader {
             Rows::Parquet(r) => r.next().map(|b| {
-                b.map_err(|e| SliceError::Malformed {
+                let b = b.map_err(|e| SliceError::Malformed {
                     path: self.path.clone(),
                     detail: e.to_string(),
-                })
+                })?;
+                match &self.fit {
+                    Some(fit) => fit.apply(&b),
+                    None => Ok(b),
+                }
             }),
             Rows::Text(t) => t.next(),
         }
@@ -110,6 +120,7 @@ impl ResolvedSlice {
                 reader: Rows::Text(Box::new(rows)),
                 rows: 0,
                 read: 0,
+                fit: None,
             });
         }
         match copy {
@@ -127,41 +138,37 @@ impl ResolvedSlice {
         input: &InputObject,
         how: &Decode<'_>,
     ) -> Result<Decoding, SliceError> {
-        let Decode {
-            batch_rows,
-            schema,
-            decode,
-            decode_as,
-            budget,
-            rejects: _,
-        } = *how;
         let malformed = |e: parquet::errors::ParquetError| SliceError::Malformed {
             path: input.path.clone(),
             detail: e.to_string(),
         };
         let meta = ArrowReaderMetadata::load(&copy, reader_options()).map_err(malformed)?;
-        self.same_schema(input, schema, meta.schema())?;
+        let FilePlan { roots, hint, fit } = self.file_plan(input, meta.schema(), how)?;
         // Columns taken dictionary-encoded: the same file read with those
         // columns' types as dictionaries (the footer is parsed once).
-        let options = match decode_as {
+        let options = match &hint {
             Some(s) => reader_options().with_schema(s.clone()),
             None => reader_options(),
         };
-        let mut meta = match decode_as {
+        let mut meta = match hint {
             Some(_) => ArrowReaderMetadata::try_new(meta.metadata().clone(), options.clone())
                 .map_err(malformed)?,
             None => meta,
         };
         let descr = meta.metadata().file_metadata().schema_descr_ptr();
         let leaves: Vec<usize> = (0..descr.num_columns())
-            .filter(|&l| decode.is_none_or(|at| at.contains(&descr.get_column_root_idx(l))))
+            .filter(|&l| {
+                roots
+                    .as_ref()
+                    .is_none_or(|at| at.contains(&descr.get_column_root_idx(l)))
+            })
             .collect();
         let plan = guard::check(
             &copy,
             meta.metadata(),
             &leaves,
-            batch_rows,
-            budget,
+            how.batch_rows,
+            how.budget,
             &input.path,
         )?;
         if let Some(fixed) = guard::with_total(meta.metadata(), plan.rows) {
@@ -175,7 +182,7 @@ impl ResolvedSlice {
         }
         let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(copy, meta);
         // Top-level fields are the Parquet schema's roots, in order.
-        let builder = match decode {
+        let builder = match roots {
             Some(at) => {
                 let mask = parquet::arrow::ProjectionMask::roots(
                     builder.parquet_schema(),
@@ -194,8 +201,50 @@ impl ResolvedSlice {
             reader: Rows::Parquet(reader),
             rows: plan.rows,
             read: 0,
+            fit,
         })
     }
+
+    /// How one file of schema `file` is decoded. Any but a table's file
+    /// must have the slice's schema.
+    fn file_plan(
+        &self,
+        input: &InputObject,
+        file: &SchemaRef,
+        how: &Decode<'_>,
+    ) -> Result<FilePlan, SliceError> {
+        if self.table_columns.is_none() {
+            self.same_schema(input, how.schema, file)?;
+            return Ok(FilePlan {
+                roots: how.decode.map(<[usize]>::to_vec),
+                hint: how.decode_as.cloned(),
+                fit: None,
+            });
+        }
+        let typed = how.decode_as.unwrap_or(how.schema);
+        let fit = Fit::of(input, file, how.schema, typed, how.decode)?;
+        let hint = how.decode_as.map(|_| {
+            Arc::new(idem_guest::native::dictionary_schema(
+                file,
+                how.dictionaries,
+            ))
+        });
+        Ok(FilePlan {
+            roots: Some(fit.roots.clone()),
+            hint,
+            fit: Some(fit),
+        })
+    }
+}
+
+/// How one file is decoded ([`ResolvedSlice::file_plan`]).
+struct FilePlan {
+    /// Its top-level columns decoded (all: `None`).
+    roots: Option<Vec<usize>>,
+    /// The schema it is asked for, with the dictionary columns.
+    hint: Option<SchemaRef>,
+    /// A table's file: its columns as the table's.
+    fit: Option<Fit>,
 }
 
 /// The columns of a text input's `schema` a reader hands on and their
@@ -225,6 +274,7 @@ pub(super) fn decode_all<'a>(
         schema,
         decode: None,
         decode_as: None,
+        dictionaries: &[],
         budget: super::guard::DEFAULT_INPUT_BATCH_BYTES,
         rejects,
     }

@@ -23,6 +23,7 @@
 //!   their schema declared or inferred from the pinned bytes.
 //! - `text_rows`, `text_csv`, `text_json`: a text input decoded, its bad
 //!   rows named or counted.
+//! - `fit`: a table's file read as the table's columns (appended ones null).
 //! - `decode`: a decoder over one verified copy (Parquet or text).
 //! - `as_read`: for `idem exec`, each copy hashed while it is decoded.
 //! - `reader`: [`SliceReader`], the fixed-size batches, file after file.
@@ -33,6 +34,7 @@ mod as_read;
 mod copy;
 mod decode;
 mod error;
+mod fit;
 #[cfg(test)]
 mod fixture;
 mod guard;

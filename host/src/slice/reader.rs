@@ -166,16 +166,23 @@ impl ResolvedSlice {
     /// inferred), and the rows the footers state, which is what the guest
     /// gets unless rows are filtered (by owner) or the inputs are text
     /// (counted as read).
+    /// A table's files may differ by the columns appended to it: read as
+    /// its columns ([`super::fit::read_schema`]).
     fn peek_all(&self) -> Result<(Option<SchemaRef>, Option<u64>), SliceError> {
         let mut schema: Option<SchemaRef> = self.text.as_ref().map(|t| t.schema.clone());
         let mut rows = (self.text.is_none() && self.row_filter.is_none()).then_some(0u64);
+        let mut peeked = Vec::new();
         for input in self.inputs.iter().filter(|_| self.text.is_none()) {
             let (s, n) = self.peek(input)?;
             rows = rows.map(|r| r.saturating_add(n));
-            match &schema {
-                None => schema = Some(s),
-                Some(first) => self.same_schema(input, first, &s)?,
+            match (&schema, &self.table_columns) {
+                (_, Some(_)) => peeked.push((input, s)),
+                (None, None) => schema = Some(s),
+                (Some(first), None) => self.same_schema(input, first, &s)?,
             }
+        }
+        if let Some(table) = self.table_columns.as_ref().filter(|_| !peeked.is_empty()) {
+            schema = Some(super::fit::read_schema(table, &peeked)?);
         }
         Ok((schema, rows))
     }
@@ -250,6 +257,7 @@ impl SliceReader {
             schema: &self.file_schema,
             decode: self.decode.as_deref(),
             decode_as: self.decode_as.as_ref(),
+            dictionaries: &self.dictionaries,
             budget: self.budget,
             rejects: &self.rejects,
         };

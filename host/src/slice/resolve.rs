@@ -44,6 +44,10 @@ pub struct ResolvedSlice {
     /// The schema of a slice with no objects (an upstream slice whose
     /// committed output is empty): read as zero rows of it.
     pub empty_schema: Option<SchemaRef>,
+    /// A table's columns at the version read, its partition columns left
+    /// out: its files are read as these ([`super::fit`]), a column a file
+    /// lacks as nulls. `None`: every file must have one and the same schema.
+    pub table_columns: Option<SchemaRef>,
     /// How the private copies are proved.
     pub(super) pins: Pins,
     /// For text inputs, how they are decoded ([`ResolvedSlice::with_text`]).
@@ -293,6 +297,7 @@ impl ResolvedSlice {
             constants: BTreeMap::new(),
             row_filter: None,
             empty_schema: None,
+            table_columns: None,
             pins,
             text: None,
         }
@@ -309,6 +314,20 @@ impl ResolvedSlice {
             self.constants.insert(rel, vals);
         }
         self.constant_fields = fields;
+        self
+    }
+
+    /// Read the files as a table's columns (`schema`, the table's at the
+    /// version read), but for the constant ones (its partition columns:
+    /// call after [`ResolvedSlice::with_constants`]).
+    pub fn with_table_columns(mut self, schema: &arrow::datatypes::Schema) -> Self {
+        let fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .filter(|f| !self.constant_fields.iter().any(|c| c.name() == f.name()))
+            .map(|f| f.as_ref().clone())
+            .collect();
+        self.table_columns = Some(Arc::new(arrow::datatypes::Schema::new(fields)));
         self
     }
 
