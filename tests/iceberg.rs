@@ -776,6 +776,104 @@ fn foreign(fx: &Fixture, name: &str, op: &[&str]) {
     assert!(w.status.success(), "{}", String::from_utf8_lossy(&w.stderr));
 }
 
+/// A table another engine created with `date DATE`, partitioned by it (as
+/// Spark's `CREATE TABLE ... PARTITIONED BY (date)`): the slice's date
+/// lands as a date in the data files and as a date literal in the
+/// manifests, so PyIceberg prunes by it; a rerun is a memo hit, a forced
+/// one `unchanged`, audit proves the slices, and a read of one date
+/// selects its files.
+#[test]
+fn an_iceberg_table_that_declares_its_date_partition_a_date_gets_dates() {
+    let fx = Fixture::new(&["2026-10-01", "2026-10-02"], 800);
+    let module = common::guest("examples/clean_orders");
+    std::fs::create_dir_all(fx.warehouse()).unwrap();
+    foreign(&fx, "typed", &["create-date-partitioned"]);
+    let table = fx.table("typed");
+    for day in ["2026-10-01", "2026-10-02"] {
+        let out = ok(run(&fx, &module, day, &table, &[]));
+        assert!(field(&out, "result:").starts_with("committed"), "{out}");
+    }
+    let probe = r#"
+import sys, json
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.expressions import EqualTo
+c = SqlCatalog("idem", uri=f"sqlite:///{sys.argv[1]}", warehouse=f"file://{sys.argv[2]}")
+t = c.load_table("sales.typed")
+day = t.scan(row_filter=EqualTo("date", "2026-10-01"))
+print(json.dumps({
+    "type": str(t.schema().find_field("date").field_type),
+    "partitions": sorted({str(task.file.partition[0]) for task in t.scan().plan_files()}),
+    "files": len(list(t.scan().plan_files())),
+    "day_files": len(list(day.plan_files())),
+    "day_rows": day.to_arrow().num_rows,
+    "rows": t.scan().to_arrow().num_rows,
+}))
+"#;
+    let out = Command::new(common::python())
+        .args(["-c", probe])
+        .arg(fx.catalog())
+        .arg(fx.warehouse())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got["type"], "date", "{got}");
+    // A date literal is days since 1970: 2026-10-01 is 20727.
+    assert_eq!(
+        got["partitions"],
+        serde_json::json!(["20727", "20728"]),
+        "{got}"
+    );
+    let (files, day_files) = (
+        got["files"].as_i64().unwrap(),
+        got["day_files"].as_i64().unwrap(),
+    );
+    assert!(day_files >= 1 && day_files < files, "{got}");
+    let (all, day_rows) = (
+        got["rows"].as_i64().unwrap(),
+        got["day_rows"].as_i64().unwrap(),
+    );
+    assert!(day_rows > 0 && day_rows < all, "{got}");
+    // Rerun: a memo hit; forced: unchanged; audit proves both slices.
+    let out = ok(run(&fx, &module, "2026-10-01", &table, &[]));
+    assert!(field(&out, "result:").contains("memo"), "{out}");
+    let out = ok(run(&fx, &module, "2026-10-01", &table, &["--force"]));
+    assert!(field(&out, "result:").starts_with("unchanged"), "{out}");
+    let (code, audit, err) = common::idem(&["audit", &table]);
+    assert_eq!(code, 0, "{audit}{err}");
+    // Read back as an input, one date: its files only, the date a date.
+    let dedup = common::guest("examples/dedup_events");
+    let copy = fx.table("copy");
+    let args = [
+        "run",
+        "--module",
+        &s(&dedup),
+        "--input",
+        &table,
+        "--table-version",
+        "2",
+        "--partition",
+        "date=2026-10-01",
+        "--table",
+        &copy,
+        "--mode",
+        "append",
+    ];
+    let (code, out, err) = common::idem(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    let copied = rows(&fx.read("copy"));
+    assert!(!copied.is_empty() && copied.len() as i64 <= day_rows);
+    assert!(
+        copied.iter().all(|r| r.contains(r#""date": "2026-10-01""#)),
+        "{}",
+        copied[0]
+    );
+}
+
 /// The Iceberg side of two findings: a foreign append where no slice owns
 /// the partition fails a whole-table audit naming the file, and a foreign
 /// column rename (a schema change, no data file touched) fails the slice's

@@ -8,6 +8,9 @@ usage: write_iceberg.py CATALOG_DB WAREHOUSE NAMESPACE.TABLE delete FILTER
        (appends one of the table's rows with COLUMN set to VALUE)
        write_iceberg.py ... rename OLD NEW
        (renames a column: a schema change, no data file touched)
+       write_iceberg.py ... create-date-partitioned
+       (creates the table with clean_orders' columns and `date` a DATE,
+       partitioned by it: as Spark's CREATE TABLE ... PARTITIONED BY (date))
 """
 import sys
 
@@ -17,6 +20,9 @@ from pyiceberg.catalog.sql import SqlCatalog
 def main() -> None:
     db, warehouse, ident, op = sys.argv[1:5]
     catalog = SqlCatalog("idem", uri=db if "://" in db else f"sqlite:///{db}", warehouse=f"file://{warehouse}")
+    if op == "create-date-partitioned":
+        create_date_partitioned(catalog, ident)
+        return
     table = catalog.load_table(ident)
     if op == "delete":
         table.delete(delete_filter=sys.argv[5])
@@ -34,6 +40,23 @@ def main() -> None:
             update.rename_column(sys.argv[5], sys.argv[6])
     else:
         raise SystemExit(f"unknown operation {op}")
+
+
+def create_date_partitioned(catalog, ident: str) -> None:
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import DateType, DoubleType, LongType, NestedField, StringType
+
+    columns = [
+        ("event_id", StringType()), ("order_id", LongType()), ("customer", StringType()),
+        ("amount", DoubleType()), ("quantity", LongType()), ("status", StringType()),
+        ("total", DoubleType()), ("date", DateType()),
+    ]
+    schema = Schema(*[NestedField(i + 1, n, t, required=False) for i, (n, t) in enumerate(columns)])
+    spec = PartitionSpec(PartitionField(source_id=8, field_id=1000, transform=IdentityTransform(), name="date"))
+    catalog.create_namespace_if_not_exists(ident.split(".")[0])
+    catalog.create_table(ident, schema=schema, partition_spec=spec)
 
 
 if __name__ == "__main__":

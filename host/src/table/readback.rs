@@ -46,7 +46,8 @@ pub(super) fn digest_file(
 
 /// A data file's batch in the output's column order, with the partition
 /// columns (which Delta keeps in the log, not in the file) put back where
-/// the output had them.
+/// the output had them, as the text the output had (an Iceberg file holds
+/// them in the type the table declares).
 fn as_output(
     batch: RecordBatch,
     columns: Option<&[String]>,
@@ -59,7 +60,16 @@ fn as_output(
     let mut fields = Vec::with_capacity(columns.len());
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
     for name in columns {
+        let typed = |f: &Field| !matches!(f.data_type(), DataType::Utf8);
+        let slice_value = partition.and_then(|p| p.value_of(name));
         if let Some((i, f)) = schema.column_with_name(name) {
+            if slice_value.is_some() && typed(f) {
+                // A partition column the table declares typed (a date):
+                // the output's text, which it was cast from exactly.
+                fields.push(Field::new(name, DataType::Utf8, false));
+                arrays.push(arrow::compute::cast(batch.column(i), &DataType::Utf8)?);
+                continue;
+            }
             fields.push(f.clone());
             arrays.push(batch.column(i).clone());
         } else if let Some(value) = partition.and_then(|p| p.value_of(name)) {

@@ -7,7 +7,7 @@ use iceberg::spec::{FormatVersion, PrimitiveType, TableMetadata, Transform, Type
 use super::MODE_PROP;
 use super::schema::{arrow_schema_of, plain_schema};
 use crate::table::commit::CommitRequest;
-use crate::table::datafile::check_types;
+use crate::table::datafile::{check_types, data_columns};
 use crate::table::error::TableError;
 use crate::table::mode::{Mode, OWNER_COLUMN};
 
@@ -41,9 +41,11 @@ pub(super) fn check_table(req: &CommitRequest<'_>, m: &TableMetadata) -> Result<
             "the output has a column named `{OWNER_COLUMN}`, which idem keeps for itself in merge tables (the slice owning each row): rename it"
         )));
     }
+    // The partition columns are the slice's text, cast to the table's
+    // type where it declares another ([`super::partition_value`]).
     if let Some(out) = &req.schema {
         check_types(
-            &plain_schema(out),
+            &data_columns(&plain_schema(out), req.mode),
             arrow_schema_of(m)?.as_ref(),
             req.schema_change,
         )?;
@@ -55,19 +57,19 @@ pub(super) fn check_table(req: &CommitRequest<'_>, m: &TableMetadata) -> Result<
 /// or not at all), and a merge table has the owner column.
 fn check_partitioning(mode: &Mode, m: &TableMetadata) -> Result<(), TableError> {
     let schema = m.current_schema();
-    // The slice's partition value is text (as in Delta): a table
-    // partitioned on a column of another type would get values of the
-    // wrong type in its manifests.
+    // The slice's partition value is text, written in the column's type
+    // where the table declares a date or an integer: any other type would
+    // get values of the wrong type in its manifests.
     if let Some(f) = m.default_partition_spec().fields().iter().find(|f| {
         !matches!(
             schema
                 .field_by_id(f.source_id)
                 .map(|s| s.field_type.as_ref()),
-            Some(Type::Primitive(PrimitiveType::String))
+            Some(Type::Primitive(p)) if super::partition_value::writable(p)
         )
     }) {
         return Err(TableError::Partitioning(format!(
-            "the table's partition column `{}` is not a string column: idem writes a slice's partition value as text; use a table partitioned on a string column",
+            "the table's partition column `{}` is not a string, date or integer column: idem writes a slice's partition value as text, or as the date or integer it spells; use a table partitioned on such a column",
             f.name
         )));
     }

@@ -12,7 +12,7 @@ use super::ownership::slice_tag;
 use super::schema::{arrow_schema_of, with_field_ids};
 use super::write::{FileSpec, Sink};
 use crate::table::commit::CommitRequest;
-use crate::table::datafile::{staged_batches, target_file_bytes, with_partition};
+use crate::table::datafile::{staged_batches, target_file_bytes, typed_partition, with_partition};
 use crate::table::error::TableError;
 use crate::table::mode::Mode;
 use crate::table::schema_change::SchemaChange;
@@ -47,8 +47,7 @@ impl Iceberg {
                 for (column, value) in partition.levels() {
                     dir.push_str(&format!("{}={}/", safe(column), safe(value)));
                 }
-                let values = partition.levels().iter().map(|(_, v)| v.clone());
-                (dir, Some(values.collect()))
+                (dir, Some(partition_literals(partition, m)?))
             }
             _ => ("data/".to_string(), None),
         };
@@ -94,6 +93,7 @@ impl Iceberg {
         let spec = self.file_spec(req, m, attempt)?;
         let mode = req.mode.clone();
         let staged = staged.to_vec();
+        let table = arrow_schema_of(m)?;
         // Decoding and encoding are CPU work: off the async executor; each
         // complete file is uploaded from there.
         tokio::task::spawn_blocking(move || {
@@ -101,7 +101,8 @@ impl Iceberg {
             let mut sink = Sink::new(spec);
             let result = (|| {
                 for batch in staged_batches(&staged, STAGED_BATCH_ROWS) {
-                    sink.push(with_partition(batch?, &mode)?)?;
+                    let batch = with_partition(batch?, &mode)?;
+                    sink.push(typed_partition(batch, &mode, &table)?)?;
                 }
                 sink.finish()
             })();
@@ -116,6 +117,31 @@ impl Iceberg {
         .await
         .map_err(|e| TableError::Output(format!("encoding data files: {e}")))?
     }
+}
+
+/// The slice's partition values as the manifests' literals, each in the
+/// type the table declares its column with (text, a date, an integer).
+fn partition_literals(
+    partition: &crate::slice::Partition,
+    m: &TableMetadata,
+) -> Result<Vec<iceberg::spec::Literal>, TableError> {
+    let table = arrow_schema_of(m)?;
+    partition
+        .levels()
+        .iter()
+        .map(|(column, value)| {
+            let t = table
+                .field_with_name(column)
+                .map(|f| f.data_type().clone())
+                .unwrap_or(arrow::datatypes::DataType::Utf8);
+            super::partition_value::literal(value, &t).map_err(|why| {
+                TableError::Partitioning(format!(
+                    "the table's partition column `{column}` is {t}, and the slice's value `{}` {why}: name the partition as the table stores it, or use a table partitioned on a string column",
+                    crate::text::clip_str(value, 64)
+                ))
+            })
+        })
+        .collect()
 }
 
 /// Delete data files no snapshot names (best effort: an orphan is

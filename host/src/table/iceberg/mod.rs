@@ -37,7 +37,8 @@
 //! files with one snapshot: its `manifests`, its `summary`, the catalog
 //! swap. `ownership` tells a slice's files by name, `proof` answers audit
 //! and verify, `inputs` reads a snapshot as a slice input, `history` lists
-//! the snapshots, `schema` maps types between Arrow and Iceberg, `io`
+//! the snapshots, `schema` maps types between Arrow and Iceberg,
+//! `partition_value` a slice's partition value in its column's type, `io`
 //! reaches the files on idem's storage layer. `wap` writes a slice's
 //! snapshot to a branch and publishes it by fast-forwarding `main`
 //! (write-audit-publish); `branches` keeps those branches tidy.
@@ -58,6 +59,7 @@ mod manifests;
 mod merge;
 mod open;
 mod ownership;
+mod partition_value;
 mod proof;
 mod properties;
 mod replace;

@@ -4,7 +4,7 @@
 //! the names alone the table tells whether it still holds exactly what a
 //! slice's commit added.
 
-use iceberg::spec::{DataContentType, DataFile, Literal, TableMetadata, Transform};
+use iceberg::spec::{DataContentType, DataFile, TableMetadata, Transform};
 
 use super::Iceberg;
 use super::live::Live;
@@ -72,12 +72,10 @@ pub(super) fn deleted_file(f: &DataFile) -> Option<String> {
 pub(super) fn in_partition(f: &DataFile, partition: &Partition) -> bool {
     let p = f.partition();
     p.fields().len() == partition.levels().len()
-        && p.fields().iter().zip(partition.levels()).all(|(field, (_, value))| {
-            matches!(
-                field,
-                Some(Literal::Primitive(iceberg::spec::PrimitiveLiteral::String(s))) if s == value
-            )
-        })
+        && p.fields()
+            .iter()
+            .zip(partition.levels())
+            .all(|(field, (_, value))| super::partition_value::holds(field.as_ref(), value))
 }
 
 /// Whether a data file lies in `partition` as a reader selects it: by
@@ -101,14 +99,12 @@ pub(super) fn selected_by(f: &DataFile, m: &TableMetadata, partition: &Partition
     if values.len() != names.len() {
         return false;
     }
-    partition.holds(|column| {
-        let i = names.iter().position(|n| *n == Some(column))?;
-        match values.get(i)? {
-            Some(Literal::Primitive(iceberg::spec::PrimitiveLiteral::String(s))) => {
-                Some(s.as_str())
-            }
-            _ => None,
-        }
+    partition.levels().iter().all(|(column, value)| {
+        names
+            .iter()
+            .position(|n| *n == Some(column.as_str()))
+            .and_then(|i| values.get(i))
+            .is_some_and(|lit| super::partition_value::holds(lit.as_ref(), value))
     })
 }
 

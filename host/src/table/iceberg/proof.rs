@@ -76,6 +76,7 @@ impl Iceberg {
             .map(|l| l.file.file_path().to_string())
             .collect();
         files.sort_by_key(|p| file_index(p));
+        let partition = c.partition.as_deref().and_then(Partition::from_spelled);
         let mut digester = OutputDigester::new();
         for path in files {
             let err = |e: &dyn std::fmt::Display| TableError::Iceberg {
@@ -92,7 +93,7 @@ impl Iceberg {
             digest_file(
                 bytes,
                 c.output_columns.as_deref(),
-                None,
+                partition.as_ref(),
                 strip_field_ids,
                 &mut digester,
             )

@@ -110,6 +110,12 @@ impl Iceberg {
         if let Some(p) = &record.partition {
             table_props.insert(format!("{PARTITION_PROP}{p}"), req.slice.to_string());
         }
+        // A table another engine created takes the mode of idem's first
+        // commit into it (what `checks` holds later runs to, and audit
+        // reads a slice's mode from).
+        if !m.properties().contains_key(super::MODE_PROP) {
+            table_props.insert(super::MODE_PROP.to_string(), req.mode.name().to_string());
+        }
         let mut b = m.clone().into_builder(base_path.map(str::to_string));
         if let Some(branch) = branch {
             b = b.remove_ref(&branch);

@@ -36,9 +36,9 @@ pub(super) struct FileSpec {
     /// The table's columns, with field ids.
     pub schema: SchemaRef,
     pub spec_id: i32,
-    /// The identity partition's values (one per level), for
-    /// overwrite-partition.
-    pub partition: Option<Vec<String>>,
+    /// The identity partition's values (one per level, each in its
+    /// column's type), for overwrite-partition.
+    pub partition: Option<Vec<Literal>>,
     /// Cut files at this size.
     pub target: u64,
     /// Columns the rows lack are written null (when optional): the run
@@ -130,7 +130,7 @@ impl Sink {
                 .map_err(ice_err(format!("writing {path}")))
         })?;
         let partition = match &s.partition {
-            Some(values) => Struct::from_iter(values.iter().map(|v| Some(Literal::string(v)))),
+            Some(values) => Struct::from_iter(values.iter().cloned().map(Some)),
             None => Struct::empty(),
         };
         let file = DataFileBuilder::default()
