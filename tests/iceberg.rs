@@ -872,6 +872,34 @@ print(json.dumps({
         "{}",
         copied[0]
     );
+    // An output that carries the partition column itself, as text (a
+    // table's slice read with its `date`), published through
+    // write-audit-publish into a second such table: cast to the date,
+    // and the publish records idem's mode, so audit proves it.
+    let delta = s(&fx.dir.path().join("delta_clean"));
+    ok(run(&fx, &module, "2026-10-01", &delta, &[]));
+    foreign(&fx, "typed2", &["create-date-partitioned"]);
+    let typed2 = fx.table("typed2");
+    let args = [
+        "run",
+        "--module",
+        &s(&dedup),
+        "--input",
+        &delta,
+        "--table-version",
+        "1",
+        "--partition",
+        "date=2026-10-01",
+        "--table",
+        &typed2,
+        "--wap",
+    ];
+    let (code, out, err) = common::idem(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    let read = rows(&fx.read("typed2"));
+    assert!(!read.is_empty() && read.iter().all(|r| r.contains(r#""date": "2026-10-01""#)));
+    let (code, audit, err) = common::idem(&["audit", &typed2]);
+    assert_eq!(code, 0, "{audit}{err}");
 }
 
 /// The Iceberg side of two findings: a foreign append where no slice owns
@@ -902,6 +930,52 @@ fn a_foreign_file_anywhere_and_a_foreign_rename_are_caught() {
     let (code, audit, _) = common::idem(&["audit", &renamed]);
     assert_eq!(code, 1, "audit proved a renamed column:\n{audit}");
     assert!(audit.contains("schema"), "{audit}");
+    // Another writer's snapshot after the rename: a read of that version
+    // takes idem's file from before the rename and the new one, matched
+    // by field id, so the older file gives `total_amount` its values, as
+    // PyIceberg reads them.
+    foreign(
+        &fx,
+        "renamed",
+        &["append-copy", "event_id", "copied-after-rename"],
+    );
+    let dedup = common::guest("examples/dedup_events");
+    let copy = fx.table("renamed_copy");
+    let at = version(&fx.read("renamed")).to_string();
+    let args = [
+        "run",
+        "--module",
+        &s(&dedup),
+        "--input",
+        &renamed,
+        "--table-version",
+        &at,
+        "--table",
+        &copy,
+        "--mode",
+        "append",
+    ];
+    let (code, out, err) = common::idem(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    let theirs = rows(&fx.read("renamed"));
+    let ours = rows(&fx.read("renamed_copy"));
+    assert!(
+        ours.iter().all(|r| theirs.contains(r)),
+        "{:?}",
+        ours.first()
+    );
+    let events = |rows: &[String]| -> std::collections::BTreeSet<String> {
+        rows.iter()
+            .map(|r| serde_json::from_str::<Value>(r).unwrap()["event_id"].to_string())
+            .collect()
+    };
+    assert_eq!(events(&ours), events(&theirs));
+    // Not vacuous: both files read, and the older one's rows have values
+    // to lose.
+    assert!(ours.iter().any(|r| r.contains("copied-after-rename")));
+    let null = r#""total_amount": null"#;
+    let older = theirs.iter().filter(|r| !r.contains("copied-after-rename"));
+    assert!(older.clone().count() > 1 && older.clone().any(|r| !r.contains(null)));
     let (_, out, _) = run(&fx, &module, "2026-10-01", &renamed, &[]);
     assert!(
         !out.contains("memo"),

@@ -228,7 +228,7 @@ impl Whole {
         let slice = ResolvedSlice::from_names(&id, &self.snap.root, files)?;
         Ok(slice
             .with_constants(fields, values)
-            .with_table_columns(&self.snap.schema))
+            .with_table_columns(&self.snap.columns))
     }
 }
 
@@ -277,6 +277,8 @@ struct Snapshot {
     owners: Vec<String>,
     root: url::Url,
     schema: arrow::datatypes::SchemaRef,
+    /// What its files are read as ([`Table::read_columns`]).
+    columns: arrow::datatypes::SchemaRef,
 }
 
 /// A Delta table pinned at `version`: optionally one partition, or only
@@ -324,7 +326,7 @@ fn resolve_delta(
     };
     let mut resolved = resolved
         .with_constants(fields, values)
-        .with_table_columns(&snap.schema);
+        .with_table_columns(&snap.columns);
     if slice.is_some() && snap.rows_of {
         resolved = resolved.with_row_filter(crate::table::OWNER_COLUMN, &snap.owners);
     }
@@ -368,6 +370,7 @@ async fn snapshot(
         owners,
         root: t.url().clone(),
         schema,
+        columns: t.read_columns()?,
     })
 }
 

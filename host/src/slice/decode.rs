@@ -17,14 +17,15 @@ use super::fit::Fit;
 use super::guard;
 use super::pin::InputObject;
 use super::resolve::ResolvedSlice;
-use super::schema::reader_options;
+use super::schema::{reader_options, same_fields};
 use super::text_rows::{Cut, Rejects, TextRows};
 
 /// How the files of a reader are decoded.
 #[derive(Clone, Copy)]
 pub(super) struct Decode<'a> {
     pub(super) batch_rows: usize,
-    /// The schema every file must have.
+    /// The schema of the columns read: every file's (a table's files:
+    /// the table's columns they are read as, [`Fit`]).
     pub(super) schema: &'a SchemaRef,
     /// The file columns decoded (all: `None`).
     pub(super) decode: Option<&'a [usize]>,
@@ -33,6 +34,9 @@ pub(super) struct Decode<'a> {
     /// The columns taken as dictionaries (a table's file is asked for
     /// them in its own schema).
     pub(super) dictionaries: &'a [String],
+    /// A table's file: the schema its footer gave when the run started
+    /// (its private copy's must be the same).
+    pub(super) peeked: Option<&'a SchemaRef>,
     /// Most bytes a batch of decoded input may hold.
     pub(super) budget: u64,
     /// The rejects text inputs may have, and have had.
@@ -67,7 +71,7 @@ impl Decoding {
                     detail: e.to_string(),
                 })?;
                 match &self.fit {
-                    Some(fit) => fit.apply(&b),
+                    Some(fit) => fit.apply(&self.path, &b),
                     None => Ok(b),
                 }
             }),
@@ -221,8 +225,14 @@ impl ResolvedSlice {
                 fit: None,
             });
         }
+        if how.peeked.is_some_and(|p| !same_fields(p, file)) {
+            return Err(SliceError::Changed {
+                path: input.path.clone(),
+                detail: "its columns differ from those its footer gave when the run started".into(),
+            });
+        }
         let typed = how.decode_as.unwrap_or(how.schema);
-        let fit = Fit::of(input, file, how.schema, typed, how.decode)?;
+        let fit = Fit::of(input, file, (how.schema, typed), how.decode, how.budget)?;
         let hint = how.decode_as.map(|_| {
             Arc::new(idem_guest::native::dictionary_schema(
                 file,
@@ -275,6 +285,7 @@ pub(super) fn decode_all<'a>(
         decode: None,
         decode_as: None,
         dictionaries: &[],
+        peeked: None,
         budget: super::guard::DEFAULT_INPUT_BATCH_BYTES,
         rejects,
     }

@@ -1,24 +1,27 @@
-//! A table's files read as the table's columns at the version read: a file
-//! written before columns were appended to the table lacks them and reads
-//! null there, as every engine reads it; a file's column the table does not
-//! have is not read (a partition column a writer also put in its files:
-//! the log's value counts). Columns are matched by name, and one column's
-//! type must be the same in every file that holds it.
+//! A table's files read as the table's columns at the version read: a
+//! file written before columns were appended to the table lacks them and
+//! reads null there; a file's column the table does not have is not read
+//! (a partition column a writer also put in its files: the log's value
+//! counts). Columns are matched by field id where the table has them
+//! (Iceberg: a renamed column keeps its values, a dropped and re-added
+//! one does not get the old ones back), else by name; one column's type
+//! must be the same in every file that holds it.
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, new_null_array};
-use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::array::{ArrayRef, RecordBatchOptions, new_null_array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
+use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
 use super::error::SliceError;
 use super::pin::InputObject;
 
 /// The columns every batch of a table's slice has: the table's columns
-/// (`table`, its partition columns left out), in its order, each typed as
-/// the files that hold it type it (the table's type when none does), and
-/// nullable where a file lacks it. `files` are the slice's files with
-/// the schemas their footers give, in read order.
+/// (`table`, its partition columns left out), in its order and by its
+/// names, each typed as the files that hold it type it (the table's type
+/// when none does), and nullable where a file lacks it. `files` are the
+/// slice's distinct file schemas, each with the first file that has it.
 pub(super) fn read_schema(
     table: &Schema,
     files: &[(&InputObject, SchemaRef)],
@@ -31,7 +34,7 @@ pub(super) fn read_schema(
         let mut first: Option<(&InputObject, &Field)> = None;
         let mut nullable = false;
         for (input, s) in files {
-            let Ok(f) = s.field_with_name(t.name()) else {
+            let Some(f) = position(s, t).map(|j| s.field(j)) else {
                 if !t.is_nullable() {
                     return Err(lacks_required(input, t.name()));
                 }
@@ -41,103 +44,151 @@ pub(super) fn read_schema(
             nullable |= f.is_nullable();
             match first {
                 None => first = Some((input, f)),
-                Some((at, f0)) if !same_column(f0, f) => {
-                    return Err(SliceError::SchemaMismatch {
-                        path: input.path.clone(),
-                        first: at.path.clone(),
-                        expected: format!("column {f0:?}"),
-                        got: format!("column {f:?}"),
-                    });
-                }
+                Some((at, f0)) if !same_column(f0, f) => return Err(retyped(input, f, at, f0)),
                 Some(_) => {}
             }
         }
-        let field = first.map_or_else(|| t.as_ref().clone(), |(_, f)| f.clone());
+        let field = match first {
+            Some((_, f)) => f.clone().with_name(t.name()),
+            None => t.as_ref().clone(),
+        };
         fields.push(field.with_nullable(nullable || first.is_none()));
     }
     Ok(Arc::new(Schema::new(fields)))
 }
 
 /// One file's part in a read: the columns of the read schema decoded
-/// from it, which it holds (by name) and which it lacks.
+/// from it, which it holds and which it lacks.
 pub(super) struct Fit {
-    /// Its own top-level columns decoded (indices into its schema).
+    /// Its own top-level columns decoded (indices into its schema, in
+    /// order: what the decoder yields).
     pub(super) roots: Vec<usize>,
-    /// For each column handed on, its name in the file, or `None`: null.
-    columns: Vec<Option<String>>,
+    /// For each column handed on, where it is among the decoded columns,
+    /// or `None`: null.
+    columns: Vec<Option<usize>>,
     /// The batch handed on: the read schema's decoded columns.
     out: SchemaRef,
+    /// Most bytes the null columns of one batch may take.
+    budget: u64,
 }
 
 impl Fit {
     /// The file `input`, of schema `file`, read as the columns `decode` of
     /// `read` (all when `None`), typed as `typed` (`read` with the columns
-    /// taken as dictionaries, when some are). Checked again from the
-    /// private copy: what [`read_schema`] accepted from the footer read in
-    /// place must still hold.
+    /// taken as dictionaries, when some are). `budget` bounds a batch's
+    /// null columns.
     pub(super) fn of(
         input: &InputObject,
         file: &Schema,
-        read: &Schema,
-        typed: &Schema,
+        (read, typed): (&Schema, &Schema),
         decode: Option<&[usize]>,
+        budget: u64,
     ) -> Result<Fit, SliceError> {
         unique_names(input, file)?;
         let wanted: Vec<usize> = match decode {
             Some(at) => at.to_vec(),
             None => (0..read.fields().len()).collect(),
         };
-        let mut roots = Vec::new();
-        let mut columns = Vec::with_capacity(wanted.len());
+        let mut held = Vec::with_capacity(wanted.len());
         let mut out = Vec::with_capacity(wanted.len());
         for i in wanted {
             let r = read.field(i);
-            match file.index_of(r.name()) {
-                Ok(j) => {
+            match position(file, r) {
+                Some(j) => {
                     let f = file.field(j);
                     if !same_column(r, f) || (f.is_nullable() && !r.is_nullable()) {
-                        return Err(SliceError::SchemaMismatch {
-                            path: input.path.clone(),
-                            first: "(the slice's other files)".into(),
-                            expected: format!("column {r:?}"),
-                            got: format!("column {f:?}"),
-                        });
+                        return Err(retyped(input, f, input, r));
                     }
-                    roots.push(j);
-                    columns.push(Some(r.name().clone()));
+                    held.push(Some(j));
                 }
-                Err(_) if r.is_nullable() => columns.push(None),
-                Err(_) => return Err(lacks_required(input, r.name())),
+                None if r.is_nullable() => held.push(None),
+                None => return Err(lacks_required(input, r.name())),
             }
             out.push(typed.field(i).clone().with_nullable(true));
         }
+        let mut roots: Vec<usize> = held.iter().flatten().copied().collect();
         roots.sort_unstable();
+        let columns = held
+            .iter()
+            .map(|j| j.and_then(|j| roots.iter().position(|&r| r == j)))
+            .collect();
         Ok(Fit {
             roots,
             columns,
             out: Arc::new(Schema::new(out)),
+            budget,
         })
     }
 
-    /// A batch decoded from the file (its [`Fit::roots`], in its order)
-    /// as the read's columns: each by name, or nulls.
-    pub(super) fn apply(&self, batch: &RecordBatch) -> Result<RecordBatch, SliceError> {
+    /// A batch decoded from the file at `path` (its [`Fit::roots`], in its
+    /// order) as the read's columns, the ones it lacks null: within the
+    /// budget, which a hostile type (a fixed size of 2 GiB) would not be.
+    pub(super) fn apply(&self, path: &str, batch: &RecordBatch) -> Result<RecordBatch, SliceError> {
         let n = batch.num_rows();
-        let columns: Vec<ArrayRef> = self
-            .columns
+        let mut nulls = 0u64;
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.columns.len());
+        for (at, f) in self.columns.iter().zip(self.out.fields()) {
+            match at.and_then(|k| batch.columns().get(k)) {
+                Some(c) => columns.push(c.clone()),
+                None if at.is_some() => {
+                    return Err(malformed(
+                        path,
+                        format!("column `{}` was not decoded", f.name()),
+                    ));
+                }
+                None => {
+                    nulls =
+                        nulls.saturating_add(null_bytes(f.data_type(), 0).saturating_mul(n as u64));
+                    if nulls > self.budget {
+                        return Err(SliceError::Refused {
+                            path: path.to_string(),
+                            why: format!(
+                                "its rows would read null in column `{}`, and {n} rows of nulls of type {} take more than the input budget of {} bytes",
+                                crate::text::clip_str(f.name(), 128),
+                                crate::text::clip_str(&f.data_type().to_string(), 128),
+                                self.budget
+                            ),
+                            fix: "lower --batch-rows, or rewrite the table's files with a narrower type".into(),
+                        });
+                    }
+                    columns.push(new_null_array(f.data_type(), n));
+                }
+            }
+        }
+        let rows = RecordBatchOptions::new().with_row_count(Some(n));
+        RecordBatch::try_new_with_options(self.out.clone(), columns, &rows)
+            .map_err(|e| malformed(path, e.to_string()))
+    }
+}
+
+/// Bytes one null row of type `t` takes at most (a bound, saturating):
+/// fixed sizes in full, variable ones their offsets.
+fn null_bytes(t: &DataType, depth: usize) -> u64 {
+    if depth > 32 {
+        return u64::MAX;
+    }
+    let each = |f: &Field| null_bytes(f.data_type(), depth + 1);
+    match t {
+        DataType::FixedSizeBinary(w) => u64::try_from(*w).unwrap_or(u64::MAX).saturating_add(1),
+        DataType::FixedSizeList(f, w) => {
+            each(f).saturating_mul(u64::try_from(*w).unwrap_or(u64::MAX))
+        }
+        DataType::Struct(fs) => fs.iter().map(|f| each(f)).fold(1, u64::saturating_add),
+        DataType::Dictionary(k, _) => null_bytes(k, depth + 1),
+        _ => t.primitive_width().map_or(9, |w| w as u64 + 1),
+    }
+}
+
+/// Where `key` (a table column) is in `file`: by field id when it has one
+/// and the file's columns have ids, else by name.
+fn position(file: &Schema, key: &Field) -> Option<usize> {
+    let id = |f: &Field| f.metadata().get(PARQUET_FIELD_ID_META_KEY).cloned();
+    match id(key) {
+        Some(k) if file.fields().iter().any(|f| id(f).is_some()) => file
+            .fields()
             .iter()
-            .zip(self.out.fields())
-            .map(
-                |(name, f)| match name.as_deref().and_then(|c| batch.column_by_name(c)) {
-                    Some(c) => c.clone(),
-                    None => new_null_array(f.data_type(), n),
-                },
-            )
-            .collect();
-        RecordBatch::try_new(self.out.clone(), columns).map_err(|e| SliceError::Malformed {
-            path: "(a table's columns)".into(),
-            detail: e.to_string(),
-        })
+            .position(|f| id(f).as_ref() == Some(&k)),
+        _ => file.index_of(key.name()).ok(),
     }
 }
 
@@ -175,6 +226,44 @@ fn lacks_required(input: &InputObject, column: &str) -> SliceError {
             crate::text::clip_str(column, 128)
         ),
         fix: "the table's files and its schema disagree: rewrite the file, or declare the column nullable".into(),
+    }
+}
+
+/// A column `input` holds as `f` where `at` holds it as `f0`.
+fn retyped(input: &InputObject, f: &Field, at: &InputObject, f0: &Field) -> SliceError {
+    let shown = |f: &Field| {
+        crate::text::clip_str(
+            &format!(
+                "{}{}",
+                f.data_type(),
+                if f.is_nullable() { "" } else { " not null" }
+            ),
+            160,
+        )
+    };
+    let whose = if std::ptr::eq(input, at) {
+        "the slice's other files have it as".to_string()
+    } else {
+        format!("`{}` has it as", at.path)
+    };
+    SliceError::Refused {
+        path: input.path.clone(),
+        why: format!(
+            "its column `{}` is {} (field metadata {}), but {whose} {} ({})",
+            crate::text::clip_str(f.name(), 128),
+            shown(f),
+            crate::text::clip_str(&format!("{:?}", f.metadata()), 160),
+            shown(f0),
+            crate::text::clip_str(&format!("{:?}", f0.metadata()), 160)
+        ),
+        fix: "one column of a table has one type in every data file: rewrite the file with the table's type".into(),
+    }
+}
+
+fn malformed(path: &str, detail: String) -> SliceError {
+    SliceError::Malformed {
+        path: path.to_string(),
+        detail,
     }
 }
 
@@ -329,9 +418,126 @@ mod tests {
         let slice = ResolvedSlice::from_files("t", &[&files[0], &retyped])
             .unwrap()
             .with_table_columns(&table());
-        let err = slice.reader(100).err().unwrap();
+        let err = slice.reader(100).err().unwrap().to_string();
         assert!(
-            matches!(&err, SliceError::SchemaMismatch { path, .. } if path.contains("c-retyped")),
+            err.contains("c-retyped.parquet")
+                && err.contains("column `name` is Int32")
+                && err.contains("`a-old.parquet` has it as Utf8"),
+            "{err}"
+        );
+    }
+
+    /// A field with Parquet's field id.
+    fn with_id(f: Field, id: &str) -> Field {
+        f.with_metadata([(PARQUET_FIELD_ID_META_KEY.to_string(), id.to_string())].into())
+    }
+
+    fn write_fields(path: &Path, fields: Vec<Field>, columns: Vec<ArrayRef>) {
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+        let file = std::fs::File::create(path).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+    }
+
+    /// Where the table has field ids (Iceberg), a file's columns are
+    /// matched by them: a renamed column keeps its values, and a column
+    /// dropped and added again under its old name does not get the old
+    /// values back.
+    #[test]
+    fn columns_are_matched_by_field_id_where_the_table_has_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("a.parquet");
+        write_fields(
+            &old,
+            vec![
+                with_id(Field::new("id", DataType::Int64, false), "1"),
+                with_id(Field::new("name", DataType::Utf8, true), "2"),
+                with_id(Field::new("coupon", DataType::Utf8, true), "3"),
+            ],
+            vec![ids(&[1]), texts(&[Some("x")]), texts(&[Some("OLD")])],
+        );
+        // `name` renamed `label`; `coupon` dropped and added again (id 4).
+        let table = Schema::new(vec![
+            with_id(Field::new("id", DataType::Int64, false), "1"),
+            with_id(Field::new("label", DataType::Utf8, true), "2"),
+            with_id(Field::new("coupon", DataType::Utf8, true), "4"),
+        ]);
+        let slice = ResolvedSlice::from_files("t", &[&old])
+            .unwrap()
+            .with_table_columns(&table);
+        let all = read_all(&slice, &Declared::default()).unwrap();
+        let names: Vec<&str> = all
+            .schema_ref()
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        assert_eq!(names, ["id", "label", "coupon"]);
+        assert_eq!(all.column(1).as_string::<i32>().value(0), "x");
+        assert!(
+            all.column(2).is_null(0),
+            "the old coupon is not the new one"
+        );
+    }
+
+    /// A guest that reads only a constant (partition) column decodes no
+    /// column of the files: the rows still come, with their count.
+    #[test]
+    fn a_read_of_constant_columns_only_decodes_none_and_keeps_the_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = two_files(dir.path());
+        let values = vec![
+            ("a-old.parquet".to_string(), vec![Some("1".to_string())]),
+            ("b-new.parquet".to_string(), vec![Some("2".to_string())]),
+        ];
+        let slice = ResolvedSlice::from_files("t", &files)
+            .unwrap()
+            .with_constants(vec![Field::new("part", DataType::Utf8, true)], values)
+            .with_table_columns(&table());
+        let declared = Declared {
+            columns: Some(vec!["part".into()]),
+            dictionaries: vec![],
+        };
+        let part = read_all(&slice, &declared).unwrap();
+        let got: Vec<Option<&str>> = part.column(0).as_string::<i32>().iter().collect();
+        assert_eq!(got, [Some("1"), Some("1"), Some("2"), Some("2"), Some("2")]);
+    }
+
+    /// A file another writer made, declaring a table column with a type
+    /// whose nulls would take terabytes, cannot make the others' rows
+    /// allocate them: the read is refused within the budget, naming the
+    /// file that lacks the column.
+    #[test]
+    fn nulls_of_a_hostile_type_are_refused_before_they_are_allocated() {
+        let dir = tempfile::tempdir().unwrap();
+        let huge = dir.path().join("a-huge.parquet");
+        let wide = DataType::FixedSizeBinary(1 << 30);
+        write_fields(
+            &huge,
+            vec![
+                Field::new("id", DataType::Int64, false),
+                Field::new("x", wide.clone(), true),
+            ],
+            vec![ids(&[]), new_null_array(&wide, 0)],
+        );
+        let plain = dir.path().join("b-plain.parquet");
+        write(
+            &plain,
+            vec![("id", ids(&(0..1000).collect::<Vec<_>>()), false)],
+        );
+        let table = Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("x", DataType::Binary, true),
+        ]);
+        let slice = ResolvedSlice::from_files("t", &[&huge, &plain])
+            .unwrap()
+            .with_table_columns(&table);
+        let err = read_all(&slice, &Declared::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("b-plain.parquet") && err.contains("input budget"),
             "{err}"
         );
     }

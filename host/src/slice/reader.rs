@@ -77,6 +77,10 @@ pub struct SliceReader {
     /// The rows the guest will get, when the footers say (see
     /// [`SliceReader::total_rows`]).
     total_rows: Option<u64>,
+    /// A table's files' distinct schemas as their footers gave them before
+    /// anything was decoded, and each input's among them.
+    peeked: Vec<SchemaRef>,
+    peeked_of: Vec<usize>,
 }
 
 impl ResolvedSlice {
@@ -85,7 +89,12 @@ impl ResolvedSlice {
     /// first (fail early); each file is checked again, digest and schema,
     /// from its private copy when its turn to be decoded comes.
     pub fn reader(&self, batch_rows: usize) -> Result<SliceReader, SliceError> {
-        let (schema, rows) = self.peek_all()?;
+        let Peeked {
+            schema,
+            rows,
+            files: peeked,
+            of: peeked_of,
+        } = self.peek_all()?;
         let rejects = self
             .text
             .as_ref()
@@ -156,6 +165,8 @@ impl ResolvedSlice {
             copies: 0,
             done: false,
             total_rows: rows,
+            peeked,
+            peeked_of,
         })
     }
 }
@@ -165,27 +176,54 @@ impl ResolvedSlice {
     /// schema they share (text inputs: the one the run declared or
     /// inferred), and the rows the footers state, which is what the guest
     /// gets unless rows are filtered (by owner) or the inputs are text
-    /// (counted as read).
-    /// A table's files may differ by the columns appended to it: read as
-    /// its columns ([`super::fit::read_schema`]).
-    fn peek_all(&self) -> Result<(Option<SchemaRef>, Option<u64>), SliceError> {
+    /// (counted as read). A table's files may differ by the columns
+    /// appended to it: read as its columns ([`super::fit::read_schema`]),
+    /// each file's own schema kept (once per distinct schema) to check its
+    /// private copy against.
+    fn peek_all(&self) -> Result<Peeked, SliceError> {
         let mut schema: Option<SchemaRef> = self.text.as_ref().map(|t| t.schema.clone());
         let mut rows = (self.text.is_none() && self.row_filter.is_none()).then_some(0u64);
-        let mut peeked = Vec::new();
+        let mut distinct: Vec<(&InputObject, SchemaRef)> = Vec::new();
+        let mut seen: std::collections::HashMap<arrow::datatypes::Fields, usize> =
+            Default::default();
+        let mut of = Vec::new();
         for input in self.inputs.iter().filter(|_| self.text.is_none()) {
             let (s, n) = self.peek(input)?;
             rows = rows.map(|r| r.saturating_add(n));
             match (&schema, &self.table_columns) {
-                (_, Some(_)) => peeked.push((input, s)),
+                (_, Some(_)) => {
+                    let next = distinct.len();
+                    let at = *seen.entry(s.fields().clone()).or_insert(next);
+                    if at == next {
+                        distinct.push((input, s));
+                    }
+                    of.push(at);
+                }
                 (None, None) => schema = Some(s),
                 (Some(first), None) => self.same_schema(input, first, &s)?,
             }
         }
-        if let Some(table) = self.table_columns.as_ref().filter(|_| !peeked.is_empty()) {
-            schema = Some(super::fit::read_schema(table, &peeked)?);
+        if let Some(table) = self.table_columns.as_ref().filter(|_| !distinct.is_empty()) {
+            schema = Some(super::fit::read_schema(table, &distinct)?);
         }
-        Ok((schema, rows))
+        Ok(Peeked {
+            schema,
+            rows,
+            files: distinct.into_iter().map(|(_, s)| s).collect(),
+            of,
+        })
     }
+}
+
+/// What the footers gave before anything was decoded.
+struct Peeked {
+    /// The schema the files are read as.
+    schema: Option<SchemaRef>,
+    /// The rows they hold, when that is what the guest gets.
+    rows: Option<u64>,
+    /// A table's files' distinct schemas, and each input's among them.
+    files: Vec<SchemaRef>,
+    of: Vec<usize>,
 }
 
 impl Drop for SliceReader {
@@ -258,6 +296,7 @@ impl SliceReader {
             decode: self.decode.as_deref(),
             decode_as: self.decode_as.as_ref(),
             dictionaries: &self.dictionaries,
+            peeked: self.peeked_of.get(at).and_then(|&i| self.peeked.get(i)),
             budget: self.budget,
             rejects: &self.rejects,
         };

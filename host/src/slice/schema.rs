@@ -24,6 +24,12 @@ fn strip_meta(s: &SchemaRef) -> arrow::datatypes::Schema {
     arrow::datatypes::Schema::new(s.fields().clone())
 }
 
+/// The same columns (fields with their metadata), whatever the schemas'
+/// own metadata.
+pub(super) fn same_fields(a: &SchemaRef, b: &SchemaRef) -> bool {
+    strip_meta(a) == strip_meta(b)
+}
+
 impl ResolvedSlice {
     pub(super) fn same_schema(
         &self,
@@ -31,7 +37,7 @@ impl ResolvedSlice {
         first: &SchemaRef,
         s: &SchemaRef,
     ) -> Result<(), SliceError> {
-        if strip_meta(first) == strip_meta(s) {
+        if same_fields(first, s) {
             return Ok(());
         }
         Err(SliceError::SchemaMismatch {

@@ -252,6 +252,15 @@ impl Table {
         }
     }
 
+    /// The columns its data files are read as: the schema, on Iceberg
+    /// with each column's field id (files are matched by it, not by name).
+    pub fn read_columns(&self) -> Result<SchemaRef, TableError> {
+        match self {
+            Table::Delta(t) => t.arrow_schema(),
+            Table::Iceberg(t) => t.read_columns(),
+        }
+    }
+
     pub async fn put_sidecar(&self, rel: &str, bytes: Vec<u8>) -> Result<(), TableError> {
         match self {
             Table::Delta(t) => t.put_sidecar(rel, bytes).await,

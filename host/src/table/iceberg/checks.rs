@@ -73,6 +73,22 @@ fn check_partitioning(mode: &Mode, m: &TableMetadata) -> Result<(), TableError> 
             f.name
         )));
     }
+    // A typed value matches files by their literal alone: files of an
+    // earlier partition spec (a `day(ts)`, another column) could hold the
+    // same literal for other rows, and be replaced with the slice's.
+    let typed = m.default_partition_spec().fields().iter().any(|f| {
+        !matches!(
+            schema
+                .field_by_id(f.source_id)
+                .map(|s| s.field_type.as_ref()),
+            Some(Type::Primitive(PrimitiveType::String))
+        )
+    });
+    if typed && m.partition_specs_iter().len() > 1 {
+        return Err(TableError::Partitioning(
+            "the table's partitioning changed (it has more than one partition spec) and its partition column is not a string: idem cannot tell the files of its partition from older ones by their values; write to a table with one partition spec".into(),
+        ));
+    }
     let parts = partition_columns(m);
     let wanted: Vec<String> = match mode {
         Mode::OverwritePartition { partition } => partition.columns(),

@@ -12,7 +12,7 @@ use iceberg::spec::{NestedField, PrimitiveType, Schema, TableMetadata, Type};
 use super::ice_err;
 use super::schema::{arrow_schema_of, iceberg_type, plain_schema};
 use crate::table::commit::CommitRequest;
-use crate::table::datafile::check_types;
+use crate::table::datafile::{check_types, data_columns};
 use crate::table::error::TableError;
 use crate::table::schema_change::appended_only;
 
@@ -26,8 +26,10 @@ pub(super) fn with_new_columns(
     let Some(out) = &req.schema else {
         return Ok(m);
     };
+    // The partition columns are the slice's text, in whatever type the
+    // table declares them ([`super::partition_value`]).
     let added = check_types(
-        &plain_schema(out),
+        &data_columns(&plain_schema(out), req.mode),
         arrow_schema_of(&m)?.as_ref(),
         req.schema_change,
     )?;

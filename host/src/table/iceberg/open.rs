@@ -7,7 +7,7 @@ use iceberg::spec::TableMetadata;
 use url::Url;
 
 use super::location::{Location, folder_url};
-use super::schema::{arrow_fields_of, arrow_schema_of};
+use super::schema::{arrow_fields_of, arrow_schema_of, with_field_ids};
 use super::{Iceberg, catalog, ice_err, io};
 use crate::table::commit::attempt_id;
 use crate::table::error::TableError;
@@ -154,14 +154,34 @@ impl Iceberg {
     /// Iceberg type).
     pub fn arrow_schema(&self) -> Result<SchemaRef, TableError> {
         let m = self.metadata().ok_or(TableError::NoSchema)?;
-        if let Some(schema) = self
-            .pinned
+        match self.pinned_schema() {
+            Some(schema) => arrow_fields_of(schema.as_ref()),
+            None => arrow_schema_of(m),
+        }
+    }
+
+    /// [`Iceberg::arrow_schema`] with each column's field id (Parquet's
+    /// `PARQUET:field_id`): what a read matches data files' columns by, so
+    /// a renamed column keeps its values and a dropped and re-added one
+    /// does not get the old ones back.
+    pub fn read_columns(&self) -> Result<SchemaRef, TableError> {
+        let m = self.metadata().ok_or(TableError::NoSchema)?;
+        let schema = self
+            .pinned_schema()
+            .unwrap_or_else(|| m.current_schema().clone());
+        Ok(with_field_ids(
+            self.arrow_schema()?.as_ref(),
+            schema.as_ref(),
+        ))
+    }
+
+    /// The schema of the pinned snapshot, when it names one.
+    fn pinned_schema(&self) -> Option<iceberg::spec::SchemaRef> {
+        let m = self.metadata()?;
+        self.pinned
             .and_then(|id| m.snapshot_by_id(id))
             .and_then(|s| s.schema_id())
             .and_then(|id| m.schema_by_id(id))
-        {
-            return arrow_fields_of(schema.as_ref());
-        }
-        arrow_schema_of(m)
+            .cloned()
     }
 }

@@ -85,26 +85,32 @@ pub(super) fn in_partition(f: &DataFile, partition: &Partition) -> bool {
 /// hour.
 pub(super) fn selected_by(f: &DataFile, m: &TableMetadata, partition: &Partition) -> bool {
     let schema = m.current_schema();
-    let names: Vec<Option<&str>> = m
+    let columns: Vec<Option<&iceberg::spec::NestedField>> = m
         .default_partition_spec()
         .fields()
         .iter()
         .map(|pf| {
             (pf.transform == Transform::Identity)
-                .then(|| schema.field_by_id(pf.source_id).map(|s| s.name.as_str()))
+                .then(|| schema.field_by_id(pf.source_id).map(|s| s.as_ref()))
                 .flatten()
         })
         .collect();
     let values = f.partition().fields();
-    if values.len() != names.len() {
+    if values.len() != columns.len() {
         return false;
     }
     partition.levels().iter().all(|(column, value)| {
-        names
+        let Some(i) = columns
             .iter()
-            .position(|n| *n == Some(column.as_str()))
-            .and_then(|i| values.get(i))
-            .is_some_and(|lit| super::partition_value::holds(lit.as_ref(), value))
+            .position(|c| c.is_some_and(|c| c.name == *column))
+        else {
+            return false;
+        };
+        let t = columns[i].and_then(|c| c.field_type.as_primitive_type());
+        values.get(i).is_some_and(|lit| match t {
+            Some(t) => super::partition_value::is(lit.as_ref(), value, t),
+            None => false,
+        })
     })
 }
 

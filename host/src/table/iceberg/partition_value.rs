@@ -56,6 +56,19 @@ pub(super) fn holds(lit: Option<&Literal>, value: &str) -> bool {
     }
 }
 
+/// Whether a data file's partition literal is the slice's `value` in a
+/// column of type `t` exactly (a read selecting a partition: `20727` is
+/// not a date's spelling, though its literal is 2026-10-01's).
+pub(super) fn is(lit: Option<&Literal>, value: &str, t: &PrimitiveType) -> bool {
+    let arrow = match t {
+        PrimitiveType::Date => DataType::Date32,
+        PrimitiveType::Int => DataType::Int32,
+        PrimitiveType::Long => DataType::Int64,
+        _ => DataType::Utf8,
+    };
+    lit.is_some_and(|lit| literal(value, &arrow).is_ok_and(|want| &want == lit))
+}
+
 /// The text one value reads as (arrow's cast, as the round trip checks).
 fn text_of(a: &dyn Array) -> Option<String> {
     let text = cast(a, &DataType::Utf8).ok()?;
@@ -79,6 +92,11 @@ mod tests {
         assert!(holds(Some(&long), "123"));
         let text = literal("07", &DataType::Utf8).unwrap();
         assert!(holds(Some(&text), "07") && !holds(None, "07"));
+        // A read selecting a partition takes the column's type.
+        assert!(is(Some(&date), "2026-10-01", &PrimitiveType::Date));
+        assert!(!is(Some(&date), "20727", &PrimitiveType::Date));
+        assert!(is(Some(&hour), "7", &PrimitiveType::Int));
+        assert!(!is(Some(&hour), "1970-01-08", &PrimitiveType::Int));
         // A value that is not one, or would be stored as other text.
         assert!(literal("not-a-date", &DataType::Date32).is_err());
         assert!(

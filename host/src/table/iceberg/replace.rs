@@ -63,7 +63,7 @@ impl Iceberg {
         };
         // Write-audit-publish: on the branch, main untouched.
         let wap = WapRecord::new(branch, &snap, &record);
-        let next = self.branch_metadata(req.slice, m, base_path, snapshot, &wap)?;
+        let next = self.branch_metadata((req.slice, req.mode), m, base_path, snapshot, &wap)?;
         // Planned before the swap: a lost answer is checked against it.
         self.branched = Some(wap);
         self.swap(next, base_path, swapped).await?;

@@ -21,6 +21,7 @@ use super::properties::{PARTITION_PROP, SLICE_PROP};
 use super::{Iceberg, ice_err};
 use crate::table::commit::{Attempt, CommitRequest, SliceOutcome, SliceState, until_decided};
 use crate::table::error::TableError;
+use crate::table::mode::Mode;
 use crate::table::wap::{Branched, Pending, Publish};
 
 /// What a write to a branch came to.
@@ -79,20 +80,26 @@ impl Iceberg {
 
     /// The next metadata of a branch write: `snapshot` on `branch`, the
     /// would-be `record` in `idem.wap.<slice>`; `main` and the slice's
-    /// record untouched.
+    /// record untouched (and its `mode`, when the table has none yet).
     pub(super) fn branch_metadata(
         &self,
-        slice: &str,
+        (slice, mode): (&str, &Mode),
         m: &TableMetadata,
         base_path: Option<&str>,
         snapshot: Snapshot,
         wap: &WapRecord,
     ) -> Result<TableMetadata, TableError> {
         check_takeover(m, &wap.branch, slice)?;
-        let props = HashMap::from([(
+        let mut props = HashMap::from([(
             format!("{WAP_PROP}{slice}"),
             serde_json::to_string(wap).unwrap_or_default(),
         )]);
+        // A table another engine created takes the mode of idem's first
+        // write into it, a branch write too (its audit reads the branch's
+        // snapshot as idem's slice).
+        if !m.properties().contains_key(super::MODE_PROP) {
+            props.insert(super::MODE_PROP.to_string(), mode.name().to_string());
+        }
         let mut b = m.clone().into_builder(base_path.map(str::to_string));
         // The slice's earlier branch, under another name: replaced.
         if let Some(old) = self.wap_record(slice).filter(|o| o.branch != wap.branch)
@@ -210,6 +217,11 @@ impl Iceberg {
         )]);
         if let Some(part) = &record.partition {
             props.insert(format!("{PARTITION_PROP}{part}"), p.slice.to_string());
+        }
+        // As a commit to `main` does ([`super::replace`]): a table another
+        // engine created takes the mode of idem's first publish into it.
+        if !m.properties().contains_key(super::MODE_PROP) {
+            props.insert(super::MODE_PROP.to_string(), p.mode.name().to_string());
         }
         // The snapshot's summary could not name the manifest (written
         // before the audit): this entry does, for as long as the snapshot
