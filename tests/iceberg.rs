@@ -73,6 +73,18 @@ impl Fixture {
     }
 }
 
+/// `dedup_events` (which passes every column through) over table `input`
+/// at `version`, into `target`: a later read of a table.
+fn read_into(input: &str, version: &str, target: &str, extra: &[&str]) -> String {
+    let dedup = s(&common::guest("examples/dedup_events"));
+    let mut args = vec!["run", "--module", &dedup, "--input", input];
+    args.extend(["--table-version", version, "--table", target]);
+    args.extend(extra);
+    let (code, out, err) = common::idem(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    out
+}
+
 fn rows(v: &Value) -> Vec<String> {
     v["rows"]
         .as_array()
@@ -809,18 +821,9 @@ print(json.dumps({
     "rows": t.scan().to_arrow().num_rows,
 }))
 "#;
-    let out = Command::new(common::python())
-        .args(["-c", probe])
-        .arg(fx.catalog())
-        .arg(fx.warehouse())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (catalog, warehouse) = (fx.catalog(), fx.warehouse());
+    let out = common::python_stdout(probe, &[catalog.as_os_str(), warehouse.as_os_str()]);
+    let got: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(got["type"], "date", "{got}");
     // A date literal is days since 1970: 2026-10-01 is 20727.
     assert_eq!(
@@ -846,25 +849,9 @@ print(json.dumps({
     let (code, audit, err) = common::idem(&["audit", &table]);
     assert_eq!(code, 0, "{audit}{err}");
     // Read back as an input, one date: its files only, the date a date.
-    let dedup = common::guest("examples/dedup_events");
     let copy = fx.table("copy");
-    let args = [
-        "run",
-        "--module",
-        &s(&dedup),
-        "--input",
-        &table,
-        "--table-version",
-        "2",
-        "--partition",
-        "date=2026-10-01",
-        "--table",
-        &copy,
-        "--mode",
-        "append",
-    ];
-    let (code, out, err) = common::idem(&args);
-    assert_eq!(code, 0, "{out}{err}");
+    let day = ["--partition", "date=2026-10-01", "--mode", "append"];
+    read_into(&table, "2", &copy, &day);
     let copied = rows(&fx.read("copy"));
     assert!(!copied.is_empty() && copied.len() as i64 <= day_rows);
     assert!(
@@ -880,22 +867,12 @@ print(json.dumps({
     ok(run(&fx, &module, "2026-10-01", &delta, &[]));
     foreign(&fx, "typed2", &["create-date-partitioned"]);
     let typed2 = fx.table("typed2");
-    let args = [
-        "run",
-        "--module",
-        &s(&dedup),
-        "--input",
+    read_into(
         &delta,
-        "--table-version",
         "1",
-        "--partition",
-        "date=2026-10-01",
-        "--table",
         &typed2,
-        "--wap",
-    ];
-    let (code, out, err) = common::idem(&args);
-    assert_eq!(code, 0, "{out}{err}");
+        &["--partition", "date=2026-10-01", "--wap"],
+    );
     let read = rows(&fx.read("typed2"));
     assert!(!read.is_empty() && read.iter().all(|r| r.contains(r#""date": "2026-10-01""#)));
     let (code, audit, err) = common::idem(&["audit", &typed2]);
@@ -939,24 +916,9 @@ fn a_foreign_file_anywhere_and_a_foreign_rename_are_caught() {
         "renamed",
         &["append-copy", "event_id", "copied-after-rename"],
     );
-    let dedup = common::guest("examples/dedup_events");
     let copy = fx.table("renamed_copy");
     let at = version(&fx.read("renamed")).to_string();
-    let args = [
-        "run",
-        "--module",
-        &s(&dedup),
-        "--input",
-        &renamed,
-        "--table-version",
-        &at,
-        "--table",
-        &copy,
-        "--mode",
-        "append",
-    ];
-    let (code, out, err) = common::idem(&args);
-    assert_eq!(code, 0, "{out}{err}");
+    read_into(&renamed, &at, &copy, &["--mode", "append"]);
     let theirs = rows(&fx.read("renamed"));
     let ours = rows(&fx.read("renamed_copy"));
     assert!(
@@ -1675,21 +1637,7 @@ fn new_columns_join_an_iceberg_table_in_the_slices_own_snapshot() {
     // A later read of the whole table at version 2 takes files from both
     // sides of the append: day 1's read null in the new column.
     let whole = fx.table("whole");
-    let args = [
-        "run",
-        "--module",
-        &s(&dedup),
-        "--input",
-        &over,
-        "--table-version",
-        "2",
-        "--table",
-        &whole,
-        "--mode",
-        "append",
-    ];
-    let (code, out, err) = common::idem(&args);
-    assert_eq!(code, 0, "{out}{err}");
+    read_into(&over, "2", &whole, &["--mode", "append"]);
     let got: Vec<Value> = rows(&fx.read("whole"))
         .iter()
         .map(|r| serde_json::from_str(r).unwrap())

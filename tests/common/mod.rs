@@ -744,8 +744,14 @@ pub fn change_input_columns(root: &Path, date: &str, retype: bool) {
 /// Run a Python snippet with the tests' Python (its packages: PyPI
 /// deltalake, pyarrow): another writer, say. Its stderr is the failure.
 pub fn python_script(script: &str) {
+    python_stdout(script, &[]);
+}
+
+/// [`python_script`] with `args` as its `sys.argv[1:]`: its stdout.
+pub fn python_stdout(script: &str, args: &[&std::ffi::OsStr]) -> Vec<u8> {
     let out = std::process::Command::new(python())
         .args(["-c", script])
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -753,6 +759,7 @@ pub fn python_script(script: &str) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    out.stdout
 }
 
 /// Each slice's status in a backfill's `--json` output, in its order.

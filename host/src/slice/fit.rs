@@ -388,6 +388,14 @@ mod tests {
         assert_eq!(id.values().to_vec(), [1, 2, 3, 4, 5]);
     }
 
+    /// Why `files`, read as [`table`], cannot be read.
+    fn refused(files: &[&std::path::PathBuf]) -> String {
+        let slice = ResolvedSlice::from_files("t", files)
+            .unwrap()
+            .with_table_columns(&table());
+        slice.reader(100).err().unwrap().to_string()
+    }
+
     /// What the table's columns do not excuse: a file without a column the
     /// table declares required, and one column typed differently by two
     /// files.
@@ -397,10 +405,7 @@ mod tests {
         let files = two_files(dir.path());
         let no_id = dir.path().join("c-no-id.parquet");
         write(&no_id, vec![("name", texts(&[Some("w")]), true)]);
-        let slice = ResolvedSlice::from_files("t", &[&files[0], &no_id])
-            .unwrap()
-            .with_table_columns(&table());
-        let err = slice.reader(100).err().unwrap().to_string();
+        let err = refused(&[&files[0], &no_id]);
         assert!(
             err.contains("c-no-id.parquet")
                 && err.contains("no column `id`")
@@ -415,10 +420,7 @@ mod tests {
                 ("name", Arc::new(Int32Array::from(vec![1])), true),
             ],
         );
-        let slice = ResolvedSlice::from_files("t", &[&files[0], &retyped])
-            .unwrap()
-            .with_table_columns(&table());
-        let err = slice.reader(100).err().unwrap().to_string();
+        let err = refused(&[&files[0], &retyped]);
         assert!(
             err.contains("c-retyped.parquet")
                 && err.contains("column `name` is Int32")
