@@ -335,6 +335,11 @@ mod tests {
         vec![old, new]
     }
 
+    fn names(batch: &RecordBatch) -> Vec<String> {
+        let fields = batch.schema_ref().fields();
+        fields.iter().map(|f| f.name().clone()).collect()
+    }
+
     fn read_all(slice: &ResolvedSlice, declared: &Declared) -> Result<RecordBatch, SliceError> {
         let reader = slice.reader(100)?.narrow(declared)?;
         let schema = reader.schema();
@@ -357,13 +362,7 @@ mod tests {
         ));
         let slice = plain.with_table_columns(&table());
         let all = read_all(&slice, &Declared::default()).unwrap();
-        let names: Vec<&str> = all
-            .schema_ref()
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect();
-        assert_eq!(names, ["id", "name", "coupon"]);
+        assert_eq!(names(&all), ["id", "name", "coupon"]);
         let id = all.column(0).as_primitive::<Int64Type>();
         assert_eq!(id.values().to_vec(), [1, 2, 3, 4, 5]);
         let coupon = all.column(2).as_string::<i32>();
@@ -469,13 +468,7 @@ mod tests {
             .unwrap()
             .with_table_columns(&table);
         let all = read_all(&slice, &Declared::default()).unwrap();
-        let names: Vec<&str> = all
-            .schema_ref()
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect();
-        assert_eq!(names, ["id", "label", "coupon"]);
+        assert_eq!(names(&all), ["id", "label", "coupon"]);
         assert_eq!(all.column(1).as_string::<i32>().value(0), "x");
         assert!(
             all.column(2).is_null(0),
