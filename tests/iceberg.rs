@@ -879,6 +879,42 @@ print(json.dumps({
     assert_eq!(code, 0, "{audit}{err}");
 }
 
+/// A table whose partitioning changed holds files of an earlier spec,
+/// whose values are not the current fields': an overwrite of a partition
+/// is refused naming such a file (it could hold the partition's rows, or
+/// others), and so is a read of a partition.
+#[test]
+fn a_partition_of_a_table_whose_partitioning_changed_is_refused() {
+    let fx = Fixture::new(&["2026-10-01"], 300);
+    let module = common::guest("examples/clean_orders");
+    std::fs::create_dir_all(fx.warehouse()).unwrap();
+    foreign(&fx, "moved", &["create-repartitioned"]);
+    let table = fx.table("moved");
+    let (code, _, err) = run(&fx, &module, "2026-10-01", &table, &[]);
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("earlier partition spec") && err.contains("rewrite_data_files"),
+        "{err}"
+    );
+    assert_eq!(rows(&fx.read("moved")).len(), 1, "nothing committed");
+    let dedup = s(&common::guest("examples/dedup_events"));
+    let (code, _, err) = common::idem(&[
+        "run",
+        "--module",
+        &dedup,
+        "--input",
+        &table,
+        "--table-version",
+        "1",
+        "--partition",
+        "date=2026-10-01",
+        "--table",
+        &fx.table("copy"),
+    ]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("another partition spec"), "{err}");
+}
+
 /// The Iceberg side of two findings: a foreign append where no slice owns
 /// the partition fails a whole-table audit naming the file, and a foreign
 /// column rename (a schema change, no data file touched) fails the slice's

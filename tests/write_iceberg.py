@@ -8,6 +8,9 @@ usage: write_iceberg.py CATALOG_DB WAREHOUSE NAMESPACE.TABLE delete FILTER
        (appends one of the table's rows with COLUMN set to VALUE)
        write_iceberg.py ... rename OLD NEW
        (renames a column: a schema change, no data file touched)
+       write_iceberg.py ... create-repartitioned
+       (creates the table with clean_orders' columns unpartitioned, appends
+       one row, then partitions it by `date`: a file of an earlier spec)
        write_iceberg.py ... create-date-partitioned
        (creates the table with clean_orders' columns and `date` a DATE,
        partitioned by it: as Spark's CREATE TABLE ... PARTITIONED BY (date))
@@ -22,6 +25,9 @@ def main() -> None:
     catalog = SqlCatalog("idem", uri=db if "://" in db else f"sqlite:///{db}", warehouse=f"file://{warehouse}")
     if op == "create-date-partitioned":
         create_date_partitioned(catalog, ident)
+        return
+    if op == "create-repartitioned":
+        create_repartitioned(catalog, ident)
         return
     table = catalog.load_table(ident)
     if op == "delete":
@@ -40,6 +46,20 @@ def main() -> None:
             update.rename_column(sys.argv[5], sys.argv[6])
     else:
         raise SystemExit(f"unknown operation {op}")
+
+
+def create_repartitioned(catalog, ident: str) -> None:
+    import pyarrow as pa
+
+    catalog.create_namespace_if_not_exists(ident.split(".")[0])
+    row = pa.table({
+        "event_id": ["e-0"], "order_id": [0], "customer": ["c-0"], "amount": [1.0],
+        "quantity": [1], "status": ["paid"], "total": [1.0], "date": ["2026-10-01"],
+    })
+    table = catalog.create_table(ident, schema=row.schema)
+    table.append(row)
+    with table.update_spec() as update:
+        update.add_identity("date")
 
 
 def create_date_partitioned(catalog, ident: str) -> None:

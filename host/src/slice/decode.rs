@@ -31,9 +31,6 @@ pub(super) struct Decode<'a> {
     pub(super) decode: Option<&'a [usize]>,
     /// Those columns' types, when some are taken as dictionaries.
     pub(super) decode_as: Option<&'a SchemaRef>,
-    /// The columns taken as dictionaries (a table's file is asked for
-    /// them in its own schema).
-    pub(super) dictionaries: &'a [String],
     /// A table's file: the schema its footer gave when the run started
     /// (its private copy's must be the same).
     pub(super) peeked: Option<&'a SchemaRef>,
@@ -232,13 +229,15 @@ impl ResolvedSlice {
             });
         }
         let typed = how.decode_as.unwrap_or(how.schema);
-        let fit = Fit::of(input, file, (how.schema, typed), how.decode, how.budget)?;
-        let hint = how.decode_as.map(|_| {
-            Arc::new(idem_guest::native::dictionary_schema(
-                file,
-                how.dictionaries,
-            ))
-        });
+        let table = self.table_columns.as_deref().unwrap_or(how.schema);
+        let fit = Fit::of(
+            input,
+            file,
+            (table, how.schema, typed),
+            how.decode,
+            how.budget,
+        )?;
+        let hint = fit.hint(file);
         Ok(FilePlan {
             roots: Some(fit.roots.clone()),
             hint,
@@ -284,7 +283,6 @@ pub(super) fn decode_all<'a>(
         schema,
         decode: None,
         decode_as: None,
-        dictionaries: &[],
         peeked: None,
         budget: super::guard::DEFAULT_INPUT_BATCH_BYTES,
         rejects,

@@ -68,19 +68,22 @@ pub(super) struct Fit {
     columns: Vec<Option<usize>>,
     /// The batch handed on: the read schema's decoded columns.
     out: SchemaRef,
+    /// Its own columns taken as dictionaries, with their types.
+    dictionaries: Vec<(usize, DataType)>,
     /// Most bytes the null columns of one batch may take.
     budget: u64,
 }
 
 impl Fit {
     /// The file `input`, of schema `file`, read as the columns `decode` of
-    /// `read` (all when `None`), typed as `typed` (`read` with the columns
-    /// taken as dictionaries, when some are). `budget` bounds a batch's
-    /// null columns.
+    /// `read` (all when `None`; the table's columns `table` found in it as
+    /// [`read_schema`] found them), typed as `typed` (`read` with the
+    /// columns taken as dictionaries, when some are). `budget` bounds a
+    /// batch's null columns.
     pub(super) fn of(
         input: &InputObject,
         file: &Schema,
-        (read, typed): (&Schema, &Schema),
+        (table, read, typed): (&Schema, &Schema, &Schema),
         decode: Option<&[usize]>,
         budget: u64,
     ) -> Result<Fit, SliceError> {
@@ -91,13 +94,17 @@ impl Fit {
         };
         let mut held = Vec::with_capacity(wanted.len());
         let mut out = Vec::with_capacity(wanted.len());
+        let mut dictionaries = Vec::new();
         for i in wanted {
             let r = read.field(i);
-            match position(file, r) {
+            match position(file, table.field(i)) {
                 Some(j) => {
                     let f = file.field(j);
                     if !same_column(r, f) || (f.is_nullable() && !r.is_nullable()) {
                         return Err(retyped(input, f, input, r));
+                    }
+                    if let DataType::Dictionary(..) = typed.field(i).data_type() {
+                        dictionaries.push((j, typed.field(i).data_type().clone()));
                     }
                     held.push(Some(j));
                 }
@@ -116,8 +123,23 @@ impl Fit {
             roots,
             columns,
             out: Arc::new(Schema::new(out)),
+            dictionaries,
             budget,
         })
+    }
+
+    /// The schema `file` is asked for: its columns taken as dictionaries
+    /// (found by field id or name, not by the table's name: a renamed
+    /// column's older files name it otherwise). `None`: as it is.
+    pub(super) fn hint(&self, file: &Schema) -> Option<SchemaRef> {
+        if self.dictionaries.is_empty() {
+            return None;
+        }
+        let mut fields: Vec<Field> = file.fields().iter().map(|f| f.as_ref().clone()).collect();
+        for (j, t) in &self.dictionaries {
+            fields[*j] = fields[*j].clone().with_data_type(t.clone());
+        }
+        Some(Arc::new(Schema::new(fields)))
     }
 
     /// A batch decoded from the file at `path` (its [`Fit::roots`], in its
@@ -175,6 +197,8 @@ fn null_bytes(t: &DataType, depth: usize) -> u64 {
         }
         DataType::Struct(fs) => fs.iter().map(|f| each(f)).fold(1, u64::saturating_add),
         DataType::Dictionary(k, _) => null_bytes(k, depth + 1),
+        DataType::Utf8View | DataType::BinaryView => 17,
+        DataType::ListView(_) | DataType::LargeListView(_) => 17,
         _ => t.primitive_width().map_or(9, |w| w as u64 + 1),
     }
 }
@@ -198,23 +222,31 @@ fn same_column(a: &Field, b: &Field) -> bool {
     a.data_type() == b.data_type() && a.metadata() == b.metadata()
 }
 
-/// A file naming one column twice cannot be read by name.
+/// A file naming one column twice, or giving two the same field id,
+/// cannot be read by name or id.
 fn unique_names(input: &InputObject, s: &Schema) -> Result<(), SliceError> {
-    let mut names: Vec<&str> = s.fields().iter().map(|f| f.name().as_str()).collect();
-    names.sort_unstable();
-    match names.windows(2).find(|w| w[0] == w[1]) {
-        None => Ok(()),
-        Some(w) => Err(SliceError::Refused {
-            path: input.path.clone(),
-            why: format!(
-                "it has two columns named `{}`",
-                crate::text::clip_str(w[0], 128)
-            ),
-            fix:
-                "a table's files are read by column name: rewrite the file with one column per name"
-                    .into(),
-        }),
-    }
+    let twice = |mut keys: Vec<&str>, what: &str| {
+        keys.sort_unstable();
+        match keys.windows(2).find(|w| w[0] == w[1]) {
+            None => Ok(()),
+            Some(w) => Err(SliceError::Refused {
+                path: input.path.clone(),
+                why: format!("it has two columns {what} `{}`", crate::text::clip_str(w[0], 128)),
+                fix: "a table's files are read by column name or field id: rewrite the file with one column per name and id".into(),
+            }),
+        }
+    };
+    twice(
+        s.fields().iter().map(|f| f.name().as_str()).collect(),
+        "named",
+    )?;
+    let ids = s
+        .fields()
+        .iter()
+        .filter_map(|f| f.metadata().get(PARQUET_FIELD_ID_META_KEY))
+        .map(String::as_str)
+        .collect();
+    twice(ids, "with field id")
 }
 
 /// A file without a column the table declares required.
@@ -470,6 +502,29 @@ mod tests {
         let all = read_all(&slice, &Declared::default()).unwrap();
         assert_eq!(names(&all), ["id", "label", "coupon"]);
         assert_eq!(all.column(1).as_string::<i32>().value(0), "x");
+        // Taken as a dictionary: the older file is asked for it by its id.
+        let declared = Declared {
+            columns: Some(vec!["label".into()]),
+            dictionaries: vec!["label".into()],
+        };
+        let label = read_all(&slice, &declared).unwrap();
+        let values = arrow::compute::cast(label.column(0), &DataType::Utf8).unwrap();
+        assert_eq!(values.as_string::<i32>().value(0), "x");
+        // Two columns with one id cannot be told apart.
+        let twice = dir.path().join("b.parquet");
+        write_fields(
+            &twice,
+            vec![
+                with_id(Field::new("id", DataType::Int64, false), "1"),
+                with_id(Field::new("other", DataType::Int64, false), "1"),
+            ],
+            vec![ids(&[1]), ids(&[2])],
+        );
+        let slice = ResolvedSlice::from_files("t", &[&twice])
+            .unwrap()
+            .with_table_columns(&table);
+        let err = slice.reader(100).err().unwrap().to_string();
+        assert!(err.contains("two columns with field id `1`"), "{err}");
         assert!(
             all.column(2).is_null(0),
             "the old coupon is not the new one"

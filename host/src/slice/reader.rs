@@ -295,7 +295,6 @@ impl SliceReader {
             schema: &self.file_schema,
             decode: self.decode.as_deref(),
             decode_as: self.decode_as.as_ref(),
-            dictionaries: &self.dictionaries,
             peeked: self.peeked_of.get(at).and_then(|&i| self.peeked.get(i)),
             budget: self.budget,
             rejects: &self.rejects,

@@ -53,7 +53,7 @@ impl Iceberg {
             if let Some(p) = partition {
                 // A file of an older spec (the partitioning evolved) would
                 // be skipped silently: refused instead.
-                if l.file.partition().fields().len() != m.default_partition_spec().fields().len() {
+                if !l.current_spec {
                     return Err(unsupported(format!(
                         "data file {path} was written under another partition spec than the table's current one (its partitioning changed): idem selects --partition {p} by the current spec's columns only; read the whole version (no --partition) instead"
                     )));

@@ -14,6 +14,9 @@ pub(super) struct Live {
     pub(super) seq: i64,
     /// The manifest that lists it.
     pub(super) manifest: String,
+    /// Written under the table's current partition spec (its partition
+    /// values are of that spec's fields).
+    pub(super) current_spec: bool,
 }
 
 impl Iceberg {
@@ -44,6 +47,7 @@ impl Iceberg {
                     file: e.data_file().clone(),
                     seq: e.sequence_number().unwrap_or(snap.sequence_number()),
                     manifest: mf.manifest_path.clone(),
+                    current_spec: mf.partition_spec_id == m.default_partition_spec_id(),
                 });
             }
         }

@@ -69,9 +69,11 @@ pub(super) fn deleted_file(f: &DataFile) -> Option<String> {
 /// Whether a data file lies in the identity partition `partition` (the
 /// table has one partition field per level, in the levels' order: what
 /// idem creates and checks before it writes).
-pub(super) fn in_partition(f: &DataFile, partition: &Partition) -> bool {
-    let p = f.partition();
-    p.fields().len() == partition.levels().len()
+pub(super) fn in_partition(l: &Live, partition: &Partition) -> bool {
+    let p = l.file.partition();
+    // A file of an earlier spec has values of other fields.
+    l.current_spec
+        && p.fields().len() == partition.levels().len()
         && p.fields()
             .iter()
             .zip(partition.levels())
@@ -136,7 +138,7 @@ impl Iceberg {
         if let Some(partition) = partition {
             let foreign = data
                 .iter()
-                .find(|l| in_partition(&l.file, partition) && !owned_by(l.file.file_path(), &tag));
+                .find(|l| in_partition(l, partition) && !owned_by(l.file.file_path(), &tag));
             if let Some(f) = foreign {
                 return Some(format!(
                     "another writer added {} to partition {partition}",
@@ -162,7 +164,7 @@ impl Iceberg {
                 && match deleted_file(&l.file) {
                     Some(target) => owned_by(&target, &tag),
                     None => partition.is_none_or(|p| {
-                        in_partition(&l.file, p) || l.file.partition().fields().is_empty()
+                        in_partition(l, p) || l.file.partition().fields().is_empty()
                     }),
                 }
         }) {
@@ -236,12 +238,14 @@ mod tests {
                     file: file(&path(s), DataContentType::Data),
                     seq: 1,
                     manifest: "m".into(),
+                    current_spec: true,
                 })
                 .collect();
             v.extend(extra.into_iter().map(|(file, seq)| Live {
                 file,
                 seq,
                 manifest: "d".into(),
+                current_spec: true,
             }));
             v
         };
@@ -280,6 +284,7 @@ mod tests {
             file: file(&path(a).replace("00000", "00001"), DataContentType::Data),
             seq: 3,
             manifest: "m".into(),
+            current_spec: true,
         });
         assert!(Iceberg::drift(&t, a, &rec(a), None).is_some());
     }

@@ -48,6 +48,9 @@ impl Iceberg {
         if merge_removed.is_none() {
             check_owner(req.slice, m, &live, partition)?;
         }
+        if let Some(p) = partition {
+            check_one_spec(&live, p)?;
+        }
         let removed = removed_files(&live, req.slice, partition, merge_removed);
         let snap = NewSnapshot::plan(m, &self.attempt)?;
         let list_path = self.write_manifests(&snap, m, files, &removed).await?;
@@ -225,6 +228,23 @@ fn check_owner(
     Ok(())
 }
 
+/// A partition's files are told by their values under the current
+/// partition spec: a file of an earlier one (the partitioning changed)
+/// may hold the partition's rows under other fields' values, and would be
+/// left beside the slice's, or replaced though it holds other rows.
+fn check_one_spec(live: &[Live], partition: &Partition) -> Result<(), TableError> {
+    match live
+        .iter()
+        .find(|l| l.file.content_type() == DataContentType::Data && !l.current_spec)
+    {
+        None => Ok(()),
+        Some(l) => Err(TableError::Partitioning(format!(
+            "the table's partitioning changed and data file {} was written under an earlier partition spec: idem cannot tell which such files hold rows of {partition}; rewrite them under the current spec (Spark: CALL system.rewrite_data_files) or write to another table",
+            l.file.file_path()
+        ))),
+    }
+}
+
 /// The data files the commit deletes: a merge's rewritten ones, else the
 /// slice's own and its partition's.
 fn removed_files<'a>(
@@ -239,8 +259,7 @@ fn removed_files<'a>(
         .filter(|l| match merge_removed {
             Some(set) => set.contains(l.file.file_path()),
             None => {
-                owned_by(l.file.file_path(), &tag)
-                    || partition.is_some_and(|p| in_partition(&l.file, p))
+                owned_by(l.file.file_path(), &tag) || partition.is_some_and(|p| in_partition(l, p))
             }
         })
         .collect()
