@@ -214,14 +214,14 @@ impl ResolvedSlice {
         file: &SchemaRef,
         how: &Decode<'_>,
     ) -> Result<FilePlan, SliceError> {
-        if self.table_columns.is_none() {
+        let Some(table) = self.table_columns.as_deref() else {
             self.same_schema(input, how.schema, file)?;
             return Ok(FilePlan {
                 roots: how.decode.map(<[usize]>::to_vec),
                 hint: how.decode_as.cloned(),
                 fit: None,
             });
-        }
+        };
         if how.peeked.is_some_and(|p| !same_fields(p, file)) {
             return Err(SliceError::Changed {
                 path: input.path.clone(),
@@ -229,7 +229,6 @@ impl ResolvedSlice {
             });
         }
         let typed = how.decode_as.unwrap_or(how.schema);
-        let table = self.table_columns.as_deref().unwrap_or(how.schema);
         let fit = Fit::of(
             input,
             file,

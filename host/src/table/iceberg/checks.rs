@@ -57,17 +57,20 @@ pub(super) fn check_table(req: &CommitRequest<'_>, m: &TableMetadata) -> Result<
 /// or not at all), and a merge table has the owner column.
 fn check_partitioning(mode: &Mode, m: &TableMetadata) -> Result<(), TableError> {
     let schema = m.current_schema();
+    let fields = m.default_partition_spec().fields();
+    // Each partition field's source type (`None`: not a primitive).
+    let source = |f: &iceberg::spec::PartitionField| {
+        schema
+            .field_by_id(f.source_id)
+            .and_then(|s| s.field_type.as_primitive_type().cloned())
+    };
     // The slice's partition value is text, written in the column's type
     // where the table declares a date or an integer: any other type would
     // get values of the wrong type in its manifests.
-    if let Some(f) = m.default_partition_spec().fields().iter().find(|f| {
-        !matches!(
-            schema
-                .field_by_id(f.source_id)
-                .map(|s| s.field_type.as_ref()),
-            Some(Type::Primitive(p)) if super::partition_value::writable(p)
-        )
-    }) {
+    if let Some(f) = fields
+        .iter()
+        .find(|f| !source(f).is_some_and(|p| super::partition_value::writable(&p)))
+    {
         return Err(TableError::Partitioning(format!(
             "the table's partition column `{}` is not a string, date or integer column: idem writes a slice's partition value as text, or as the date or integer it spells; use a table partitioned on such a column",
             f.name
@@ -76,14 +79,9 @@ fn check_partitioning(mode: &Mode, m: &TableMetadata) -> Result<(), TableError> 
     // A typed value matches files by their literal alone: files of an
     // earlier partition spec (a `day(ts)`, another column) could hold the
     // same literal for other rows, and be replaced with the slice's.
-    let typed = m.default_partition_spec().fields().iter().any(|f| {
-        !matches!(
-            schema
-                .field_by_id(f.source_id)
-                .map(|s| s.field_type.as_ref()),
-            Some(Type::Primitive(PrimitiveType::String))
-        )
-    });
+    let typed = fields
+        .iter()
+        .any(|f| source(f) != Some(PrimitiveType::String));
     if typed && m.partition_specs_iter().len() > 1 {
         return Err(TableError::Partitioning(
             "the table's partitioning changed (it has more than one partition spec) and its partition column is not a string: idem cannot tell the files of its partition from older ones by their values; write to a table with one partition spec".into(),

@@ -41,13 +41,14 @@ impl Iceberg {
                 })
                 .collect()
         };
+        let schema = with_field_ids(arrow_schema_of(m)?.as_ref(), m.current_schema());
         let (dir, partition) = match req.mode {
             Mode::OverwritePartition { partition } => {
                 let mut dir = "data/".to_string();
                 for (column, value) in partition.levels() {
                     dir.push_str(&format!("{}={}/", safe(column), safe(value)));
                 }
-                (dir, Some(partition_literals(partition, m)?))
+                (dir, Some(partition_literals(partition, &schema)?))
             }
             _ => ("data/".to_string(), None),
         };
@@ -70,7 +71,7 @@ impl Iceberg {
                 0 | 1 => format!("{}a{attempt}", &self.attempt[..12]),
                 n => format!("{}c{n}a{attempt}", &self.attempt[..12]),
             },
-            schema: with_field_ids(arrow_schema_of(m)?.as_ref(), m.current_schema()),
+            schema,
             spec_id: m.default_partition_spec_id(),
             partition,
             target: target_file_bytes()?,
@@ -93,7 +94,8 @@ impl Iceberg {
         let spec = self.file_spec(req, m, attempt)?;
         let mode = req.mode.clone();
         let staged = staged.to_vec();
-        let table = arrow_schema_of(m)?;
+        // The table's columns: the partition columns' types among them.
+        let table = spec.schema.clone();
         // Decoding and encoding are CPU work: off the async executor; each
         // complete file is uploaded from there.
         tokio::task::spawn_blocking(move || {
@@ -120,12 +122,12 @@ impl Iceberg {
 }
 
 /// The slice's partition values as the manifests' literals, each in the
-/// type the table declares its column with (text, a date, an integer).
+/// type the table (its columns `table`) declares its column with (text, a
+/// date, an integer).
 fn partition_literals(
     partition: &crate::slice::Partition,
-    m: &TableMetadata,
+    table: &arrow::datatypes::Schema,
 ) -> Result<Vec<iceberg::spec::Literal>, TableError> {
-    let table = arrow_schema_of(m)?;
     partition
         .levels()
         .iter()
